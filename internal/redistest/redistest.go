@@ -225,3 +225,19 @@ func (s *Server) Do(args ...any) (any, error) {
 	defer cancel()
 	return c.Do(ctx, args...).Result()
 }
+
+// Revive starts a killed server again on the same port and data directory,
+// returning an error instead of failing the test, so fault injectors running
+// off the test goroutine can use it. A running server is left alone.
+func (s *Server) Revive() error {
+	s.mu.Lock()
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if running {
+		return nil
+	}
+	return s.start()
+}
+
+// Dir is the server's data directory (AOF and RDB files live there).
+func (s *Server) Dir() string { return s.dir }
