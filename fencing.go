@@ -101,4 +101,3 @@ func (g *FenceGate) Do(fence int64, write func() error) error {
 	g.newest = fence
 	return nil
 }
-
