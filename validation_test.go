@@ -20,14 +20,17 @@ func TestInvalidInput(t *testing.T) {
 	ctx := ctxT(t, 5*time.Second)
 
 	cases := map[string]func() error{
-		"empty key":           func() error { _, err := c.Obtain(ctx, "", time.Second); return err },
-		"zero TTL":            func() error { _, err := c.Obtain(ctx, "k", 0); return err },
-		"negative TTL":        func() error { _, err := c.Obtain(ctx, "k", -time.Second); return err },
-		"sub-ms TTL":          func() error { _, err := c.Obtain(ctx, "k", 999*time.Microsecond); return err },
-		"TTL within drift":    func() error { _, err := c.Obtain(ctx, "k", 2*time.Millisecond); return err },
-		"nil ctx":             func() error { _, err := c.Obtain(nil, "k", time.Second); return err }, //nolint:staticcheck
-		"nil retry":           func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(nil)); return err },
-		"zero linear backoff": func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.LinearBackoff(0))); return err },
+		"empty key":        func() error { _, err := c.Obtain(ctx, "", time.Second); return err },
+		"zero TTL":         func() error { _, err := c.Obtain(ctx, "k", 0); return err },
+		"negative TTL":     func() error { _, err := c.Obtain(ctx, "k", -time.Second); return err },
+		"sub-ms TTL":       func() error { _, err := c.Obtain(ctx, "k", 999*time.Microsecond); return err },
+		"TTL within drift": func() error { _, err := c.Obtain(ctx, "k", 2*time.Millisecond); return err },
+		"nil ctx":          func() error { _, err := c.Obtain(nil, "k", time.Second); return err }, //nolint:staticcheck
+		"nil retry":        func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(nil)); return err },
+		"zero linear backoff": func() error {
+			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.LinearBackoff(0)))
+			return err
+		},
 		"bad exponential": func() error {
 			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.ExponentialBackoff(time.Second, time.Millisecond)))
 			return err
