@@ -184,33 +184,92 @@ func CheckLinearizable(name string, ops []Op, splitVotes bool, timeout time.Dura
 		_ = os.MkdirAll(dir, 0o755)
 		_ = porcupine.VisualizePath(model, info, filepath.Join(dir, name+".html"))
 	}
-	// Shortest illegal prefix: the last operation called is the culprit.
-	lock := make([]Op, 0, len(ops))
+	culprit, ok := findCulprit(model, ops, timeout)
+	if !ok {
+		return []Violation{{Check: CheckPorcupine, Msg: fmt.Sprintf("no linearization of the lock history (%d operations)", len(hist))}}
+	}
+	involved := []Op{culprit}
+	for i := len(ops) - 1; i >= 0 && len(involved) < 4; i-- {
+		o := ops[i]
+		if o.ID != culprit.ID && o.Key == culprit.Key && o.Kind != Write && o.Return <= culprit.Return &&
+			(o.Kind == Acquire && o.Outcome == OK || o.Token == culprit.Token && culprit.Token != "") {
+			involved = append(involved, o)
+		}
+	}
+	msg := fmt.Sprintf("no linearization of the lock history on key %q once the result of op #%d (%s %s) is known",
+		culprit.Key, culprit.ID, culprit.Kind, culprit.Outcome)
+	if why := relaxations(ops, splitVotes, timeout); why != "" {
+		msg += "; " + why
+	}
+	return []Violation{{Check: CheckPorcupine, Msg: msg, Ops: involved}}
+}
+
+// findCulprit finds the operation whose result first makes the history
+// illegal: the history cut at time T keeps every operation called by T, with
+// the results of those that returned by T and an unknown outcome for the
+// rest; the smallest illegal T is some operation's return.
+func findCulprit(model porcupine.Model, ops []Op, timeout time.Duration) (Op, bool) {
+	var lock []Op
 	for _, o := range ops {
 		if o.Kind != Write {
 			lock = append(lock, o)
 		}
 	}
-	sort.SliceStable(lock, func(i, j int) bool { return lock[i].Call < lock[j].Call })
-	lo, hi := 1, len(lock) // lock[:hi] is illegal
+	byRet := append([]Op(nil), lock...)
+	sort.SliceStable(byRet, func(i, j int) bool { return byRet[i].Return < byRet[j].Return })
+	cut := func(t int64) []porcupine.Operation {
+		var part []Op
+		for _, o := range lock {
+			if o.Call > t {
+				continue
+			}
+			if o.Return > t {
+				o.Outcome = Unknown
+			}
+			part = append(part, o)
+		}
+		return ToPorcupine(part)
+	}
+	lo, hi := 0, len(byRet)-1 // cut at byRet[hi].Return is illegal (the whole history)
+	if porcupine.CheckOperationsTimeout(model, cut(byRet[hi].Return), timeout) != porcupine.Illegal {
+		return Op{}, false
+	}
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if porcupine.CheckOperationsTimeout(model, ToPorcupine(lock[:mid]), timeout) == porcupine.Illegal {
+		if porcupine.CheckOperationsTimeout(model, cut(byRet[mid].Return), timeout) == porcupine.Illegal {
 			hi = mid
 		} else {
 			lo = mid + 1
 		}
 	}
-	culprit := lock[hi-1]
-	involved := []Op{culprit}
-	for i := hi - 2; i >= 0 && len(involved) < 4; i-- {
-		if lock[i].Key == culprit.Key && (lock[i].Kind == Acquire && lock[i].Outcome == OK || lock[i].Token == culprit.Token) {
-			involved = append(involved, lock[i])
+	return byRet[hi], true
+}
+
+// relaxations says which kind of definite result, if read as in doubt,
+// makes the history linearizable: a hint at what went wrong.
+func relaxations(ops []Op, splitVotes bool, timeout time.Duration) string {
+	model := LockModel(splitVotes)
+	for _, r := range []struct {
+		kind Kind
+		out  Outcome
+	}{{Release, Fail}, {Refresh, Fail}, {Acquire, Fail}, {Release, OK}, {Refresh, OK}} {
+		relaxed := make([]Op, len(ops))
+		n := 0
+		for i, o := range ops {
+			if o.Kind == r.kind && o.Outcome == r.out {
+				o.Outcome = Unknown
+				n++
+			}
+			relaxed[i] = o
+		}
+		if n == 0 {
+			continue
+		}
+		if porcupine.CheckOperationsTimeout(model, ToPorcupine(relaxed), timeout) == porcupine.Ok {
+			return fmt.Sprintf("linearizable if the %d %s results marked %q are read as in doubt", n, r.kind, r.out)
 		}
 	}
-	return []Violation{{Check: CheckPorcupine,
-		Msg: fmt.Sprintf("no linearization of the lock history on key %q once op #%d is included", culprit.Key, culprit.ID),
-		Ops: involved}}
+	return ""
 }
 
 // CheckAll runs every checker: leases, fences, the porcupine lock model, and,
