@@ -149,6 +149,15 @@ func run(t *testing.T, name string, w Workload, nem Nemesis, splitVotes bool) (R
 	r := CheckAll(strings.ReplaceAll(t.Name(), "/", "_"), ops, splitVotes, w.Register.Name(), val, fence)
 	t.Logf("%s: %d ops, %d faults, stats %+v, final register %q fence %d, violations %v",
 		name, len(ops), faults, st, val, fence, r.Checks())
+	errs := map[string]int{}
+	for _, o := range ops {
+		if o.Outcome == Unknown {
+			errs[o.Kind.String()+": "+o.Err]++
+		}
+	}
+	for e, n := range errs {
+		t.Logf("  %4d x %s", n, e)
+	}
 	summary.ops.Add(int64(len(ops)))
 	summary.faults.Add(int64(faults))
 	return r, ops, fs, st

@@ -21,7 +21,7 @@ func TestClaimQuorumMinorityFaults(t *testing.T) {
 	key := "quorum-minority"
 	w := Workload{
 		Client: c, Register: resource(t, "reg:"+key), Key: key,
-		Workers: workers, TTL: ttl, Duration: duration, Hold: 3 * time.Millisecond,
+		Workers: workers, TTL: time.Second, Duration: duration, Hold: 3 * time.Millisecond,
 		Retry: retry(), Refresh: true, Seed: 11,
 	}
 	nem := Nemesis{Gap: 100 * time.Millisecond, Hold: 300 * time.Millisecond, Seed: 12, Faults: []Fault{

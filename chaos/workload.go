@@ -169,8 +169,8 @@ func errText(err error) string {
 		return ""
 	}
 	s := err.Error()
-	if len(s) > 160 {
-		s = s[:160] + "..."
+	if len(s) > 600 {
+		s = s[:600] + "..."
 	}
 	return s
 }

@@ -1,0 +1,229 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock"
+)
+
+// holderEnv makes the re-executed test binary act as a lock holder:
+// "lockAddr|registerAddr|key|register|ttlMillis".
+const holderEnv = "CHAOS_HOLDER"
+
+// TestHolderProcess is the holder side of TestClaimPausedHolder: it runs only
+// in the re-executed binary. It obtains the lock, reports the grant with
+// times on CLOCK_MONOTONIC (shared with the parent), then on each command
+// line from stdin ("WRITE", "RELEASE") does that step and reports it.
+func TestHolderProcess(t *testing.T) {
+	spec := os.Getenv(holderEnv)
+	if spec == "" {
+		t.Skip("only runs as the re-executed holder process")
+	}
+	f := strings.Split(spec, "|")
+	ttlMs, _ := strconv.Atoi(f[4])
+	lockRDB := redis.NewClient(ClientOptions(f[0]))
+	regRDB := redis.NewClient(ClientOptions(f[1]))
+	defer lockRDB.Close()
+	defer regRDB.Close()
+	c := redislock.New(lockRDB)
+	defer c.Close()
+	ctx := context.Background()
+	call := MonoNow()
+	l, err := c.Obtain(ctx, f[2], time.Duration(ttlMs)*time.Millisecond)
+	ret := MonoNow()
+	if err != nil {
+		fmt.Printf("HOLDER GRANT %d %d err %q\n", call, ret, err.Error())
+		return
+	}
+	vu := MonoNow() + int64(time.Until(l.ValidUntil()))
+	fmt.Printf("HOLDER GRANT %d %d ok %s %d %d\n", call, ret, l.Token(), l.Fence(), vu)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var err error
+		call := MonoNow()
+		switch in.Text() {
+		case "WRITE":
+			err = RedisRegister{RDB: regRDB, Key: f[3]}.Set(ctx, "1|holder", l.Fence())
+		case "RELEASE":
+			err = l.Release(ctx)
+		default:
+			return
+		}
+		msg := "ok"
+		if err != nil {
+			msg = err.Error()
+		}
+		fmt.Printf("HOLDER %s %d %d %q\n", in.Text(), call, MonoNow(), msg)
+	}
+}
+
+// holderProc is the parent's handle on a holder process.
+type holderProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+}
+
+func startHolder(t *testing.T, spec string) *holderProc {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHolderProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), holderEnv+"="+spec)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &holderProc{cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "HOLDER ") {
+				p.lines <- strings.TrimPrefix(sc.Text(), "HOLDER ")
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return p
+}
+
+func (p *holderProc) next(t *testing.T) []string {
+	t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			t.Fatal("holder process exited early")
+		}
+		return strings.Fields(l)
+	case <-time.After(60 * time.Second): // a -race build starting on a loaded machine
+		t.Fatal("holder process did not answer")
+	}
+	return nil
+}
+
+func (p *holderProc) step(t *testing.T, h *History, cmd string, kind Kind, op Op) Op {
+	t.Helper()
+	if _, err := io.WriteString(p.stdin, cmd+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f := p.next(t)
+	call, _ := strconv.ParseInt(f[1], 10, 64)
+	ret, _ := strconv.ParseInt(f[2], 10, 64)
+	msg, _ := strconv.Unquote(strings.Join(f[3:], " "))
+	op.Kind, op.Call, op.Return = kind, h.FromMono(call), h.FromMono(ret)
+	switch {
+	case msg == "ok":
+		op.Outcome = OK
+	case strings.Contains(msg, redislock.ErrStaleFence.Error()) || strings.Contains(msg, redislock.ErrNotHeld.Error()):
+		op.Outcome, op.Err = Fail, msg
+	default:
+		op.Outcome, op.Err = Unknown, msg
+	}
+	return h.Add(op)
+}
+
+// A lock holder (a separate process) is SIGSTOPped past its lease, another
+// client takes the lock, then the holder resumes and carries on. Claim: the
+// second grant comes only after the first ValidUntil, with a larger fence;
+// the resumed holder's fenced write is rejected, its Release answers
+// ErrNotHeld and leaves the new holder's key untouched.
+func TestClaimPausedHolder(t *testing.T) {
+	needRedis(t)
+	n := startNodes(t, 1)[0]
+	reg := resource(t, "reg:paused-holder")
+	key := "paused-holder"
+	lease := 500 * time.Millisecond
+	h := NewHistory()
+	p := startHolder(t, fmt.Sprintf("%s|%s|%s|%s|%d", n.proxy.Addr(), reg.RDB.Options().Addr, key, reg.Key, lease.Milliseconds()))
+	g := p.next(t)
+	if len(g) < 7 || g[3] != "ok" {
+		t.Fatalf("holder did not obtain: %v", g)
+	}
+	call, _ := strconv.ParseInt(g[1], 10, 64)
+	ret, _ := strconv.ParseInt(g[2], 10, 64)
+	fence, _ := strconv.ParseInt(g[5], 10, 64)
+	vu, _ := strconv.ParseInt(g[6], 10, 64)
+	a := h.Add(Op{Worker: 1, Kind: Acquire, Key: key, Call: h.FromMono(call), Return: h.FromMono(ret), TTL: lease,
+		Outcome: OK, Token: g[4], Fence: fence, ValidUntil: h.FromMono(vu)})
+
+	fstart := h.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	c := singleClient(t, n)
+	b := obtainRetry(t, h, c, 2, key, lease)
+	if b == nil {
+		t.Fatal("the lock never became free while its holder was stopped")
+	}
+	if got := h.At(b.ValidUntil()); got < a.ValidUntil {
+		t.Errorf("second grant valid until %s, before the first's %s", ms(got), ms(a.ValidUntil))
+	}
+	writeRec(t, h, reg, 2, b, "1|second")
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	h.AddFault(FaultRecord{Name: "sigstop holder process", Start: fstart, End: h.Now()})
+	summary.faults.Add(1)
+
+	w := p.step(t, h, "WRITE", Write, Op{Worker: 1, Key: reg.Key, Token: a.Token, Fence: a.Fence, Value: "1|holder"})
+	if w.Outcome != Fail || !strings.Contains(w.Err, "stale") {
+		t.Errorf("resumed holder's write: %s, want ErrStaleFence", w)
+	}
+	r := p.step(t, h, "RELEASE", Release, Op{Worker: 1, Key: key, Token: a.Token})
+	if r.Outcome != Fail || !strings.Contains(r.Err, "not held") {
+		t.Errorf("resumed holder's release: %s, want ErrNotHeld", r)
+	}
+	v, err := n.srv.Do("GET", lockKey(key))
+	if s, _ := v.(string); err != nil || !strings.HasPrefix(s, b.Token()+":") {
+		t.Errorf("the new holder's key was touched: %v %v", v, err)
+	}
+	if err := releaseRec(t, h, 2, b); err != nil {
+		t.Errorf("new holder's release: %v", err)
+	}
+	rep := check(t, h, false, reg)
+	expectClean(t, "a holder paused past its lease is fenced off and cannot touch the new holder's lock", rep, h.Ops(), h.Faults())
+}
+
+func obtainRetry(t *testing.T, h *History, c *redislock.Client, worker int, key string, ttl time.Duration) *redislock.Lock {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*ttl+2*time.Second)
+	defer cancel()
+	call := h.Now()
+	l, err := c.Obtain(ctx, key, ttl, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
+	op := Op{Worker: worker, Kind: Acquire, Key: key, Call: call, Return: h.Now(), TTL: ttl, Outcome: Classify(err), Err: errText(err)}
+	if err == nil {
+		op.Token, op.Fence, op.ValidUntil = l.Token(), l.Fence(), h.At(l.ValidUntil())
+	} else if !errors.Is(err, redislock.ErrNotObtained) {
+		t.Logf("obtain: %v", err)
+	}
+	h.Add(op)
+	return l
+}
