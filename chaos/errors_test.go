@@ -1,0 +1,192 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// Error classification on a live server (claim P8): a Redis error reply is
+// neither a grant nor ErrNotObtained; it reaches the caller as a *NodeError
+// that keeps Redis' own error code. NOSCRIPT is the exception: it recovers
+// by itself (EVALSHA falls back to EVAL) and grants.
+
+func directClient(t *testing.T, s *redistest.Server, retries int) *redis.Client {
+	o := ClientOptions(s.Addr())
+	o.MaxRetries = retries
+	o.ReadTimeout = 5 * time.Second
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// assertServerError checks that Obtain on a misbehaving server fails with
+// the server's error code and is not mistaken for contention.
+func assertServerError(t *testing.T, rdb redis.UniversalClient, key, code string) {
+	t.Helper()
+	c := redislock.New(rdb)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	l, err := c.Obtain(ctx, key, time.Second)
+	summary.ops.Add(1)
+	if l != nil || err == nil {
+		t.Fatalf("%s: Obtain granted (%v)", code, l)
+	}
+	if errors.Is(err, redislock.ErrNotObtained) {
+		t.Errorf("%s: reported as contention (ErrNotObtained): %v", code, err)
+	}
+	var ne *redislock.NodeError
+	if !errors.As(err, &ne) {
+		t.Errorf("%s: not a *NodeError: %v", code, err)
+	}
+	if !strings.Contains(err.Error(), code) {
+		t.Errorf("%s: error does not carry the server's code: %v", code, err)
+	}
+	t.Logf("%s -> %v", code, err)
+}
+
+func TestErrorReadOnlyReplica(t *testing.T) {
+	needRedis(t)
+	master := redistest.Start(t)
+	host, port, _ := strings.Cut(master.Addr(), ":")
+	replica := redistest.Start(t, "--replicaof", host, port)
+	assertServerError(t, directClient(t, replica, -1), "readonly", "READONLY")
+}
+
+func TestErrorOOM(t *testing.T) {
+	needRedis(t)
+	s := redistest.Start(t, "--maxmemory", "1mb", "--maxmemory-policy", "noeviction")
+	rdb := directClient(t, s, -1)
+	ctx := context.Background()
+	c := redislock.New(rdb)
+	defer c.Close()
+	held, err := c.Obtain(ctx, "oom-held", 10*time.Second) // taken before the memory runs out
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 64<<10)
+	full := false
+	for i := 0; i < 200 && !full; i++ {
+		if err := rdb.Set(ctx, "fill:"+strconv.Itoa(i), big, 0).Err(); err != nil {
+			if !strings.Contains(err.Error(), "OOM") {
+				t.Fatal(err)
+			}
+			full = true
+		}
+	}
+	if !full {
+		t.Fatal("could not fill 1mb of memory")
+	}
+	assertServerError(t, rdb, "oom", "OOM")
+	// Giving a lock back must still work when memory is full: DEL is allowed.
+	if err := held.Release(ctx); err != nil {
+		t.Errorf("Release under OOM: %v", err)
+	}
+}
+
+func TestErrorWrongType(t *testing.T) {
+	needRedis(t)
+	s := redistest.Start(t)
+	if _, err := s.Do("RPUSH", lockKey("wrongtype"), "x"); err != nil {
+		t.Fatal(err)
+	}
+	assertServerError(t, directClient(t, s, -1), "wrongtype", "WRONGTYPE")
+}
+
+func TestErrorMisconf(t *testing.T) {
+	needRedis(t)
+	s := redistest.Start(t, "--save", "3600 1")
+	// A directory where the snapshot should go makes BGSAVE fail; with a
+	// save point configured, Redis then refuses writes with MISCONF.
+	if err := os.MkdirAll(filepath.Join(s.Dir(), "dump.rdb", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Do("BGSAVE"); err != nil {
+		t.Fatal(err)
+	}
+	ok := false
+	for i := 0; i < 100 && !ok; i++ {
+		v, _ := s.Do("INFO", "persistence")
+		ok = strings.Contains(v.(string), "rdb_last_bgsave_status:err")
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !ok {
+		t.Fatal("BGSAVE did not fail")
+	}
+	assertServerError(t, directClient(t, s, -1), "misconf", "MISCONF")
+}
+
+func TestErrorLoading(t *testing.T) {
+	needRedis(t)
+	s := redistest.Start(t, debugArgs...)
+	for _, cmd := range [][]any{
+		{"DEBUG", "POPULATE", 2000},
+		{"CONFIG", "SET", "key-load-delay", 600}, // µs per key: loading takes ~1.2 s
+		{"CONFIG", "SET", "loading-process-events-interval-bytes", 1024},
+	} {
+		if _, err := s.Do(cmd...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := directClient(t, s, -1)
+	reloaded := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		reloaded <- admin.Do(ctx, "DEBUG", "RELOAD").Err()
+	}()
+	defer func() { <-reloaded }()
+	rdb := directClient(t, s, -1)
+	loading := false
+	for i := 0; i < 100 && !loading; i++ {
+		err := rdb.Get(context.Background(), "probe").Err()
+		loading = err != nil && strings.HasPrefix(err.Error(), "LOADING")
+		if !loading {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if !loading {
+		t.Skip("could not catch the server while LOADING")
+	}
+	assertServerError(t, rdb, "loading", "LOADING")
+}
+
+func TestErrorNoScriptRecovers(t *testing.T) {
+	needRedis(t)
+	s := redistest.Start(t)
+	rdb := directClient(t, s, 3)
+	c := redislock.New(rdb)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	obtain := func(step string) {
+		t.Helper()
+		l, err := c.Obtain(ctx, "noscript", time.Second)
+		summary.ops.Add(1)
+		if err != nil {
+			t.Fatalf("%s: Obtain: %v", step, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("%s: Release: %v", step, err)
+		}
+	}
+	obtain("scripts loaded")
+	if _, err := s.Do("SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	obtain("after SCRIPT FLUSH")
+	s.Restart()
+	summary.faults.Add(1)
+	obtain("after a restart")
+}
