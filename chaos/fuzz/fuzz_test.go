@@ -1,0 +1,156 @@
+package fuzz
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock"
+)
+
+// Fuzz targets for key, option and TTL handling, through the public API
+// against miniredis (fast, no process to leak). The seed corpus lives in
+// testdata/fuzz; `go test` runs it, `go test -fuzz` explores further.
+
+func fuzzRedis(f *testing.F) (*miniredis.Miniredis, *redis.Client) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(m.Close)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	f.Cleanup(func() { _ = rdb.Close() })
+	return m, rdb
+}
+
+// FuzzObtainInput: any key, TTL and prefix. Bad input is refused with
+// ErrInvalidArgument before any Redis command; good input is granted with a
+// positive fence and a ValidUntil within the TTL, released, and leaves the
+// key free. Never a panic, never ErrNotObtained on a free key.
+func FuzzObtainInput(f *testing.F) {
+	f.Add("job", int64(time.Second), "redislock:")
+	f.Add("", int64(time.Second), "redislock:")
+	f.Add("k", int64(0), "")
+	f.Add("k", int64(-1), "p:")
+	f.Add("k", int64(999*time.Microsecond), "p:")
+	f.Add("k", int64(2*time.Millisecond), "p:")
+	f.Add("k}{x%7D", int64(3*time.Millisecond), "p:")
+	f.Add("\x00\xff binary", int64(time.Hour), "p{")
+	f.Add("k", int64(1<<62), "redislock:")
+	m, rdb := fuzzRedis(f)
+	f.Fuzz(func(t *testing.T, key string, ttlNs int64, prefix string) {
+		if len(key) > 1<<16 || len(prefix) > 256 {
+			return
+		}
+		ttl := time.Duration(ttlNs)
+		c := redislock.New(rdb, redislock.WithPrefix(prefix))
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		before := m.CommandCount()
+		start := time.Now()
+		l, err := c.Obtain(ctx, key, ttl)
+		mustRefuse := key == "" || ttl < time.Millisecond || strings.ContainsAny(prefix, "{}")
+		// A grant whose round trip outlived a validity of a few ms is
+		// withdrawn (ErrGrantExpired): correct for tiny TTLs.
+		shortLived := ttl < 100*time.Millisecond
+		if errors.Is(err, redislock.ErrGrantExpired) && shortLived {
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, redislock.ErrInvalidArgument) {
+				t.Fatalf("Obtain(%q, %v, prefix %q): %v (want a grant or ErrInvalidArgument)", key, ttl, prefix, err)
+			}
+			if n := m.CommandCount() - before; n != 0 {
+				t.Fatalf("Obtain(%q, %v, prefix %q) refused after %d Redis commands: %v", key, ttl, prefix, n, err)
+			}
+			return
+		}
+		if mustRefuse {
+			t.Fatalf("Obtain(%q, %v, prefix %q) granted bad input", key, ttl, prefix)
+		}
+		if l.Key() != key || l.Fence() <= 0 || l.Token() == "" {
+			t.Fatalf("grant: key %q fence %d token %q", l.Key(), l.Fence(), l.Token())
+		}
+		if vu := l.ValidUntil(); vu.After(start.Add(ttl)) || !vu.After(start) {
+			t.Fatalf("ValidUntil %v outside (start, start+ttl=%v]", vu.Sub(start), ttl)
+		}
+		if d, err := l.TTL(ctx); (err != nil || d > ttl || d <= 0) && !shortLived {
+			t.Fatalf("TTL: %v %v (ttl %v)", d, err, ttl)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		l2, err := c.Obtain(ctx, key, ttl)
+		if errors.Is(err, redislock.ErrGrantExpired) && shortLived {
+			return
+		}
+		if err != nil {
+			t.Fatalf("key not free after Release: %v", err)
+		}
+		if l2.Fence() <= l.Fence() {
+			t.Fatalf("fence went backwards: %d then %d", l.Fence(), l2.Fence())
+		}
+		_ = l2.Release(ctx)
+	})
+}
+
+// FuzzRetryOptions: any retry parameters. Valid ones keep their contract
+// (waits within bounds, LimitRetry stops after max); invalid ones are
+// refused by Obtain with ErrInvalidArgument, never a panic or a hang.
+func FuzzRetryOptions(f *testing.F) {
+	f.Add(int64(time.Millisecond), int64(time.Second), 3, 5)
+	f.Add(int64(0), int64(0), 0, 0)
+	f.Add(int64(-1), int64(1), -1, 1)
+	f.Add(int64(5), int64(1), 2, 1<<30)
+	f.Add(int64(1), int64(1<<62), 100, 61)
+	_, rdb := fuzzRedis(f)
+	c := redislock.New(rdb)
+	f.Cleanup(func() { _ = c.Close() })
+	held, err := c.Obtain(context.Background(), "held", time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = held.Release(context.Background()) })
+	f.Fuzz(func(t *testing.T, minNs, maxNs int64, limit, attempt int) {
+		lo, hi := time.Duration(minNs), time.Duration(maxNs)
+		exp := redislock.ExponentialBackoff(lo, hi)
+		lin := redislock.LinearBackoff(lo)
+		lim := redislock.LimitRetry(exp, limit)
+		validExp := lo > 0 && hi >= lo
+		if validExp && attempt >= 0 {
+			for _, a := range []int{attempt, attempt + 1} {
+				if w, ok := exp.Backoff(a); !ok || w < lo || w > hi {
+					t.Fatalf("ExponentialBackoff(%v,%v).Backoff(%d) = %v %v", lo, hi, a, w, ok)
+				}
+			}
+			if limit >= 0 {
+				if _, ok := lim.Backoff(limit + 1); ok && limit+1 > limit {
+					t.Fatalf("LimitRetry(max %d) allowed attempt %d", limit, limit+1)
+				}
+			}
+		}
+		if lo > 0 {
+			if w, ok := lin.Backoff(attempt); !ok || w != lo {
+				t.Fatalf("LinearBackoff(%v) = %v %v", lo, w, ok)
+			}
+		}
+		// Through Obtain on a held lock: bounded by a short context.
+		for _, s := range []redislock.RetryStrategy{exp, lin, lim} {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			_, err := c.Obtain(ctx, "held", time.Second, redislock.WithRetry(s))
+			cancel()
+			switch {
+			case errors.Is(err, redislock.ErrInvalidArgument):
+			case errors.Is(err, redislock.ErrNotObtained):
+			default:
+				t.Fatalf("Obtain with %#v on a held lock: %v", s, err)
+			}
+		}
+	})
+}
