@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock"
+)
+
+// dropConn drops the next reply once armed: it reads the reply (so the
+// server has run the command), closes the connection and reports EOF, as a
+// connection cut right after the server answered would.
+type dropConn struct {
+	net.Conn
+	armed *atomic.Bool
+}
+
+func (c dropConn) Read(b []byte) (int, error) {
+	if c.armed.CompareAndSwap(true, false) {
+		_, _ = c.Conn.Read(b)
+		_ = c.Conn.Close()
+		return 0, io.EOF
+	}
+	return c.Conn.Read(b)
+}
+
+// Core bug (found by the porcupine checker under kill -9/restart and
+// reset-peer faults): when the reply to Release is lost after the server ran
+// the release script, go-redis retries the command (MaxRetries, default 3);
+// the retry finds the key gone and Release returns ErrNotHeld, although this
+// very Release deleted the lock the caller held. ErrNotHeld is documented as
+// "this Lock's grant is no longer held"; the caller is told it lost the
+// lock when it did not. Expected: nil (or an in-doubt error), not ErrNotHeld.
+//
+// Skipped unless CHAOS_KNOWN_BUGS=1 until the core is fixed, so that
+// chaos/ci.sh stays green; remove the gate with the fix.
+func TestBugReleaseReplayReportsNotHeld(t *testing.T) {
+	needRedis(t)
+	if os.Getenv("CHAOS_KNOWN_BUGS") != "1" {
+		t.Skip("known core bug, see the comment; run with CHAOS_KNOWN_BUGS=1")
+	}
+	n := startNodes(t, 1)[0]
+	var armed atomic.Bool
+	o := ClientOptions(n.srv.Addr())
+	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return dropConn{Conn: c, armed: &armed}, nil
+	}
+	rdb := redis.NewClient(o) // MaxRetries: go-redis default (3)
+	defer rdb.Close()
+	c := redislock.New(rdb)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	warm, err := c.Obtain(ctx, "warm", 10*time.Second) // loads the scripts, so EVALSHA runs them
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Obtain(ctx, "replay", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	err = l.Release(ctx)
+	if v, _ := n.srv.Do("EXISTS", lockKey("replay")); v != int64(0) {
+		t.Fatalf("the release script did not run (EXISTS=%v); the test did not set up the case", v)
+	}
+	t.Logf("Release after a lost reply: %v", err)
+	if errors.Is(err, redislock.ErrNotHeld) {
+		t.Errorf("Release deleted its own lock but returned ErrNotHeld (%v): a lost reply retried by go-redis is misreported as a lost lock", err)
+	}
+}
