@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Reliability suite of redislock: fault tests against real redis-server
+# processes, the checkers, the leak soak, and a short fuzz run.
+#
+# Run from anywhere (the repo root or chaos/): the script changes into its own
+# directory. Needs go and redis-server on PATH; REDISLOCK_REQUIRE_REDIS=1
+# turns a missing redis-server into a failure instead of a skip.
+#
+# Budget (2 cores, warm build cache): about 2 minutes; hard bounds: vet 120 s,
+# tests 240 s (go test -timeout 200s), fuzz 2 x (build + 5 s). A cold build
+# cache adds the compile time of the module and of the fuzz-instrumented
+# chaos/fuzz package (about a minute on 2 idle cores).
+#
+# Writes the run's figures to $CHAOS_OUT/summary.txt (default: a temp dir,
+# printed at the end) and porcupine visualizations of failing histories to
+# $CHAOS_OUT/artifacts.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+export REDISLOCK_REQUIRE_REDIS=1
+
+# Every redis-server the tests start lives in a temp dir under $TMPDIR; a
+# test binary that dies (panic, timeout) cannot run its clean-ups, so the
+# script kills, by PID, any redis-server whose working directory is there.
+work=$(mktemp -d /tmp/chaos-ci.XXXXXX)
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
+CHAOS_OUT=${CHAOS_OUT:-$work/out}
+mkdir -p "$CHAOS_OUT/artifacts"
+export CHAOS_SUMMARY="$CHAOS_OUT/summary.txt" CHAOS_ARTIFACTS="$CHAOS_OUT/artifacts"
+
+reap() {
+	local pid cwd
+	for pid in $(pgrep -x redis-server || true); do
+		cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null || true)
+		if [[ $cwd == "$TMPDIR"/* ]]; then
+			kill -CONT "$pid" 2>/dev/null || true
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	done
+}
+cleanup() {
+	reap
+	rm -rf "$TMPDIR"
+}
+trap cleanup EXIT
+
+echo "== chaos: gofmt, go vet"
+unformatted=$(gofmt -l .)
+if [[ -n $unformatted ]]; then
+	echo "gofmt needed:"
+	echo "$unformatted"
+	exit 1
+fi
+timeout 120 go vet ./...
+
+echo "== chaos: fault tests, checkers, error classification, soak (-race)"
+timeout 240 go test -race -count=1 -timeout 200s ./... 2>&1 | tee "$CHAOS_OUT/test.log" | grep -E '^(=== RUN|--- |ok|FAIL|PASS|CHAOS-|panic)|KNOWN CORE BUG' | grep -v '^=== RUN'
+
+echo "== chaos: fuzz (5 s per target)"
+for target in FuzzObtainInput FuzzRetryOptions; do
+	timeout 180 go test -run '^$' -fuzz "^${target}\$" -fuzztime 5s -parallel 2 ./fuzz 2>&1 | tail -n 3
+done
+
+reap
+left=$(for pid in $(pgrep -x redis-server || true); do
+	[[ $(readlink "/proc/$pid/cwd" 2>/dev/null || true) == "$TMPDIR"/* ]] && echo "$pid"
+done)
+if [[ -n $left ]]; then
+	echo "redis-server processes left behind: $left"
+	exit 1
+fi
+echo "== chaos: figures ($CHAOS_SUMMARY)"
+cat "$CHAOS_SUMMARY"
