@@ -46,7 +46,7 @@ func TestClaimQuorumMinorityFaults(t *testing.T) {
 // restarted, B asks all five.
 func quorumAmnesia(t *testing.T, args ...string) (h *History, a, b *redislock.Lock, reg Register, bErr error) {
 	ns := startNodes(t, 5, args...)
-	c := quorumClient(t, ns, redislock.WithNodeTimeout(150*time.Millisecond))
+	c := quorumClient(t, ns, redislock.WithNodeTimeout(300*time.Millisecond))
 	reg = resource(t, "reg:amnesia")
 	h = NewHistory()
 	long := 5 * time.Second
