@@ -146,9 +146,10 @@ func run(t *testing.T, name string, w Workload, nem Nemesis, splitVotes bool) (R
 		t.Fatalf("final register read: %v", err)
 	}
 	ops, fs := h.Ops(), h.Faults()
+	checkStart := time.Now()
 	r := CheckAll(strings.ReplaceAll(t.Name(), "/", "_"), ops, splitVotes, w.Register.Name(), val, fence)
-	t.Logf("%s: %d ops, %d faults, stats %+v, final register %q fence %d, violations %v",
-		name, len(ops), faults, st, val, fence, r.Checks())
+	t.Logf("%s: %d ops, %d faults, stats %+v, final register %q fence %d, violations %v (checked in %v)",
+		name, len(ops), faults, st, val, fence, r.Checks(), time.Since(checkStart).Round(time.Millisecond))
 	errs := map[string]int{}
 	for _, o := range ops {
 		if o.Outcome == Unknown {

@@ -142,23 +142,32 @@ func lockStep(s lockState, in Op, out Outcome, splitVotes bool) []interface{} {
 	return nil
 }
 
+// UnknownHorizon bounds how long after its caller gave up an in-doubt
+// command can still take effect: it may sit in a stalled server (SIGSTOP,
+// DEBUG SLEEP, CLIENT PAUSE) or a slow link until the fault ends. It must
+// exceed the longest fault hold plus latency in the suite (under 1 s).
+// Bounding it keeps porcupine's search small.
+var UnknownHorizon = 2 * time.Second
+
 // ToPorcupine turns the lock operations of a history into porcupine
-// operations. An operation with an Unknown outcome may take effect at any
-// later time (a command queued on a paused server runs when it resumes), so
-// its return moves to the end of the history.
-func ToPorcupine(ops []Op) []porcupine.Operation {
+// operations. An operation with an Unknown outcome may take effect after it
+// returned, so its return moves UnknownHorizon later (at most to the end of
+// the history). With splitVotes (quorum mode) an in-doubt acquire is left
+// out: a refusal is legal there anyway, and a phantom holder could only
+// excuse anomalies, never reveal one.
+func ToPorcupine(ops []Op, splitVotes bool) []porcupine.Operation {
 	var end int64
 	for _, o := range ops {
 		end = max(end, o.Return)
 	}
 	var out []porcupine.Operation
 	for _, o := range ops {
-		if o.Kind == Write {
+		if o.Kind == Write || splitVotes && o.Kind == Acquire && o.Outcome == Unknown {
 			continue
 		}
 		ret := o.Return
 		if o.Outcome == Unknown {
-			ret = end + 1
+			ret = min(end, o.Return+int64(UnknownHorizon)) + 1
 		}
 		out = append(out, porcupine.Operation{ClientId: o.Worker, Input: o, Call: o.Call, Output: o.Outcome, Return: ret})
 	}
@@ -172,7 +181,7 @@ func ToPorcupine(ops []Op) []porcupine.Operation {
 // there.
 func CheckLinearizable(name string, ops []Op, splitVotes bool, timeout time.Duration) []Violation {
 	model := LockModel(splitVotes)
-	hist := ToPorcupine(ops)
+	hist := ToPorcupine(ops, splitVotes)
 	res, info := porcupine.CheckOperationsVerbose(model, hist, timeout)
 	switch res {
 	case porcupine.Ok:
@@ -184,7 +193,7 @@ func CheckLinearizable(name string, ops []Op, splitVotes bool, timeout time.Dura
 		_ = os.MkdirAll(dir, 0o755)
 		_ = porcupine.VisualizePath(model, info, filepath.Join(dir, name+".html"))
 	}
-	culprit, ok := findCulprit(model, ops, timeout)
+	culprit, ok := findCulprit(model, ops, splitVotes, timeout)
 	if !ok {
 		return []Violation{{Check: CheckPorcupine, Msg: fmt.Sprintf("no linearization of the lock history (%d operations)", len(hist))}}
 	}
@@ -208,7 +217,7 @@ func CheckLinearizable(name string, ops []Op, splitVotes bool, timeout time.Dura
 // illegal: the history cut at time T keeps every operation called by T, with
 // the results of those that returned by T and an unknown outcome for the
 // rest; the smallest illegal T is some operation's return.
-func findCulprit(model porcupine.Model, ops []Op, timeout time.Duration) (Op, bool) {
+func findCulprit(model porcupine.Model, ops []Op, splitVotes bool, timeout time.Duration) (Op, bool) {
 	var lock []Op
 	for _, o := range ops {
 		if o.Kind != Write {
@@ -228,7 +237,7 @@ func findCulprit(model porcupine.Model, ops []Op, timeout time.Duration) (Op, bo
 			}
 			part = append(part, o)
 		}
-		return ToPorcupine(part)
+		return ToPorcupine(part, splitVotes)
 	}
 	lo, hi := 0, len(byRet)-1 // cut at byRet[hi].Return is illegal (the whole history)
 	if porcupine.CheckOperationsTimeout(model, cut(byRet[hi].Return), timeout) != porcupine.Illegal {
@@ -265,7 +274,7 @@ func relaxations(ops []Op, splitVotes bool, timeout time.Duration) string {
 		if n == 0 {
 			continue
 		}
-		if porcupine.CheckOperationsTimeout(model, ToPorcupine(relaxed), timeout) == porcupine.Ok {
+		if porcupine.CheckOperationsTimeout(model, ToPorcupine(relaxed, splitVotes), timeout) == porcupine.Ok {
 			return fmt.Sprintf("linearizable if the %d %s results marked %q are read as in doubt", n, r.kind, r.out)
 		}
 	}
