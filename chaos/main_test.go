@@ -20,7 +20,7 @@ import (
 // The suite's figures, printed at the end of the run (and written to
 // $CHAOS_SUMMARY when set) for the README.
 var summary struct {
-	ops, faults, expected, unexpected, known atomic.Int64
+	ops, faults, expected, unexpected, known, soak atomic.Int64
 	mu                                       sync.Mutex
 	lines                                    []string
 }
@@ -38,9 +38,9 @@ func TestMain(m *testing.M) {
 		}()
 		code = m.Run()
 	}()
-	if summary.ops.Load() > 0 {
-		s := fmt.Sprintf("CHAOS-SUMMARY operations_checked=%d faults_injected=%d violations_expected=%d violations_unexpected=%d known_core_bug_hits=%d",
-			summary.ops.Load(), summary.faults.Load(), summary.expected.Load(), summary.unexpected.Load(), summary.known.Load())
+	if summary.ops.Load()+summary.soak.Load() > 0 {
+		s := fmt.Sprintf("CHAOS-SUMMARY operations_checked=%d faults_injected=%d violations_expected=%d violations_unexpected=%d known_core_bug_hits=%d soak_cycles=%d",
+			summary.ops.Load(), summary.faults.Load(), summary.expected.Load(), summary.unexpected.Load(), summary.known.Load(), summary.soak.Load())
 		fmt.Println(s)
 		summary.mu.Lock()
 		for _, l := range summary.lines {

@@ -141,7 +141,7 @@ func TestSoakNoLeaks(t *testing.T) {
 	afterConns := connectedClients(t, n)
 	t.Logf("soak: %d cycles (%d grants, %d runs, %d cancelled, %d other errors), %d faults; goroutines %d -> %d; server connections %d -> %d (at most %d open during the soak's end, pool size %d)",
 		done.Load(), grants.Load(), runs.Load(), cancelled.Load(), errs.Load(), faults, base, after, baseConns, afterConns, openConns, pool)
-	summary.ops.Add(done.Load())
+	summary.soak.Add(done.Load())
 	summary.faults.Add(int64(faults))
 	summary.mu.Lock()
 	summary.lines = append(summary.lines, fmt.Sprintf("%s cycles=%d goroutines=%d->%d connections=%d->%d", t.Name(), done.Load(), base, after, baseConns, afterConns))
