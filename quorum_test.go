@@ -184,6 +184,50 @@ func TestQuorumStalledNode(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if n := q.holders(t, "s", l.Token()); n != 0 {
+		t.Fatalf("Release left the grant on %d nodes", n)
+	}
+}
+
+// A failed attempt releases its minority grants before it returns.
+func TestQuorumPartialGrantReleased(t *testing.T) {
+	q := startQuorum(t, 5)
+	ctx := ctxT(t, 10*time.Second)
+	for _, rdb := range q.rdbs[:3] { // someone else holds a majority
+		rdb.Set(ctx, redislock.DefaultPrefix+"{part}", "other:1", time.Minute)
+	}
+	c := q.client(t)
+	_, err := c.Obtain(ctx, "part", time.Second)
+	if !errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("Obtain = %v, want ErrNotObtained", err)
+	}
+	_ = c.Close()
+	for i, rdb := range q.rdbs[3:] {
+		if n := rdb.Exists(ctx, redislock.DefaultPrefix+"{part}").Val(); n != 0 {
+			t.Fatalf("node %d still holds the failed attempt's grant", i+3)
+		}
+	}
+}
+
+// A Refresh that finds the majority gone undoes the minority's extension.
+func TestQuorumRefreshLostMajority(t *testing.T) {
+	q := startQuorum(t, 3)
+	c := q.client(t)
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.Obtain(ctx, "lost", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close() // let a late node's release finish first
+	for _, rdb := range q.rdbs[:2] {
+		rdb.Del(ctx, redislock.DefaultPrefix+"{lost}")
+	}
+	if err := l.Refresh(ctx, 5*time.Second); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("Refresh = %v, want ErrNotHeld", err)
+	}
+	if n := q.holders(t, "lost", l.Token()); n != 0 {
+		t.Fatalf("minority extension left on %d nodes", n)
+	}
 }
 
 // Fences keep increasing when a node restarts empty between grants.
