@@ -1,0 +1,63 @@
+package redislock
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotObtained means the lock is held by someone else: it was still held
+	// when the retry strategy gave up or the context ended (then the error also
+	// matches the context's error). It never stands for an unreachable Redis.
+	ErrNotObtained = errors.New("redislock: not obtained, held by another")
+
+	// ErrNotHeld is returned by Refresh, Release and TTL when this Lock's grant
+	// is no longer held: it expired, was released, or was never confirmed on a
+	// majority. Methods on a nil *Lock return it too.
+	ErrNotHeld = errors.New("redislock: lock not held")
+
+	// ErrLockLost is returned by Run when the lock was lost while fn ran: a
+	// renewal found it gone, or renewals could not get through before its
+	// validity ended. fn's context was cancelled no later than ValidUntil.
+	ErrLockLost = errors.New("redislock: lock lost")
+
+	// ErrNoQuorum means a majority of the nodes could not be reached or
+	// answered with errors, so the outcome of the operation is unknown or the
+	// operation could not be done. The per-node causes are joined to it as
+	// *NodeError values.
+	ErrNoQuorum = errors.New("redislock: no majority of nodes reachable")
+
+	// ErrGrantExpired means a grant arrived after the validity it was asked
+	// for had already passed (the round trip took longer than TTL minus
+	// drift). The partial grant was released; nothing is held.
+	ErrGrantExpired = errors.New("redislock: grant arrived after its validity")
+
+	// ErrInvalidArgument is matched by every error about bad input: an empty
+	// key, a TTL that leaves no validity, a nil client, an invalid option.
+	// Such errors are returned before any call to Redis.
+	ErrInvalidArgument = errors.New("redislock: invalid argument")
+
+	// ErrClosed is returned by a Client's methods after Close.
+	ErrClosed = errors.New("redislock: client closed")
+
+	// ErrStaleFence is returned by FencedSet when a newer fence has already
+	// written the resource: the writer's lock was superseded.
+	ErrStaleFence = errors.New("redislock: stale fencing token")
+)
+
+// NodeError is the error of one Redis node: its index in the client list (0
+// in single mode) and the cause, which may be a network error, a context
+// error or a Redis error reply (WRONGTYPE, OOM, READONLY, LOADING, MISCONF...).
+type NodeError struct {
+	Node int
+	Err  error
+}
+
+func (e *NodeError) Error() string { return fmt.Sprintf("redislock: node %d: %v", e.Node, e.Err) }
+
+// Unwrap returns the node's cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}

@@ -1,0 +1,54 @@
+package redislock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// backend is one kind of Redis the behaviour tests run against.
+type backend struct {
+	name string
+	rdb  *redis.Client
+	// elapse lets d pass for key expiry (miniredis fast-forwards; a real
+	// server sleeps).
+	elapse func(d time.Duration)
+	real   *redistest.Server
+}
+
+// backends returns a fresh miniredis and, where redis-server exists, a fresh
+// real server.
+func backends(t *testing.T) []backend {
+	t.Helper()
+	m := miniredis.RunT(t)
+	mc := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = mc.Close() })
+	bs := []backend{{name: "miniredis", rdb: mc, elapse: m.FastForward}}
+	srv := redistest.Start(t)
+	bs = append(bs, backend{name: "redis-server", rdb: srv.Client(nil), elapse: time.Sleep, real: srv})
+	return bs
+}
+
+func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) { fn(t, b) })
+	}
+}
+
+// newClient returns a redislock client that is closed when the test ends.
+func newClient(t testing.TB, rdb redis.UniversalClient, opts ...redislock.Option) *redislock.Client {
+	c := redislock.New(rdb, opts...)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

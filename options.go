@@ -1,0 +1,177 @@
+package redislock
+
+import (
+	"strings"
+	"time"
+)
+
+// An Option configures a Client (as a default for all its calls, given to New
+// or NewQuorum) or one call (given to Obtain or Run, overriding the default).
+// Invalid values are reported as errors matching ErrInvalidArgument by the
+// call that uses them; they are never silently corrected.
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	retry           RetryStrategy
+	prefix          string
+	driftFactor     float64
+	nodeTimeout     time.Duration // 0: derived from the TTL
+	refreshInterval time.Duration // 0: TTL/3
+	releaseTimeout  time.Duration
+	maxWait         time.Duration // 0: the TTL
+	errs            []error       // invalid option values, reported on use
+}
+
+// Defaults, all in one place.
+const (
+	DefaultPrefix         = "redislock:"
+	DefaultDriftFactor    = 0.01
+	DefaultReleaseTimeout = 3 * time.Second
+
+	// clockDriftFloor is added to every drift: 1 ms for Redis' expiry
+	// precision plus 1 ms of minimum clock drift, as the Redlock spec does.
+	clockDriftFloor = 2 * time.Millisecond
+	// fenceCounterTTL keeps the per-key fence counter alive this long after
+	// the last grant; afterwards fences fall back to the server clock alone.
+	fenceCounterTTL = 24 * time.Hour
+)
+
+func defaultOptions() options {
+	return options{
+		retry:          NoRetry(),
+		prefix:         DefaultPrefix,
+		driftFactor:    DefaultDriftFactor,
+		releaseTimeout: DefaultReleaseTimeout,
+	}
+}
+
+func (o *options) add(opts []Option) {
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(o)
+		}
+	}
+}
+
+func (o *options) validate() error {
+	if len(o.errs) > 0 {
+		return o.errs[0]
+	}
+	return nil
+}
+
+func (o *options) fail(err error) { o.errs = append(o.errs, err) }
+
+// WithRetry sets how Obtain retries while the lock is held by someone else.
+// Default: NoRetry, a single attempt. Retries never outlast the context; a
+// context without deadline is bounded by WithMaxWait.
+func WithRetry(s RetryStrategy) Option {
+	return optionFunc(func(o *options) {
+		if s == nil {
+			o.fail(invalid("nil RetryStrategy"))
+			return
+		}
+		if v, ok := s.(interface{ validate() error }); ok {
+			if err := v.validate(); err != nil {
+				o.fail(err)
+				return
+			}
+		}
+		o.retry = s
+	})
+}
+
+// WithPrefix sets the namespace put in front of every Redis key the library
+// writes. Default: "redislock:". It may be empty but may not contain '{' or
+// '}', which would break the Cluster hash tag that keeps a lock's keys in one
+// slot.
+func WithPrefix(p string) Option {
+	return optionFunc(func(o *options) {
+		if strings.ContainsAny(p, "{}") {
+			o.fail(invalid("prefix %q contains '{' or '}'", p))
+			return
+		}
+		o.prefix = p
+	})
+}
+
+// WithDriftFactor sets the share of the TTL taken off a grant's validity for
+// clock drift between client and server; 2 ms are always added. Default 0.01.
+// It must be in [0, 1).
+func WithDriftFactor(f float64) Option {
+	return optionFunc(func(o *options) {
+		if !(f >= 0 && f < 1) {
+			o.fail(invalid("drift factor %v not in [0, 1)", f))
+			return
+		}
+		o.driftFactor = f
+	})
+}
+
+// WithNodeTimeout bounds each request to one node during Obtain, Refresh and
+// TTL. Default: in quorum mode TTL/10 (at least 5 ms), so a slow or dead node
+// cannot eat the validity; in single mode the grant's validity itself (TTL
+// minus drift). It must be positive.
+//
+// go-redis applies a context deadline to the socket only when its
+// ContextTimeoutEnabled option is set; otherwise a stalled server holds a
+// single-mode call until the client's ReadTimeout. Quorum mode does not wait
+// for stragglers either way.
+func WithNodeTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.fail(invalid("node timeout %v must be positive", d))
+			return
+		}
+		o.nodeTimeout = d
+	})
+}
+
+// WithRefreshInterval sets how often Run renews the lock. Default: TTL/3. It
+// must be positive and shorter than the TTL minus drift (checked by Run).
+func WithRefreshInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.fail(invalid("refresh interval %v must be positive", d))
+			return
+		}
+		o.refreshInterval = d
+	})
+}
+
+// WithReleaseTimeout bounds Release and the clean-up of failed or unknown
+// grants. These run on a context detached from the caller's cancellation, so
+// `defer l.Release(ctx)` still cleans up after ctx was cancelled. Default 3 s.
+func WithReleaseTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.fail(invalid("release timeout %v must be positive", d))
+			return
+		}
+		o.releaseTimeout = d
+	})
+}
+
+// WithMaxWait bounds how long Obtain keeps retrying when the caller's context
+// has no deadline. Default: the lock's TTL, the longest a crashed holder can
+// block it. A context deadline, when set, is used instead.
+func WithMaxWait(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.fail(invalid("max wait %v must be positive", d))
+			return
+		}
+		o.maxWait = d
+	})
+}
+
+// drift is the part of ttl that a grant's validity gives up for clock drift.
+func (o *options) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*o.driftFactor) + clockDriftFloor
+}

@@ -1,0 +1,450 @@
+// Package redislock provides distributed locks on Redis: leases taken and
+// given back by atomic Lua scripts, a fencing token minted with every grant,
+// renewal that reports loss, and a quorum (Redlock) mode over N independent
+// Redis masters.
+//
+// A lease lock is an efficiency tool on its own: a holder paused past its
+// lease (GC, SIGSTOP, a slow network) still believes it holds the lock while
+// another client holds it too. Where correctness matters, have the protected
+// resource check the lock's fence (see Lock.Fence and FencedSet).
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client obtains locks on one Redis (New) or on a majority of independent
+// Redis masters (NewQuorum). It is safe for concurrent use.
+type Client struct {
+	nodes  []redis.UniversalClient
+	quorum bool
+	opts   options
+	err    error // reported by every call: invalid client or options
+
+	seen atomic.Int64 // quorum mode: highest fence counter seen on any node
+
+	mu     sync.Mutex
+	closed bool
+	bg     sync.WaitGroup // background clean-up of partial or unknown grants
+}
+
+// New returns a Client for one Redis: standalone, Sentinel (a failover
+// client) or Cluster. opts set defaults for every call. A nil rdb or an
+// invalid option is reported, matching ErrInvalidArgument, by every call.
+// Close never closes rdb.
+func New(rdb redis.UniversalClient, opts ...Option) *Client {
+	c := &Client{nodes: []redis.UniversalClient{rdb}, opts: defaultOptions()}
+	c.opts.add(opts)
+	if rdb == nil {
+		c.err = invalid("nil redis client")
+	} else {
+		c.err = c.opts.validate()
+	}
+	return c
+}
+
+// Close waits for the client's background clean-up (releases of partial or
+// unknown grants, each bounded by the release timeout) and makes further
+// calls fail with ErrClosed. Locks already obtained can still be released.
+// It never closes the caller's redis clients.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.bg.Wait()
+	return nil
+}
+
+// background runs f on a goroutine that Close waits for; after Close, f
+// runs inline.
+func (c *Client) background(f func()) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		f()
+		return
+	}
+	c.bg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
+}
+
+// callOptions resolves per-call options over the client's defaults.
+func (c *Client) callOptions(opts []Option) (options, error) {
+	if c == nil {
+		return options{}, invalid("nil *Client")
+	}
+	if c.err != nil {
+		return options{}, c.err
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return options{}, ErrClosed
+	}
+	o := c.opts
+	if len(opts) > 0 {
+		o.add(opts)
+		if err := o.validate(); err != nil {
+			return options{}, err
+		}
+	}
+	return o, nil
+}
+
+func (o *options) checkTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return invalid("TTL %v is below 1ms", ttl)
+	}
+	if ttl.Truncate(time.Millisecond) <= o.drift(ttl) {
+		return invalid("TTL %v leaves no validity after drift %v", ttl, o.drift(ttl))
+	}
+	return nil
+}
+
+// Obtain takes the lock on key for ttl and returns it, with a fresh random
+// token and a fencing token (Lock.Fence) greater than any earlier grant's on
+// this key. The TTL is rounded down to whole milliseconds.
+//
+// While the lock is held by someone else Obtain retries per WithRetry
+// (default: no retry) and then returns ErrNotObtained, joined with ctx.Err()
+// when ctx ended the wait. A context without deadline bounds retries by
+// WithMaxWait (default: ttl). An unreachable Redis, a Redis error reply or a
+// lost quorum is returned as such (a *NodeError, ErrNoQuorum), never as
+// ErrNotObtained. Bad input is an error matching ErrInvalidArgument, returned
+// before any call to Redis.
+//
+// A grant is returned only while valid: ValidUntil = request start + TTL -
+// (TTL * drift factor + 2ms), on the monotonic clock. Grants whose outcome is
+// unknown (a timeout, a cut connection) are released in the background.
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	o, err := c.callOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, invalid("empty key")
+	}
+	if err := o.checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, invalid("nil context")
+	}
+	l := &Lock{c: c, key: key, keys: makeKeys(o.prefix, key), token: rand.Text(), opts: o}
+
+	deadline, bounded := ctx.Deadline()
+	if !bounded {
+		wait := o.maxWait
+		if wait == 0 {
+			wait = ttl
+		}
+		deadline = time.Now().Add(wait)
+	}
+	var timer *time.Timer
+	for attempt := 1; ; attempt++ {
+		err := c.obtainOnce(ctx, l, ttl)
+		if !errors.Is(err, ErrNotObtained) {
+			if err != nil && ctx.Err() != nil {
+				return nil, errors.Join(err, ctx.Err())
+			}
+			if err != nil {
+				return nil, err
+			}
+			return l, nil
+		}
+		wait, ok := o.retry.Backoff(attempt)
+		if !ok {
+			return nil, ErrNotObtained
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			if bounded {
+				return nil, errors.Join(ErrNotObtained, context.DeadlineExceeded)
+			}
+			return nil, ErrNotObtained
+		}
+		wait = min(wait, left)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(ErrNotObtained, ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
+
+// nodeTimeout bounds one node's request for a lease of ttl.
+func (c *Client) nodeTimeout(o *options, ttl time.Duration) time.Duration {
+	switch {
+	case o.nodeTimeout > 0:
+		return o.nodeTimeout
+	case c.quorum:
+		return max(ttl/10, 5*time.Millisecond)
+	default:
+		return ttl - o.drift(ttl)
+	}
+}
+
+// Lock is one grant of a lock. Its methods are safe for concurrent use, and
+// a nil *Lock answers ErrNotHeld.
+type Lock struct {
+	c     *Client
+	key   string
+	keys  keys
+	token string
+	fence int64
+	opts  options
+
+	mu    sync.Mutex
+	ttl   time.Duration // last TTL asked for
+	until time.Time     // validity confirmed by the last grant or refresh
+}
+
+// Key returns the key the caller asked for (without prefix or hash tag).
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
+
+// Token returns the grant's random ownership token (128 bits from
+// crypto/rand, base32): unique per grant, never reused.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
+
+// Fence returns the grant's fencing token: greater than the fence of every
+// earlier grant of this key, by any client. Pass it to the protected
+// resource and have it reject writes with a fence below the highest it has
+// seen (FencedSet does that on Redis). Zero for a nil Lock.
+//
+// Single mode: the fence is max(last fence + 1, the server's clock in µs),
+// so it keeps increasing when Redis loses its data (a restart without
+// persistence, FLUSHALL, eviction), as long as the server's clock does not
+// step back by more than the time since the last grant. Quorum mode: see
+// NewQuorum.
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
+
+// ValidUntil returns the end of the validity last confirmed by Redis: the
+// start of the Obtain or Refresh request that confirmed it, plus its TTL,
+// less drift (TTL * drift factor + 2 ms). It carries Go's monotonic clock
+// reading, so time.Until(l.ValidUntil()) is immune to wall-clock steps. The
+// zero Time once the lock is known not to be held (released, or a
+// Refresh/TTL answered ErrNotHeld).
+func (l *Lock) ValidUntil() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+func (l *Lock) confirm(until time.Time, ttl time.Duration) {
+	l.mu.Lock()
+	l.until, l.ttl = until, ttl
+	l.mu.Unlock()
+}
+
+func (l *Lock) lost() {
+	l.mu.Lock()
+	l.until = time.Time{}
+	l.mu.Unlock()
+}
+
+// TTL returns the lock's remaining time to live on Redis (in quorum mode the
+// least over the nodes that hold it), or ErrNotHeld when this grant is no
+// longer held. This is Redis' view; ValidUntil is the conservative local one.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
+	replies := l.c.each(ctx, l.c.nodeTimeout(&l.opts, l.currentTTL()), func(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
+		ms, err := ttlScript.Run(ctx, rdb, []string{l.keys.lock}, l.token).Int64()
+		return ms, 0, err
+	})
+	least := int64(-1)
+	ok, errs := tally(replies, func(r reply) bool {
+		if r.a >= 0 && (least < 0 || r.a < least) {
+			least = r.a
+		}
+		return r.a >= 0
+	})
+	if err := l.c.verdict(ok, errs); err != nil {
+		if errors.Is(err, ErrNotHeld) {
+			l.lost()
+		}
+		return 0, err
+	}
+	return time.Duration(least) * time.Millisecond, nil
+}
+
+func (l *Lock) currentTTL() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
+}
+
+// Refresh extends the lease to ttl from now, only if this grant still holds
+// the lock (on a majority in quorum mode), and moves ValidUntil forward.
+// ErrNotHeld when the grant is gone: a stale holder can never extend or
+// shorten a newer holder's lock. A ttl below 1ms, or too short to leave
+// validity after drift, is an error matching ErrInvalidArgument. If Redis
+// cannot be reached, ValidUntil stays as it was and a later Refresh may
+// still succeed.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	if err := l.opts.checkTTL(ttl); err != nil {
+		return err
+	}
+	start := time.Now()
+	ms := ttl.Milliseconds()
+	replies := l.c.each(ctx, l.c.nodeTimeout(&l.opts, ttl), func(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
+		n, err := refreshScript.Run(ctx, rdb, []string{l.keys.lock}, l.token, ms).Int64()
+		return n, 0, err
+	})
+	if err := l.c.verdict(tally(replies, isOne)); err != nil {
+		if errors.Is(err, ErrNotHeld) {
+			l.lost()
+			if l.c.quorum {
+				l.c.releaseAll(l) // undo the minority's extensions
+			}
+		}
+		return err
+	}
+	until := start.Add(time.Duration(ms)*time.Millisecond - l.opts.drift(ttl))
+	if !time.Now().Before(until) {
+		return ErrGrantExpired
+	}
+	l.confirm(until, ttl)
+	return nil
+}
+
+// Release gives the lock back, only if this grant still holds it; in quorum
+// mode it asks every node and succeeds when a majority held it. ErrNotHeld
+// otherwise: a stale holder never deletes a newer holder's lock. Release
+// runs on a context detached from ctx (it ignores ctx's cancellation and
+// deadline), bounded by the release timeout (default 3 s), so
+// `defer l.Release(ctx)` cleans up after ctx was cancelled.
+func (l *Lock) Release(_ context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	err := l.c.verdict(l.c.releaseAll(l))
+	l.lost()
+	return err
+}
+
+// releaseAll deletes the grant on every node (compare-and-delete), each
+// bounded by the release timeout on a context without cancellation.
+func (c *Client) releaseAll(l *Lock) (released int, errs []error) {
+	return tally(c.each(context.Background(), l.opts.releaseTimeout, l.releaseOn), isOne)
+}
+
+// releaseOn is the compare-and-delete of this grant on one node.
+func (l *Lock) releaseOn(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
+	n, err := releaseScript.Run(ctx, rdb, []string{l.keys.lock}, l.token).Int64()
+	return n, 0, err
+}
+
+// verdict turns per-node outcomes of an operation on a held grant into its
+// result: nil on a majority, ErrNotHeld when enough nodes definitely said
+// no, else the nodes' errors (joined with ErrNoQuorum in quorum mode).
+func (c *Client) verdict(ok int, errs []error) error {
+	switch {
+	case ok >= c.majority():
+		return nil
+	case ok+len(errs) < c.majority():
+		return ErrNotHeld
+	default:
+		return c.nodesErr(errs)
+	}
+}
+
+func (c *Client) nodesErr(errs []error) error {
+	if !c.quorum {
+		return errs[0]
+	}
+	return errors.Join(append([]error{ErrNoQuorum}, errs...)...)
+}
+
+func (c *Client) majority() int { return len(c.nodes)/2 + 1 }
+
+// obtainOnce makes one attempt. It returns nil with l granted and valid,
+// ErrNotObtained on contention, or another error; whatever it may have
+// granted is released unless it returns nil.
+func (c *Client) obtainOnce(ctx context.Context, l *Lock, ttl time.Duration) error {
+	if !c.quorum {
+		return c.obtainSingle(ctx, l, ttl)
+	}
+	return c.obtainQuorum(ctx, l, ttl)
+}
+
+func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) error {
+	start := time.Now()
+	ms := ttl.Milliseconds()
+	cctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(&l.opts, ttl))
+	res, err := obtainScript.Run(cctx, c.nodes[0], []string{l.keys.lock, l.keys.fence},
+		l.token, ms, 0, fenceCounterTTL.Milliseconds()).Int64Slice()
+	cancel()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("redislock: unexpected obtain reply %v", res)
+	}
+	if err != nil {
+		// The script may have run (a reply lost to a timeout or a cut
+		// connection): release whatever it may have granted.
+		c.background(func() { c.releaseAll(l) })
+		return &NodeError{Node: 0, Err: err}
+	}
+	switch res[0] {
+	case 1:
+		l.fence = res[1]
+	case 0:
+		if res[1] == -1 {
+			return &NodeError{Node: 0, Err: errNoExpiry}
+		}
+		return ErrNotObtained
+	default:
+		return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected obtain reply %v", res)}
+	}
+	until := start.Add(time.Duration(ms)*time.Millisecond - l.opts.drift(ttl))
+	if !time.Now().Before(until) {
+		c.releaseAll(l)
+		return ErrGrantExpired
+	}
+	l.confirm(until, ttl)
+	return nil
+}
+
+// errNoExpiry: the lock key holds a value that this library did not write
+// (it writes every lock with a TTL); it would block the lock forever.
+var errNoExpiry = errors.New("redislock: lock key holds a value without expiry, not written by redislock")

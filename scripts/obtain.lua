@@ -1,0 +1,37 @@
+-- obtain: set the lock if absent, with a fresh token and a millisecond TTL,
+-- and mint its fence in the same atomic step.
+--
+-- KEYS[1]  lock key
+-- KEYS[2]  fence counter key (same hash slot)
+-- ARGV[1]  token (never contains ':')
+-- ARGV[2]  lock TTL in milliseconds (> 0)
+-- ARGV[3]  proposed fence; 0 = mint here as max(counter + 1, server time in µs)
+-- ARGV[4]  fence counter TTL in milliseconds (> 0)
+--
+-- The lock key holds "token:fence". Replies:
+--   {1, fence}    granted; also when KEYS[1] already holds ARGV[1] (a replay
+--                 of this same request), with the fence minted the first time
+--   {0, pttl}     held by another grant (pttl as PTTL reports it)
+--   {-1, counter} the proposal was not above the stored counter
+local v = redis.call('GET', KEYS[1])
+if v then
+  if string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
+    return {1, tonumber(string.sub(v, #ARGV[1] + 2))}
+  end
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[4]) <= 0 then
+  return redis.error_reply('ERR redislock: TTL must be positive')
+end
+local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local fence = tonumber(ARGV[3])
+if fence == 0 then
+  local t = redis.call('TIME')
+  fence = math.max(counter + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+elseif fence <= counter then
+  return {-1, counter}
+end
+local f = string.format('%d', fence)
+redis.call('SET', KEYS[2], f, 'PX', ARGV[4])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f, 'PX', ARGV[2])
+return {1, fence}
