@@ -59,30 +59,8 @@ func (l *rawLocker) Hold(ctx context.Context, key string, ttl time.Duration, fn 
 	if err != nil {
 		return err
 	}
-	defer h.Release(context.WithoutCancel(ctx))
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tk := time.NewTicker(ttl / 3)
-		defer tk.Stop()
-		for {
-			select {
-			case <-fctx.Done():
-				return
-			case <-tk.C:
-				if err := l.rdb.PExpire(fctx, key, ttl).Err(); err != nil && fctx.Err() == nil {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
-	err = fn(fctx)
-	cancel()
-	<-done
-	return err
+	refresh := func(ctx context.Context) error { return l.rdb.PExpire(ctx, key, ttl).Err() }
+	return ManualRenew(ctx, ttl, refresh, h.Release, fn)
 }
 
 func (l *rawLocker) Close() error { return nil }

@@ -305,7 +305,8 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 		runtime.ReadMemStats(&ms)
 		g1, heap1 = runtime.NumGoroutine(), ms.HeapAlloc
 		s0 = t.snap(ctx, 1)
-		err = sleepCtx(ctx, cfg.Duration)
+		// Every lock renews at least three times in the window.
+		err = sleepCtx(ctx, max(cfg.Duration, cfg.RenewTTL))
 		s1 = t.snap(ctx, 1)
 	}
 	cancel()
