@@ -156,14 +156,16 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	var timer *time.Timer
 	for attempt := 1; ; attempt++ {
 		err := c.obtainOnce(ctx, l, ttl)
-		if !errors.Is(err, ErrNotObtained) {
-			if err != nil && ctx.Err() != nil {
-				return nil, errors.Join(err, ctx.Err())
-			}
-			if err != nil {
-				return nil, err
-			}
+		switch {
+		case err == nil:
 			return l, nil
+		case ctx.Err() != nil && attempt > 1:
+			// The ctx ended while waiting for a contended lock.
+			return nil, errors.Join(ErrNotObtained, ctx.Err())
+		case ctx.Err() != nil:
+			return nil, errors.Join(err, ctx.Err())
+		case !errors.Is(err, ErrNotObtained):
+			return nil, err
 		}
 		wait, ok := o.retry.Backoff(attempt)
 		if !ok {

@@ -1,0 +1,128 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// Run keeps the lock past its TTL while fn works, then releases it.
+func TestRunRenews(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newClient(t, b.rdb)
+		ctx := ctxT(t, 10*time.Second)
+		var fence int64
+		err := c.Run(ctx, "renew", 150*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
+			fence = l.Fence()
+			for range 6 { // 6 x 80ms: three TTLs
+				time.Sleep(80 * time.Millisecond)
+				if ctx.Err() != nil {
+					return context.Cause(ctx)
+				}
+				if _, err := c.Obtain(context.Background(), "renew", time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+					return errors.New("lock was free while Run held it")
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fence == 0 {
+			t.Fatal("fn not called")
+		}
+		if b.rdb.Exists(ctx, redislock.DefaultPrefix+"{renew}").Val() != 0 {
+			t.Fatal("Run did not release")
+		}
+	})
+}
+
+// A renewal that finds the lock taken cancels fn at once.
+func TestRunDetectsStolenLock(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newClient(t, b.rdb)
+		ctx := ctxT(t, 10*time.Second)
+		fnErr := errors.New("fn failed")
+		err := c.Run(ctx, "stolen", time.Second, func(ctx context.Context, l *redislock.Lock) error {
+			validUntil := l.ValidUntil()
+			// Someone deletes the lock and takes it (an operator, a bug).
+			b.rdb.Del(ctx, redislock.DefaultPrefix+"{stolen}")
+			if _, err := c.Obtain(ctx, "stolen", 10*time.Second); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				if !errors.Is(context.Cause(ctx), redislock.ErrLockLost) {
+					t.Errorf("cause = %v", context.Cause(ctx))
+				}
+				if time.Now().After(validUntil) {
+					t.Errorf("loss noticed only after the validity ended")
+				}
+				if !l.ValidUntil().IsZero() {
+					t.Errorf("ValidUntil still set after the loss")
+				}
+				return fnErr
+			case <-time.After(5 * time.Second):
+				return errors.New("fn's ctx not cancelled")
+			}
+		}, redislock.WithRefreshInterval(20*time.Millisecond))
+		if !errors.Is(err, redislock.ErrLockLost) || !errors.Is(err, fnErr) {
+			t.Fatalf("Run = %v, want ErrLockLost and fn's error", err)
+		}
+		if b.rdb.Exists(ctx, redislock.DefaultPrefix+"{stolen}").Val() != 1 {
+			t.Fatal("Run released the new holder's lock")
+		}
+	})
+}
+
+// Run ends fn before the lease ends while the server is paused: loss
+// detection does not wait for a stuck Redis call.
+func TestRunStopsWhileServerPaused(t *testing.T) {
+	srv := redistest.Start(t)
+	// Long read timeout: a renewal call blocks for the whole pause.
+	rdb := srv.Client(func(o *redis.Options) { o.ReadTimeout = 5 * time.Second })
+	c := newClient(t, rdb)
+	admin := srv.Client(nil)
+	ctx := ctxT(t, 20*time.Second)
+	var cancelledAt, validAt atomic.Int64
+	base := time.Now()
+	err := c.Run(ctx, "paused", 300*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
+		if err := admin.Do(ctx, "CLIENT", "PAUSE", 1500, "ALL").Err(); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		cancelledAt.Store(int64(time.Since(base)))
+		validAt.Store(int64(l.ValidUntil().Sub(base)))
+		return nil
+	})
+	if !errors.Is(err, redislock.ErrLockLost) {
+		t.Fatalf("Run = %v, want ErrLockLost", err)
+	}
+	// The cancel fires from a timer set to ValidUntil; allow scheduling slack.
+	if late := time.Duration(cancelledAt.Load() - validAt.Load()); late > 30*time.Millisecond {
+		t.Fatalf("fn cancelled %v after the last confirmed validity", late)
+	}
+}
+
+func TestRunObtainError(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newClient(t, b.rdb)
+		ctx := ctxT(t, 10*time.Second)
+		l, err := c.Obtain(ctx, "taken", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		called := false
+		err = c.Run(ctx, "taken", time.Second, func(context.Context, *redislock.Lock) error { called = true; return nil })
+		if !errors.Is(err, redislock.ErrNotObtained) || called {
+			t.Fatalf("Run on a held lock = %v (fn called: %v)", err, called)
+		}
+	})
+}

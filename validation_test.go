@@ -1,0 +1,150 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+)
+
+// Bad input is refused with ErrInvalidArgument before any call to Redis.
+func TestInvalidInput(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := newClient(t, rdb)
+	ctx := ctxT(t, 5*time.Second)
+
+	cases := map[string]func() error{
+		"empty key":        func() error { _, err := c.Obtain(ctx, "", time.Second); return err },
+		"zero TTL":         func() error { _, err := c.Obtain(ctx, "k", 0); return err },
+		"negative TTL":     func() error { _, err := c.Obtain(ctx, "k", -time.Second); return err },
+		"sub-ms TTL":       func() error { _, err := c.Obtain(ctx, "k", 999*time.Microsecond); return err },
+		"TTL within drift": func() error { _, err := c.Obtain(ctx, "k", 2*time.Millisecond); return err },
+		"nil ctx":          func() error { _, err := c.Obtain(nil, "k", time.Second); return err }, //nolint:staticcheck
+		"nil retry":        func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(nil)); return err },
+		"zero linear backoff": func() error {
+			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.LinearBackoff(0)))
+			return err
+		},
+		"bad exponential": func() error {
+			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.ExponentialBackoff(time.Second, time.Millisecond)))
+			return err
+		},
+		"negative limit": func() error {
+			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.LimitRetry(redislock.NoRetry(), -1)))
+			return err
+		},
+		"prefix with brace": func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithPrefix("a{")); return err },
+		"drift factor 1":    func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithDriftFactor(1)); return err },
+		"drift factor NaN": func() error {
+			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithDriftFactor(func() float64 { var z float64; return z / z }()))
+			return err
+		},
+		"zero node timeout":     func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithNodeTimeout(0)); return err },
+		"zero release timeout":  func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithReleaseTimeout(0)); return err },
+		"zero max wait":         func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithMaxWait(-1)); return err },
+		"zero refresh interval": func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithRefreshInterval(0)); return err },
+		"nil client":            func() error { _, err := redislock.New(nil).Obtain(ctx, "k", time.Second); return err },
+		"client with bad option": func() error {
+			_, err := redislock.New(rdb, redislock.WithDriftFactor(-1)).Obtain(ctx, "k", time.Second)
+			return err
+		},
+		"run nil fn": func() error { return c.Run(ctx, "k", time.Second, nil) },
+		"run interval too long": func() error {
+			return c.Run(ctx, "k", time.Second, func(context.Context, *redislock.Lock) error { return nil }, redislock.WithRefreshInterval(time.Second))
+		},
+		"run zero TTL": func() error {
+			return c.Run(ctx, "k", 0, func(context.Context, *redislock.Lock) error { return nil })
+		},
+		"quorum empty": func() error { _, err := redislock.NewQuorum(nil); return err },
+		"quorum nil":   func() error { _, err := redislock.NewQuorum([]redis.UniversalClient{rdb, nil}); return err },
+		"quorum twice": func() error { _, err := redislock.NewQuorum([]redis.UniversalClient{rdb, rdb}); return err },
+		"quorum bad option": func() error {
+			_, err := redislock.NewQuorum([]redis.UniversalClient{rdb}, redislock.WithNodeTimeout(-1))
+			return err
+		},
+		"fenced set empty key":  func() error { return redislock.FencedSet(ctx, rdb, "", "v", 1, 0) },
+		"fenced set zero fence": func() error { return redislock.FencedSet(ctx, rdb, "r", "v", 0, 0) },
+		"fenced set bad TTL":    func() error { return redislock.FencedSet(ctx, rdb, "r", "v", 1, time.Microsecond) },
+	}
+	before := m.CommandCount()
+	for name, f := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := f()
+			if !errors.Is(err, redislock.ErrInvalidArgument) {
+				t.Fatalf("got %v, want ErrInvalidArgument", err)
+			}
+			if errors.Is(err, redislock.ErrNotObtained) {
+				t.Fatalf("invalid input reported as contention: %v", err)
+			}
+		})
+	}
+	if n := m.CommandCount() - before; n != 0 {
+		t.Fatalf("invalid input sent %d commands to Redis", n)
+	}
+
+	t.Run("refresh", func(t *testing.T) {
+		l, err := c.Obtain(ctx, "r", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		before := m.CommandCount()
+		for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond} {
+			if err := l.Refresh(ctx, ttl); !errors.Is(err, redislock.ErrInvalidArgument) {
+				t.Fatalf("Refresh(%v) = %v, want ErrInvalidArgument", ttl, err)
+			}
+		}
+		if n := m.CommandCount() - before; n != 0 {
+			t.Fatalf("invalid Refresh sent %d commands", n)
+		}
+		if ttl, err := l.TTL(ctx); err != nil || ttl <= 0 {
+			t.Fatalf("lock damaged by invalid Refresh: %v %v", ttl, err)
+		}
+	})
+}
+
+func TestNilLock(t *testing.T) {
+	var l *redislock.Lock
+	ctx := context.Background()
+	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	if _, err := l.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	if l.Key() != "" || l.Token() != "" || l.Fence() != 0 || !l.ValidUntil().IsZero() {
+		t.Fatal("nil lock accessors not zero")
+	}
+}
+
+func TestRetryStrategies(t *testing.T) {
+	if _, ok := redislock.NoRetry().Backoff(1); ok {
+		t.Fatal("NoRetry retried")
+	}
+	if d, ok := redislock.LinearBackoff(7 * time.Millisecond).Backoff(5); !ok || d != 7*time.Millisecond {
+		t.Fatal("LinearBackoff", d, ok)
+	}
+	lim := redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 2)
+	for attempt, want := range []bool{true, true, true, false} { // attempts 0..3
+		if _, ok := lim.Backoff(attempt); ok != want && attempt > 0 {
+			t.Fatalf("LimitRetry attempt %d: ok=%v", attempt, ok)
+		}
+	}
+	exp := redislock.ExponentialBackoff(2*time.Millisecond, 64*time.Millisecond)
+	for attempt := 1; attempt < 100; attempt++ {
+		d, ok := exp.Backoff(attempt)
+		ceil := min(64*time.Millisecond, 2*time.Millisecond<<min(attempt-1, 30))
+		if !ok || d < 2*time.Millisecond || d > ceil {
+			t.Fatalf("attempt %d: %v not in [2ms, %v]", attempt, d, ceil)
+		}
+	}
+}
