@@ -117,6 +117,9 @@ type Output struct {
 	JSONOut string
 	HTML    string
 	SVG     string
+	// Strict makes Main fail when a cell has no samples, no progress,
+	// errors, or lost locks (for CI smoke runs).
+	Strict bool
 }
 
 // BindFlags registers the tool's flags on fs, writing into c and o.
@@ -153,6 +156,7 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.StringVar(&o.JSONOut, "json-out", o.JSONOut, "also write JSON to `FILE`")
 	fs.StringVar(&o.HTML, "html", o.HTML, "write an HTML report with chart to `FILE`")
 	fs.StringVar(&o.SVG, "svg", o.SVG, "write the chart as SVG to `FILE`")
+	fs.BoolVar(&o.Strict, "strict", o.Strict, "exit 1 if any run made no progress, had errors or lost a lock (CI smoke)")
 }
 
 func splitList(s string) []string {

@@ -284,7 +284,43 @@ func Main(prog string, args []string, libs []Library, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "lockbench:", err)
 		return 1
 	}
+	if out.Strict {
+		if problems := Problems(rep); len(problems) > 0 {
+			for _, p := range problems {
+				fmt.Fprintln(stderr, "lockbench: strict:", p)
+			}
+			return 1
+		}
+	}
 	return 0
+}
+
+// Problems lists results that show a broken run rather than a slow one:
+// missing samples, no progress, errors, lost locks.
+func Problems(rep *Report) []string {
+	var out []string
+	for _, r := range rep.Results {
+		id := fmt.Sprintf("%s w=%d n=%d %s", r.Scenario, r.Workers, r.Nodes, r.Library)
+		if len(r.Samples) == 0 {
+			if r.Note == "" {
+				out = append(out, id+": no samples")
+			}
+			continue
+		}
+		progress := MOpsPerSec
+		if r.Scenario == Renew {
+			progress = MRenewSent
+		}
+		if s, ok := r.Metrics[progress]; !ok || s.Min <= 0 {
+			out = append(out, id+": no progress ("+progress+")")
+		}
+		for _, m := range []string{MErrors, MLost} {
+			if s, ok := r.Metrics[m]; ok && s.Max > 0 {
+				out = append(out, fmt.Sprintf("%s: %s = %v", id, m, s.Max))
+			}
+		}
+	}
+	return out
 }
 
 func isTerminal(f *os.File) bool {
