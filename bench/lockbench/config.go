@@ -120,6 +120,9 @@ type Output struct {
 	// Strict makes Main fail when a cell has no samples, no progress,
 	// errors, or lost locks (for CI smoke runs).
 	Strict bool
+	// CPUProfile and MemProfile, if set, receive pprof profiles of the run.
+	CPUProfile string
+	MemProfile string
 }
 
 // BindFlags registers the tool's flags on fs, writing into c and o.
@@ -156,6 +159,8 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.StringVar(&o.JSONOut, "json-out", o.JSONOut, "also write JSON to `FILE`")
 	fs.StringVar(&o.HTML, "html", o.HTML, "write an HTML report with chart to `FILE`")
 	fs.StringVar(&o.SVG, "svg", o.SVG, "write the chart as SVG to `FILE`")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
+	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile at the end to `FILE`")
 	fs.BoolVar(&o.Strict, "strict", o.Strict, "exit 1 if any run made no progress, had errors or lost a lock (CI smoke)")
 }
 

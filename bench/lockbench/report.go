@@ -140,13 +140,13 @@ func WriteTable(w io.Writer, rep *Report) {
 	if len(unc) > 0 {
 		fmt.Fprintln(w, "\nUncontended: Obtain+Release pairs, each worker on its own key")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tops/s\tx first\tp50\tp99\tmax\tallocs/op\tB/op\tredis calls/op\tsent/op\terrors\t")
+		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tops/s\tx first\tp50\tp99\tmax\tallocs/op\tB/op\tredis calls/op\tsent/op\terrors\tnote\t")
 		for _, g := range unc {
 			ref := metric(g[0], MOpsPerSec)
 			for _, r := range g {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
 					spread(r, MOpsPerSec), fmtNum(metric(r, MOpsPerSec)/ref), med(r, MLatP50), med(r, MLatP99), med(r, MLatMax),
-					med(r, MAllocsPerOp), med(r, MBytesPerOp), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MErrors))
+					med(r, MAllocsPerOp), med(r, MBytesPerOp), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MErrors), r.Note)
 			}
 		}
 		tw.Flush()
@@ -154,13 +154,13 @@ func WriteTable(w io.Writer, rep *Report) {
 	if len(hot) > 0 {
 		fmt.Fprintf(w, "\nHot key: workers contend on one key (hold %s, think %s); wait = wanting -> holding; handoff = release -> grant to another worker\n", rep.Config.Hold, rep.Config.Think)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tgrants/s\thandoffs/s\thandoff p50\thandoff p99\twait p50\twait p99\twait max\tfairness\tgave up/s\tredis calls/grant\tsent/grant\tallocs/grant\terrors\t")
+		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tgrants/s\thandoffs/s\thandoff p50\thandoff p99\twait p50\twait p99\twait max\tfairness\tgave up/s\tredis calls/grant\tsent/grant\tallocs/grant\terrors\tnote\t")
 		for _, g := range hot {
 			for _, r := range g {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
 					spread(r, MOpsPerSec), med(r, MHandoffsPerSec), med(r, MHandoffP50), med(r, MHandoffP99),
 					med(r, MWaitP50), spread(r, MWaitP99), med(r, MWaitMax), med(r, MFairness), med(r, MGaveUp),
-					med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MAllocsPerOp), med(r, MErrors))
+					med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MAllocsPerOp), med(r, MErrors), r.Note)
 			}
 		}
 		tw.Flush()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,7 @@ type cell struct {
 	nodes    int
 	lib      Library
 	res      *Result
+	failed   bool
 }
 
 // plan lists the cells in groups; within a group the libraries are compared.
@@ -164,12 +166,22 @@ func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*
 			for i := range g { // rotate the order so no library always goes first
 				c := g[(i+r)%len(g)]
 				done++
+				if c.failed {
+					continue
+				}
 				if progress != nil {
 					fmt.Fprintf(progress, "\r\033[K[%d/%d] rep %d/%d %s w=%d n=%d %s", done, total, r+1, cfg.Reps, c.scenario, c.workers, c.nodes, c.lib.Name)
 				}
 				s, err := runCell(ctx, &cfg, t, c)
 				if errors.Is(err, errSkip) {
 					c.res.Note = "not supported by this adapter"
+					continue
+				}
+				if errors.Is(err, errFailed) {
+					c.failed = true
+					c.res.Note = err.Error()
+					c.res.Samples = nil
+					fmt.Fprintf(os.Stderr, "\nlockbench: %s w=%d n=%d %s: %v\n", c.scenario, c.workers, c.nodes, c.lib.Name, err)
 					continue
 				}
 				if err != nil {
@@ -226,17 +238,28 @@ func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]f
 		return nil, err
 	}
 	defer lk.Close()
+	glk, g := guard(lk)
 	id := runID()
+	var s map[string]float64
 	switch c.scenario {
 	case Uncontended, "quorum-" + Uncontended:
-		return runUncontended(ctx, cfg, t, lk, c.workers, c.nodes, id)
+		s, err = runUncontended(ctx, cfg, t, glk, c.workers, c.nodes, id)
 	case Hotkey, "quorum-" + Hotkey:
-		return runHotkey(ctx, cfg, t, lk, c.workers, c.nodes, id)
+		s, err = runHotkey(ctx, cfg, t, glk, c.workers, c.nodes, id)
 	case Renew:
-		return runRenew(ctx, cfg, t, lk, c.workers, id)
+		s, err = runRenew(ctx, cfg, t, glk, c.workers, id)
+	default:
+		return nil, fmt.Errorf("unknown scenario %q", c.scenario)
 	}
-	return nil, fmt.Errorf("unknown scenario %q", c.scenario)
+	if f := g.failure(); f != nil {
+		return nil, f
+	}
+	return s, err
 }
+
+// errFailed marks a cell whose library failed (panicked): the cell is
+// reported as FAILED and skipped in later repetitions; the run goes on.
+var errFailed = errors.New("FAILED")
 
 // Main is the command-line entry point shared by `go run ./bench` and the
 // peers module: it parses args, runs, and writes the outputs. prog is how the
@@ -274,7 +297,26 @@ func Main(prog string, args []string, libs []Library, stdout, stderr io.Writer) 
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
 		progress = stderr
 	}
+	if out.CPUProfile != "" {
+		f, err := os.Create(out.CPUProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockbench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "lockbench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := Run(ctx, cfg, libs, progress)
+	if out.MemProfile != "" {
+		if f, ferr := os.Create(out.MemProfile); ferr == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "lockbench:", err)
 		return 1
@@ -302,8 +344,8 @@ func Problems(rep *Report) []string {
 	for _, r := range rep.Results {
 		id := fmt.Sprintf("%s w=%d n=%d %s", r.Scenario, r.Workers, r.Nodes, r.Library)
 		if len(r.Samples) == 0 {
-			if r.Note == "" {
-				out = append(out, id+": no samples")
+			if r.Note == "" || strings.HasPrefix(r.Note, errFailed.Error()) {
+				out = append(out, id+": no samples "+r.Note)
 			}
 			continue
 		}
