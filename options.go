@@ -115,9 +115,9 @@ func WithDriftFactor(f float64) Option {
 }
 
 // WithNodeTimeout bounds each request to one node during Obtain, Refresh and
-// TTL. Default: in quorum mode TTL/10 (at least 5 ms), so a slow or dead node
-// cannot eat the validity; in single mode the grant's validity itself (TTL
-// minus drift). It must be positive.
+// TTL. Default: in quorum mode TTL/10, at least 50 ms but no more than the
+// validity (TTL minus drift), so a slow or dead node cannot eat the validity;
+// in single mode the validity itself. It must be positive.
 //
 // go-redis applies a context deadline to the socket only when its
 // ContextTimeoutEnabled option is set; otherwise a stalled server holds a

@@ -16,7 +16,7 @@ import (
 // Close never closes the clients.
 //
 // Obtain asks all nodes in parallel, each request bounded by the node timeout
-// (WithNodeTimeout; default TTL/10, at least 5 ms), and returns as soon as a
+// (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as soon as a
 // majority granted, with validity = TTL - elapsed - (TTL * drift factor +
 // 2 ms). Nodes that grant later are released in the background (Close waits
 // for that). Without a valid majority it releases on every node that granted
@@ -97,22 +97,25 @@ func (c *Client) callNode(ctx context.Context, timeout time.Duration, i int, cal
 	return reply{node: i, a: a, b: b, err: err}
 }
 
-// gather reads replies from ch until stop says so, all n arrived, or
+// gather reads replies from ch until stop (called after each) says so, all n arrived, or
 // timeout passed; it does not depend on go-redis honouring the context
 // deadline. Nodes that did not answer get a timeout error.
 func gather(ch <-chan reply, n int, timeout time.Duration, stop func([]reply) bool) (rs []reply, late int) {
 	rs = make([]reply, 0, n)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	for len(rs) < n && !stop(rs) {
+	for len(rs) < n {
 		select {
 		case r := <-ch:
 			rs = append(rs, r)
+			if stop(rs) {
+				return rs, n - len(rs)
+			}
 		case <-timer.C:
 			return rs, n - len(rs)
 		}
 	}
-	return rs, n - len(rs)
+	return rs, 0
 }
 
 // each runs call on every node (in parallel when there are several) and
@@ -122,11 +125,26 @@ func (c *Client) each(ctx context.Context, timeout time.Duration, call nodeCall)
 	if len(c.nodes) == 1 {
 		return []reply{c.callNode(ctx, timeout, 0, call)}
 	}
-	rs, late := gather(c.fanout(ctx, timeout, call), len(c.nodes), timeout, func([]reply) bool { return false })
-	for range late {
-		rs = append(rs, reply{node: -1, err: &NodeError{Node: -1, Err: context.DeadlineExceeded}})
+	rs, _ := gather(c.fanout(ctx, timeout, call), len(c.nodes), timeout, func([]reply) bool { return false })
+	return append(rs, timedOut(rs, len(c.nodes))...)
+}
+
+// timedOut returns a timeout reply for each of the n nodes missing from rs.
+func timedOut(rs []reply, n int) []reply {
+	if len(rs) == n {
+		return nil
 	}
-	return rs
+	answered := make([]bool, n)
+	for _, r := range rs {
+		answered[r.node] = true
+	}
+	var out []reply
+	for i, ok := range answered {
+		if !ok {
+			out = append(out, reply{node: i, err: &NodeError{Node: i, Err: context.DeadlineExceeded}})
+		}
+	}
+	return out
 }
 
 // tally counts the replies for which held is true and collects the errors.
@@ -158,11 +176,12 @@ func (c *Client) noteSeen(f int64) {
 // after nodes answered with higher counters (racing proposers).
 const maxProposals = 3
 
-func (c *Client) obtainQuorum(ctx context.Context, l *Lock, ttl time.Duration) error {
+func (c *Client) obtainQuorum(ctx context.Context, proto *Lock, ttl time.Duration) (*Lock, error) {
 	ms := ttl.Milliseconds()
 	n, q := len(c.nodes), c.majority()
-	timeout := c.nodeTimeout(&l.opts, ttl)
+	timeout := c.nodeTimeout(&proto.opts, ttl)
 	for range maxProposals {
+		l := proto.fresh()
 		proposal := max(time.Now().UnixMicro(), c.seen.Load()+1)
 		start := time.Now()
 		ch := c.fanout(ctx, timeout, func(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
@@ -176,7 +195,7 @@ func (c *Client) obtainQuorum(ctx context.Context, l *Lock, ttl time.Duration) e
 		var granted, held, low int
 		var errs []error
 		var grants, failed []int // nodes to release where the grant is not kept
-		_, late := gather(ch, n, timeout, func(rs []reply) bool {
+		rs, late := gather(ch, n, timeout, func(rs []reply) bool {
 			r := rs[len(rs)-1]
 			switch {
 			case r.err != nil:
@@ -214,10 +233,10 @@ func (c *Client) obtainQuorum(ctx context.Context, l *Lock, ttl time.Duration) e
 			until := start.Add(time.Duration(ms)*time.Millisecond - l.opts.drift(ttl))
 			if time.Now().Before(until) {
 				l.confirm(until, ttl)
-				return nil
+				return l, nil
 			}
 			c.releaseNodes(l, grants)
-			return ErrGrantExpired
+			return nil, ErrGrantExpired
 		}
 		// No majority: release the nodes that granted before retrying or
 		// failing (the failed and late ones are being released above). A node
@@ -226,18 +245,18 @@ func (c *Client) obtainQuorum(ctx context.Context, l *Lock, ttl time.Duration) e
 		c.releaseNodes(l, grants)
 		switch {
 		case held > n-q:
-			return ErrNotObtained
+			return nil, ErrNotObtained
 		case low > 0 && granted+low+late >= q:
 			continue // a higher proposal may win: propose again at once
 		case len(errs)+late > 0:
-			for range late {
-				errs = append(errs, &NodeError{Node: -1, Err: context.DeadlineExceeded})
+			for _, r := range timedOut(rs, n) {
+				errs = append(errs, r.err)
 			}
-			return c.nodesErr(errs)
+			return nil, c.nodesErr(errs)
 		}
-		return ErrNotObtained
+		return nil, ErrNotObtained
 	}
-	return ErrNotObtained
+	return nil, ErrNotObtained
 }
 
 func at(s []int64, i int) int64 {

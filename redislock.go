@@ -143,7 +143,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if ctx == nil {
 		return nil, invalid("nil context")
 	}
-	l := &Lock{c: c, key: key, keys: makeKeys(o.prefix, key), token: rand.Text(), opts: o}
+	proto := &Lock{c: c, key: key, keys: makeKeys(o.prefix, key), opts: o}
 
 	deadline, bounded := ctx.Deadline()
 	if !bounded {
@@ -155,7 +155,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 	var timer *time.Timer
 	for attempt := 1; ; attempt++ {
-		err := c.obtainOnce(ctx, l, ttl)
+		l, err := c.obtainOnce(ctx, proto, ttl)
 		switch {
 		case err == nil:
 			return l, nil
@@ -199,7 +199,7 @@ func (c *Client) nodeTimeout(o *options, ttl time.Duration) time.Duration {
 	case o.nodeTimeout > 0:
 		return o.nodeTimeout
 	case c.quorum:
-		return max(ttl/10, 5*time.Millisecond)
+		return min(max(ttl/10, 50*time.Millisecond), ttl-o.drift(ttl))
 	default:
 		return ttl - o.drift(ttl)
 	}
@@ -401,14 +401,22 @@ func (c *Client) nodesErr(errs []error) error {
 
 func (c *Client) majority() int { return len(c.nodes)/2 + 1 }
 
-// obtainOnce makes one attempt. It returns nil with l granted and valid,
-// ErrNotObtained on contention, or another error; whatever it may have
-// granted is released unless it returns nil.
-func (c *Client) obtainOnce(ctx context.Context, l *Lock, ttl time.Duration) error {
+// obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on
+// contention, or another error; whatever it may have granted is released
+// unless it returns a grant.
+func (c *Client) obtainOnce(ctx context.Context, proto *Lock, ttl time.Duration) (*Lock, error) {
 	if !c.quorum {
-		return c.obtainSingle(ctx, l, ttl)
+		l := proto.fresh()
+		return l, c.obtainSingle(ctx, l, ttl)
 	}
-	return c.obtainQuorum(ctx, l, ttl)
+	return c.obtainQuorum(ctx, proto, ttl)
+}
+
+// fresh returns a copy of the prototype lock with a new token: every attempt
+// has its own, so the background release of an earlier attempt's unknown
+// outcome can never delete a later attempt's grant.
+func (l *Lock) fresh() *Lock {
+	return &Lock{c: l.c, key: l.key, keys: l.keys, token: rand.Text(), opts: l.opts}
 }
 
 func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) error {

@@ -1,0 +1,315 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+type cluster struct {
+	srvs []*redistest.Server
+	rdbs []redis.UniversalClient
+}
+
+func startQuorum(t *testing.T, n int) *cluster {
+	t.Helper()
+	q := &cluster{srvs: redistest.StartN(t, n)}
+	for _, s := range q.srvs {
+		q.rdbs = append(q.rdbs, s.Client(func(o *redis.Options) {
+			o.MaxRetries = -1
+			o.DialTimeout = 100 * time.Millisecond
+		}))
+	}
+	return q
+}
+
+func (q *cluster) client(t *testing.T, opts ...redislock.Option) *redislock.Client {
+	t.Helper()
+	c, err := redislock.NewQuorum(q.rdbs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// holders counts the nodes whose lock key holds tok.
+func (q *cluster) holders(t *testing.T, key, tok string) int {
+	n := 0
+	for _, rdb := range q.rdbs {
+		v, _ := rdb.Get(context.Background(), redislock.DefaultPrefix+"{"+key+"}").Result()
+		if len(v) > len(tok) && v[:len(tok)+1] == tok+":" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestQuorumContention(t *testing.T) {
+	q := startQuorum(t, 5)
+	a, b := q.client(t), q.client(t)
+	ctx := ctxT(t, 60*time.Second)
+	var mu sync.Mutex
+	var inside int
+	var fences []int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		c := a
+		if w%2 == 1 {
+			c = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				l, err := c.Obtain(ctx, "q", 2*time.Second, redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 8*time.Millisecond)), redislock.WithMaxWait(20*time.Second))
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				inside++
+				if inside != 1 {
+					errs <- errors.New("two holders at once")
+				}
+				fences = append(fences, l.Fence())
+				mu.Unlock()
+				time.Sleep(100 * time.Microsecond)
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				if err := l.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(fences) != 200 {
+		t.Fatalf("%d grants", len(fences))
+	}
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("grant %d: fence %d after %d", i, fences[i], fences[i-1])
+		}
+	}
+}
+
+func TestQuorumMinorityDown(t *testing.T) {
+	q := startQuorum(t, 5)
+	c := q.client(t)
+	ctx := ctxT(t, 20*time.Second)
+	q.srvs[0].Kill()
+	q.srvs[1].Kill()
+	l, err := c.Obtain(ctx, "m", time.Second)
+	if err != nil {
+		t.Fatalf("Obtain with 2 of 5 down: %v", err)
+	}
+	if n := q.holders(t, "m", l.Token()); n != 3 {
+		t.Fatalf("held on %d nodes", n)
+	}
+	if err := l.Refresh(ctx, 2*time.Second); err != nil {
+		t.Fatalf("Refresh with 2 of 5 down: %v", err)
+	}
+	if ttl, err := l.TTL(ctx); err != nil || ttl <= time.Second {
+		t.Fatalf("TTL = %v, %v", ttl, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release with 2 of 5 down: %v", err)
+	}
+	if n := q.holders(t, "m", l.Token()); n != 0 {
+		t.Fatalf("still held on %d nodes", n)
+	}
+	// A third node down: no majority, an error of its own.
+	q.srvs[2].Kill()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Obtain(short, "m", time.Second, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
+	if !errors.Is(err, redislock.ErrNoQuorum) || errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("Obtain with 3 of 5 down = %v, want ErrNoQuorum", err)
+	}
+	var ne *redislock.NodeError
+	if !errors.As(err, &ne) {
+		t.Fatalf("no per-node detail in %v", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatal("Obtain outlived its ctx")
+	}
+}
+
+// A stalled node does not hold up the grant, and is released afterwards.
+func TestQuorumStalledNode(t *testing.T) {
+	q := startQuorum(t, 5)
+	c := q.client(t)
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := c.Obtain(ctx, "warm", time.Second); err != nil { // connections up
+		t.Fatal(err)
+	}
+	q.srvs[4].Pause()
+	start := time.Now()
+	l, err := c.Obtain(ctx, "s", 10*time.Second)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("grant with one node stopped took %v", took)
+	if took > 500*time.Millisecond { // the node timeout is 1s and the stall 1.5s
+		t.Fatalf("grant waited for the stalled node: %v", took)
+	}
+	time.Sleep(200 * time.Millisecond)
+	q.srvs[4].Resume()
+	// The late node is released by the client (or never granted).
+	c.Close()
+	if n := q.rdbs[4].Exists(ctx, redislock.DefaultPrefix+"{s}").Val(); n != 0 {
+		t.Fatal("late grant on the stalled node was not released")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Fences keep increasing when a node restarts empty between grants.
+func TestQuorumFencesAfterRestart(t *testing.T) {
+	q := startQuorum(t, 5)
+	ctx := ctxT(t, 30*time.Second)
+	var last int64
+	for round := range 5 {
+		// A fresh client each round: no fence memory on the client side.
+		c, err := redislock.NewQuorum(q.rdbs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Obtain(ctx, "r", time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("round %d: fence %d after %d", round, l.Fence(), last)
+		}
+		last = l.Fence()
+		_ = l.Release(ctx)
+		_ = c.Close()
+		q.srvs[round].Restart() // one node comes back empty
+	}
+}
+
+// Fences stay ordered when proposals race on nodes with higher counters.
+func TestQuorumFenceReproposal(t *testing.T) {
+	q := startQuorum(t, 3)
+	ctx := ctxT(t, 10*time.Second)
+	future := time.Now().Add(time.Hour).UnixMicro()
+	for _, rdb := range q.rdbs[:2] { // two nodes have seen a fence from a fast clock
+		rdb.Set(ctx, redislock.DefaultPrefix+"{p}:fence", future, time.Hour)
+	}
+	c := q.client(t)
+	l, err := c.Obtain(ctx, "p", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() <= future {
+		t.Fatalf("fence %d not above the majority's counter %d", l.Fence(), future)
+	}
+	_ = l.Release(ctx)
+}
+
+// Validity is positive, below TTL - elapsed, and leaves room for drift.
+func TestQuorumValidity(t *testing.T) {
+	q := startQuorum(t, 5)
+	c := q.client(t)
+	ctx := ctxT(t, 10*time.Second)
+	var vs []time.Duration
+	for range 20 {
+		start := time.Now()
+		l, err := c.Obtain(ctx, "v", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := time.Now()
+		v := l.ValidUntil().Sub(start)
+		if v <= 0 || l.ValidUntil().After(end.Add(time.Second-12*time.Millisecond)) {
+			t.Fatalf("validity %v (request took %v)", v, end.Sub(start))
+		}
+		vs = append(vs, v)
+		// Every node that holds it has at least the validity left.
+		for i, rdb := range q.rdbs {
+			if pttl := rdb.PTTL(ctx, redislock.DefaultPrefix+"{v}").Val(); pttl > 0 && pttl < time.Until(l.ValidUntil()) {
+				t.Fatalf("node %d PTTL %v below remaining validity %v", i, pttl, time.Until(l.ValidUntil()))
+			}
+		}
+		_ = l.Release(ctx)
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	t.Logf("validity min %v max %v", vs[0], vs[len(vs)-1])
+}
+
+// A stale holder cannot refresh or release a newer quorum grant.
+func TestQuorumStaleHolder(t *testing.T) {
+	q := startQuorum(t, 3)
+	c := q.client(t)
+	ctx := ctxT(t, 10*time.Second)
+	old, err := c.Obtain(ctx, "st", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(70 * time.Millisecond)
+	cur, err := c.Obtain(ctx, "st", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close() // wait for the background release of a late node, if any
+	held := q.holders(t, "st", cur.Token())
+	if held < 2 {
+		t.Fatalf("new grant held on %d of 3 nodes", held)
+	}
+	if err := old.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("stale Refresh = %+v", err)
+	}
+	if err := old.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("stale Release = %v", err)
+	}
+	if n := q.holders(t, "st", cur.Token()); n != held {
+		t.Fatalf("new grant held on %d nodes after stale calls, %d before", n, held)
+	}
+	if cur.Fence() <= old.Fence() {
+		t.Fatal("fence not increasing")
+	}
+	_ = cur.Release(ctx)
+}
+
+// Run works unchanged in quorum mode and reports the loss of the majority.
+func TestQuorumRun(t *testing.T) {
+	q := startQuorum(t, 3)
+	c := q.client(t)
+	ctx := ctxT(t, 20*time.Second)
+	err := c.Run(ctx, "run", 300*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
+		time.Sleep(400 * time.Millisecond) // renewed past its TTL
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		q.srvs[0].Kill()
+		q.srvs[1].Kill()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(3 * time.Second):
+			return errors.New("loss of the majority not detected")
+		}
+	})
+	if !errors.Is(err, redislock.ErrLockLost) {
+		t.Fatalf("Run = %v, want ErrLockLost", err)
+	}
+}

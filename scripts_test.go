@@ -1,0 +1,67 @@
+package redislock
+
+import (
+	"context"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// obtain.lua is idempotent under go-redis' own re-sends: a replay of the
+// same request reports the grant with the fence it minted the first time.
+func TestObtainScriptReplay(t *testing.T) {
+	m := miniredis.RunT(t)
+	targets := map[string]string{"miniredis": m.Addr(), "redis-server": redistest.Start(t).Addr()}
+	for name, addr := range targets {
+		t.Run(name, func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			defer rdb.Close()
+			ctx := context.Background()
+			k := makeKeys(DefaultPrefix, "replay")
+			run := func(token string, proposal int64) []int64 {
+				t.Helper()
+				res, err := obtainScript.Run(ctx, rdb, []string{k.lock, k.fence}, token, 10000, proposal, 60000).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			first := run("tok", 0)
+			again := run("tok", 0)
+			if first[0] != 1 || again[0] != 1 || again[1] != first[1] {
+				t.Fatalf("replay = %v after %v, want the same grant", again, first)
+			}
+			if c, _ := rdb.Get(ctx, k.fence).Int64(); c != first[1] {
+				t.Fatalf("counter %d after replay, want %d (no second fence)", c, first[1])
+			}
+			if other := run("tok2", 0); other[0] != 0 || other[1] <= 0 {
+				t.Fatalf("other token = %v, want held with its PTTL", other)
+			}
+			// A token that is a prefix of the holder's is someone else.
+			if other := run("to", 0); other[0] != 0 {
+				t.Fatalf("prefix token = %v, want held", other)
+			}
+			rdb.Del(ctx, k.lock)
+			// Quorum proposals: at or below the counter are refused with it.
+			if low := run("q1", first[1]); low[0] != -1 || low[1] != first[1] {
+				t.Fatalf("low proposal = %v", low)
+			}
+			if ok := run("q2", first[1]+5); ok[0] != 1 || ok[1] != first[1]+5 {
+				t.Fatalf("high proposal = %v", ok)
+			}
+			// Zero or negative TTLs are refused by the script itself.
+			rdb.Del(ctx, k.lock)
+			if err := obtainScript.Run(ctx, rdb, []string{k.lock, k.fence}, "t", 0, 0, 60000).Err(); err == nil {
+				t.Fatal("obtain with TTL 0 accepted")
+			}
+			if err := refreshScript.Run(ctx, rdb, []string{k.lock}, "t", -1).Err(); err == nil {
+				t.Fatal("refresh with TTL -1 accepted")
+			}
+			if n := rdb.Exists(ctx, k.lock).Val(); n != 0 {
+				t.Fatal("a refused obtain wrote the lock")
+			}
+		})
+	}
+}
