@@ -234,3 +234,36 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("want error")
 	}
 }
+
+type panicLocker struct{ rawLocker }
+
+func (p *panicLocker) Obtain(context.Context, string, time.Duration) (Held, error) {
+	panic("boom")
+}
+
+func TestLibraryPanicIsAFailedCell(t *testing.T) {
+	cfg := quickConfig()
+	cfg.Miniredis = true
+	cfg.Scenarios = []string{Uncontended, Hotkey}
+	libs := append(rawLibs(), Library{Name: "panics", Primary: true, New: func(n []redis.UniversalClient) (Locker, error) {
+		return &panicLocker{rawLocker{rdb: n[0]}}, nil
+	}})
+	rep, err := Run(context.Background(), cfg, libs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed int
+	for _, r := range rep.Results {
+		if r.Library == "panics" {
+			if !strings.Contains(r.Note, "FAILED: panic: boom") || len(r.Samples) != 0 {
+				t.Errorf("%s: note %q, %d samples", r.Scenario, r.Note, len(r.Samples))
+			}
+			failed++
+		} else if len(r.Samples) != cfg.Reps {
+			t.Errorf("%s %s: %d samples", r.Scenario, r.Library, len(r.Samples))
+		}
+	}
+	if failed == 0 || len(Problems(rep)) != failed {
+		t.Errorf("failed cells %d, problems %q", failed, Problems(rep))
+	}
+}

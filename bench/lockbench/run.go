@@ -238,21 +238,21 @@ func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]f
 		return nil, err
 	}
 	defer lk.Close()
-	glk, g := guard(lk)
+	var f failures
 	id := runID()
 	var s map[string]float64
 	switch c.scenario {
 	case Uncontended, "quorum-" + Uncontended:
-		s, err = runUncontended(ctx, cfg, t, glk, c.workers, c.nodes, id)
+		s, err = runUncontended(ctx, cfg, t, lk, c.workers, c.nodes, id, &f)
 	case Hotkey, "quorum-" + Hotkey:
-		s, err = runHotkey(ctx, cfg, t, glk, c.workers, c.nodes, id)
+		s, err = runHotkey(ctx, cfg, t, lk, c.workers, c.nodes, id, &f)
 	case Renew:
-		s, err = runRenew(ctx, cfg, t, glk, c.workers, id)
+		s, err = runRenew(ctx, cfg, t, lk, c.workers, id, &f)
 	default:
 		return nil, fmt.Errorf("unknown scenario %q", c.scenario)
 	}
-	if f := g.failure(); f != nil {
-		return nil, f
+	if ferr := f.err(); ferr != nil {
+		return nil, ferr
 	}
 	return s, err
 }

@@ -102,7 +102,7 @@ func window(ctx context.Context, cfg *Config, t *target, nodes int, phase *atomi
 }
 
 // runUncontended: each worker takes and gives back its own key in a loop.
-func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, workers, nodes int, runID string) (map[string]float64, error) {
+func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, workers, nodes int, runID string, f *failures) (map[string]float64, error) {
 	var phase atomic.Int32
 	hists := make([]hist, workers)
 	ops := make([]int64, workers)
@@ -110,6 +110,7 @@ func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, work
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
+			defer f.catch()
 			key := fmt.Sprintf("lockbench:%s:u:%d", runID, w)
 			h := &hists[w]
 			for phase.Load() != phaseStop && ctx.Err() == nil {
@@ -169,7 +170,7 @@ type hotState struct {
 
 // runHotkey: workers contend on one key; each grant is held for cfg.Hold,
 // then released, then the worker thinks for cfg.Think and wants it again.
-func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, nodes int, runID string) (map[string]float64, error) {
+func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, nodes int, runID string, f *failures) (map[string]float64, error) {
 	var phase atomic.Int32
 	key := "lockbench:" + runID + ":hot"
 	waits := make([]hist, workers)
@@ -179,6 +180,7 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
+			defer f.catch()
 			wait := &waits[w]
 			want := time.Now()
 			for phase.Load() != phaseStop && ctx.Err() == nil {
@@ -262,7 +264,7 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 }
 
 // runRenew: hold k locks with auto-renewal and measure what holding costs.
-func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, runID string) (map[string]float64, error) {
+func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, runID string, f *failures) (map[string]float64, error) {
 	rn, ok := lk.(Renewer)
 	if !ok {
 		return nil, errSkip
@@ -278,6 +280,7 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 	var wg sync.WaitGroup
 	for i := range k {
 		wg.Go(func() {
+			defer f.catch()
 			key := fmt.Sprintf("lockbench:%s:r:%d", runID, i)
 			err := rn.Hold(hctx, key, cfg.RenewTTL, func(fctx context.Context) error {
 				held.Add(1)
