@@ -262,7 +262,7 @@ func SVG(rep *Report) string {
 				}
 			}
 		}
-		lo := math.Pow(10, math.Floor(math.Log10(math.Max(lmin, 1))))
+		lo := math.Pow(10, math.Floor(math.Log10(math.Max(lmin, 10)))-1)
 		hi := math.Pow(10, math.Ceil(math.Log10(math.Max(lmax, lo*10))))
 		lx := func(v float64) float64 {
 			if v <= lo {
@@ -271,16 +271,20 @@ func SVG(rep *Report) string {
 			return latW * math.Log10(v/lo) / math.Log10(hi/lo)
 		}
 		head := fmt.Sprintf("%s — %d worker(s), %d node(s)", g[0].Scenario, g[0].Workers, g[0].Nodes)
+		if hot && (rep.Config.Hold > 0 || rep.Config.Think > 0) {
+			head += fmt.Sprintf(", hold %s, think %s", rep.Config.Hold, rep.Config.Think)
+		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", margin, y+14, esc(head))
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#444">%s</text>`+"\n", tputX, y+28, esc(tputLabel))
-		lname := "Obtain+Release latency µs"
+		lname := "Obtain+Release latency, µs, p50 / p99"
 		if hot {
-			lname = "wait µs"
+			lname = "wait (wanting → holding), µs, p50 / p99"
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#444">%s (%g – %g)</text>`+"\n", latX, y+28, esc(lname), lo, hi)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#444">%s</text>`+"\n", latX, y+14, esc(lname))
 		for d := lo; d <= hi*1.0001; d *= 10 {
 			x := float64(latX) + lx(d)
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`+"\n", x, y+headH-2, x, y+headH+len(g)*rowH)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#888" font-size="9" text-anchor="middle">%s</text>`+"\n", x, y+28, fmtNum(d))
 		}
 		y += headH
 		for _, r := range g {
