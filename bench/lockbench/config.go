@@ -117,6 +117,9 @@ type Output struct {
 	JSONOut string
 	HTML    string
 	SVG     string
+	MD      string
+	// FromJSON re-renders a saved report instead of measuring.
+	FromJSON string
 	// Strict makes Main fail when a cell has no samples, no progress,
 	// errors, or lost locks (for CI smoke runs).
 	Strict bool
@@ -159,6 +162,8 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.StringVar(&o.JSONOut, "json-out", o.JSONOut, "also write JSON to `FILE`")
 	fs.StringVar(&o.HTML, "html", o.HTML, "write an HTML report with chart to `FILE`")
 	fs.StringVar(&o.SVG, "svg", o.SVG, "write the chart as SVG to `FILE`")
+	fs.StringVar(&o.FromJSON, "from-json", "", "render outputs from a saved --json-out `FILE` instead of measuring")
+	fs.StringVar(&o.MD, "md", o.MD, "write Markdown tables (for a README) to `FILE`")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile at the end to `FILE`")
 	fs.BoolVar(&o.Strict, "strict", o.Strict, "exit 1 if any run made no progress, had errors or lost a lock (CI smoke)")

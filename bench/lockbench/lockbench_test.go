@@ -129,6 +129,10 @@ func check(t *testing.T, rep *Report) {
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, rep); err != nil || !strings.Contains(md.String(), "| nodes |") {
+		t.Errorf("markdown: %v\n%s", err, md.String())
+	}
 	if svg := SVG(rep); !strings.HasPrefix(svg, "<svg") || !strings.HasSuffix(svg, "</svg>\n") {
 		t.Error("bad svg")
 	}

@@ -39,6 +39,7 @@ func WriteOutputs(rep *Report, o Output, stdout io.Writer) error {
 		write(o.JSONOut, func(w io.Writer) error { return WriteJSON(w, rep) }),
 		write(o.SVG, func(w io.Writer) error { _, err := io.WriteString(w, SVG(rep)); return err }),
 		write(o.HTML, func(w io.Writer) error { return WriteHTML(w, rep) }),
+		write(o.MD, func(w io.Writer) error { return WriteMarkdown(w, rep) }),
 	)
 }
 

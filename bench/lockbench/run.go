@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -291,6 +292,17 @@ func Main(prog string, args []string, libs []Library, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "lockbench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	if out.FromJSON != "" {
+		rep, err := readReport(out.FromJSON)
+		if err == nil {
+			err = WriteOutputs(rep, out, stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "lockbench:", err)
+			return 1
+		}
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var progress io.Writer
@@ -372,3 +384,15 @@ func isTerminal(f *os.File) bool {
 
 // compile-time check that the shared clients satisfy what libraries take.
 var _ redis.UniversalClient = (*redis.Client)(nil)
+
+func readReport(name string) (*Report, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &rep, nil
+}
