@@ -56,6 +56,7 @@ func errJoin(errs ...error) error {
 func WriteJSON(w io.Writer, rep *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(rep)
 }
 
