@@ -46,15 +46,14 @@ func Example() {
 func ExampleClient_Obtain_retry() {
 	rdb, done := exampleRedis()
 	defer done()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
 	locker := redislock.New(rdb)
 	defer locker.Close()
-
-	held, _ := locker.Obtain(ctx, "job", time.Minute)
-	defer held.Release(ctx)
+	held, _ := locker.Obtain(context.Background(), "job", time.Minute)
+	defer held.Release(context.Background())
 
 	// Wait up to the ctx deadline, retrying with jittered exponential backoff.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
 	_, err := locker.Obtain(ctx, "job", time.Minute,
 		redislock.WithRetry(redislock.ExponentialBackoff(5*time.Millisecond, 50*time.Millisecond)))
 	fmt.Println(errors.Is(err, redislock.ErrNotObtained), errors.Is(err, context.DeadlineExceeded))
