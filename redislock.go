@@ -236,9 +236,10 @@ type Lock struct {
 	fence int64
 	opts  options
 
-	mu    sync.Mutex
-	ttl   time.Duration // last TTL asked for
-	until time.Time     // validity confirmed by the last grant or refresh
+	mu       sync.Mutex
+	ttl      time.Duration // last TTL asked for
+	until    time.Time     // validity confirmed by the last grant or refresh
+	released bool          // a Release succeeded: a second one is ErrNotHeld
 }
 
 // Key returns the key the caller asked for (without prefix or hash tag).
@@ -378,8 +379,16 @@ func (l *Lock) Release(_ context.Context) error {
 	if l == nil {
 		return ErrNotHeld
 	}
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return ErrNotHeld
+	}
 	err := l.c.verdict(l.c.releaseAll(l))
-	l.lost()
+	l.mu.Lock()
+	l.until, l.released = time.Time{}, err == nil
+	l.mu.Unlock()
 	return err
 }
 
