@@ -124,50 +124,37 @@ func WithDriftFactor(f float64) Option {
 // single-mode call until the client's ReadTimeout. Quorum mode does not wait
 // for stragglers either way.
 func WithNodeTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d <= 0 {
-			o.fail(invalid("node timeout %v must be positive", d))
-			return
-		}
-		o.nodeTimeout = d
-	})
+	return positive("node timeout", d, func(o *options) { o.nodeTimeout = d })
 }
 
 // WithRefreshInterval sets how often Run renews the lock. Default: TTL/3. It
 // must be positive and shorter than the TTL minus drift (checked by Run).
 func WithRefreshInterval(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d <= 0 {
-			o.fail(invalid("refresh interval %v must be positive", d))
-			return
-		}
-		o.refreshInterval = d
-	})
+	return positive("refresh interval", d, func(o *options) { o.refreshInterval = d })
 }
 
 // WithReleaseTimeout bounds Release and the clean-up of failed or unknown
 // grants. These run on a context detached from the caller's cancellation, so
 // `defer l.Release(ctx)` still cleans up after ctx was cancelled. Default 3 s.
 func WithReleaseTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d <= 0 {
-			o.fail(invalid("release timeout %v must be positive", d))
-			return
-		}
-		o.releaseTimeout = d
-	})
+	return positive("release timeout", d, func(o *options) { o.releaseTimeout = d })
 }
 
 // WithMaxWait bounds how long Obtain keeps retrying when the caller's context
 // has no deadline. Default: the lock's TTL, the longest a crashed holder can
 // block it. A context deadline, when set, is used instead.
 func WithMaxWait(d time.Duration) Option {
+	return positive("max wait", d, func(o *options) { o.maxWait = d })
+}
+
+// positive is an option that sets a duration which must be positive.
+func positive(name string, d time.Duration, set func(*options)) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
-			o.fail(invalid("max wait %v must be positive", d))
+			o.fail(invalid("%s %v must be positive", name, d))
 			return
 		}
-		o.maxWait = d
+		set(o)
 	})
 }
 

@@ -57,7 +57,10 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 		}
 	}
-	c := &Client{nodes: append([]redis.UniversalClient(nil), rdbs...), quorum: true, opts: defaultOptions()}
+	c := &Client{nodes: append([]redis.UniversalClient(nil), rdbs...), quorum: true, deadlines: true, opts: defaultOptions()}
+	for _, rdb := range rdbs {
+		c.deadlines = c.deadlines && honoursDeadlines(rdb)
+	}
 	c.opts.add(opts)
 	if err := c.opts.validate(); err != nil {
 		return nil, err
@@ -73,24 +76,25 @@ type reply struct {
 	err  error
 }
 
-type nodeCall func(ctx context.Context, rdb redis.UniversalClient) (a, b int64, err error)
-
-// fanout runs call on every node in parallel, each bounded by timeout, and
+// fanout runs o on every node in parallel, each bounded by timeout, and
 // returns a channel that receives one reply per node. It is buffered, so the
 // senders never wait for a reader that stopped listening; Close waits for
 // the senders.
-func (c *Client) fanout(ctx context.Context, timeout time.Duration, call nodeCall) <-chan reply {
+func (c *Client) fanout(ctx context.Context, timeout time.Duration, o op) <-chan reply {
 	ch := make(chan reply, len(c.nodes))
 	for i := range c.nodes {
-		c.background(func() { ch <- c.callNode(ctx, timeout, i, call) })
+		c.background(func() { ch <- c.callNode(ctx, timeout, i, o) })
 	}
 	return ch
 }
 
-func (c *Client) callNode(ctx context.Context, timeout time.Duration, i int, call nodeCall) reply {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	a, b, err := call(ctx, c.nodes[i])
+func (c *Client) callNode(ctx context.Context, timeout time.Duration, i int, o op) reply {
+	if c.deadlines {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	a, b, err := o.run(ctx, c.nodes[i])
 	if err != nil {
 		err = &NodeError{Node: i, Err: err}
 	}
@@ -118,15 +122,15 @@ func gather(ch <-chan reply, n int, timeout time.Duration, stop func([]reply) bo
 	return rs, 0
 }
 
-// each runs call on every node (in parallel when there are several) and
-// returns their replies; nodes that did not answer within timeout count as
+// each runs o on every node (in parallel when there are several) and
+// appends their replies to dst; nodes that did not answer within timeout count as
 // timed out (their calls finish in the background).
-func (c *Client) each(ctx context.Context, timeout time.Duration, call nodeCall) []reply {
+func (c *Client) each(dst []reply, ctx context.Context, timeout time.Duration, o op) []reply {
 	if len(c.nodes) == 1 {
-		return []reply{c.callNode(ctx, timeout, 0, call)}
+		return append(dst, c.callNode(ctx, timeout, 0, o))
 	}
-	rs, _ := gather(c.fanout(ctx, timeout, call), len(c.nodes), timeout, func([]reply) bool { return false })
-	return append(rs, timedOut(rs, len(c.nodes))...)
+	rs, _ := gather(c.fanout(ctx, timeout, o), len(c.nodes), timeout, func([]reply) bool { return false })
+	return append(append(dst, rs...), timedOut(rs, len(c.nodes))...)
 }
 
 // timedOut returns a timeout reply for each of the n nodes missing from rs.
@@ -184,14 +188,7 @@ func (c *Client) obtainQuorum(ctx context.Context, proto *Lock, ttl time.Duratio
 		l := proto.fresh()
 		proposal := max(time.Now().UnixMicro(), c.seen.Load()+1)
 		start := time.Now()
-		ch := c.fanout(ctx, timeout, func(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
-			res, err := obtainScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.fence},
-				l.token, ms, proposal, fenceCounterTTL.Milliseconds()).Int64Slice()
-			if err == nil && len(res) != 2 {
-				err = fmt.Errorf("redislock: unexpected obtain reply %v", res)
-			}
-			return at(res, 0), at(res, 1), err
-		})
+		ch := c.fanout(ctx, timeout, op{kind: opObtain, l: l, ms: ms, proposal: proposal})
 		var granted, held, low int
 		var errs []error
 		var grants, failed []int // nodes to release where the grant is not kept
@@ -259,13 +256,6 @@ func (c *Client) obtainQuorum(ctx context.Context, proto *Lock, ttl time.Duratio
 	return nil, ErrNotObtained
 }
 
-func at(s []int64, i int) int64 {
-	if i < len(s) {
-		return s[i]
-	}
-	return 0
-}
-
 // releaseNodes releases the grant on the given nodes in parallel and waits,
 // each bounded by the release timeout.
 func (c *Client) releaseNodes(l *Lock, nodes []int) {
@@ -274,7 +264,7 @@ func (c *Client) releaseNodes(l *Lock, nodes []int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.callNode(context.Background(), l.opts.releaseTimeout, i, l.releaseOn)
+			c.callNode(context.Background(), l.opts.releaseTimeout, i, op{kind: opRelease, l: l})
 		}()
 	}
 	wg.Wait()
@@ -285,7 +275,7 @@ func (c *Client) releaseNodes(l *Lock, nodes []int) {
 func (c *Client) releaseLate(l *Lock, ch <-chan reply, late int) {
 	for range late {
 		if r := <-ch; r.err != nil || r.a == 1 {
-			c.callNode(context.Background(), l.opts.releaseTimeout, r.node, l.releaseOn)
+			c.callNode(context.Background(), l.opts.releaseTimeout, r.node, op{kind: opRelease, l: l})
 		}
 	}
 }

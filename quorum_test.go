@@ -30,9 +30,13 @@ func startQuorum(t *testing.T, n int) *cluster {
 	return q
 }
 
+// slackNodeTimeout keeps the tests' verdicts about the nodes, not about a
+// machine loaded by -race and parallel builds.
+var slackNodeTimeout = redislock.WithNodeTimeout(time.Second)
+
 func (q *cluster) client(t *testing.T, opts ...redislock.Option) *redislock.Client {
 	t.Helper()
-	c, err := redislock.NewQuorum(q.rdbs, opts...)
+	c, err := redislock.NewQuorum(q.rdbs, append([]redislock.Option{slackNodeTimeout}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +184,50 @@ func TestQuorumStalledNode(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if n := q.holders(t, "s", l.Token()); n != 0 {
+		t.Fatalf("Release left the grant on %d nodes", n)
+	}
+}
+
+// A failed attempt releases its minority grants before it returns.
+func TestQuorumPartialGrantReleased(t *testing.T) {
+	q := startQuorum(t, 5)
+	ctx := ctxT(t, 10*time.Second)
+	for _, rdb := range q.rdbs[:3] { // someone else holds a majority
+		rdb.Set(ctx, redislock.DefaultPrefix+"{part}", "other:1", time.Minute)
+	}
+	c := q.client(t)
+	_, err := c.Obtain(ctx, "part", time.Second)
+	if !errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("Obtain = %v, want ErrNotObtained", err)
+	}
+	_ = c.Close()
+	for i, rdb := range q.rdbs[3:] {
+		if n := rdb.Exists(ctx, redislock.DefaultPrefix+"{part}").Val(); n != 0 {
+			t.Fatalf("node %d still holds the failed attempt's grant", i+3)
+		}
+	}
+}
+
+// A Refresh that finds the majority gone undoes the minority's extension.
+func TestQuorumRefreshLostMajority(t *testing.T) {
+	q := startQuorum(t, 3)
+	c := q.client(t)
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.Obtain(ctx, "lost", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close() // let a late node's release finish first
+	for _, rdb := range q.rdbs[:2] {
+		rdb.Del(ctx, redislock.DefaultPrefix+"{lost}")
+	}
+	if err := l.Refresh(ctx, 5*time.Second); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("Refresh = %v, want ErrNotHeld", err)
+	}
+	if n := q.holders(t, "lost", l.Token()); n != 0 {
+		t.Fatalf("minority extension left on %d nodes", n)
+	}
 }
 
 // Fences keep increasing when a node restarts empty between grants.
@@ -189,7 +237,7 @@ func TestQuorumFencesAfterRestart(t *testing.T) {
 	var last int64
 	for round := range 5 {
 		// A fresh client each round: no fence memory on the client side.
-		c, err := redislock.NewQuorum(q.rdbs)
+		c, err := redislock.NewQuorum(q.rdbs, slackNodeTimeout)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,10 +24,11 @@ import (
 // Client obtains locks on one Redis (New) or on a majority of independent
 // Redis masters (NewQuorum). It is safe for concurrent use.
 type Client struct {
-	nodes  []redis.UniversalClient
-	quorum bool
-	opts   options
-	err    error // reported by every call: invalid client or options
+	nodes     []redis.UniversalClient
+	quorum    bool
+	deadlines bool // every node's go-redis client applies ctx deadlines to its socket
+	opts      options
+	err       error // reported by every call: invalid client or options
 
 	seen atomic.Int64 // quorum mode: highest fence counter seen on any node
 
@@ -47,8 +48,26 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.err = invalid("nil redis client")
 	} else {
 		c.err = c.opts.validate()
+		c.deadlines = honoursDeadlines(rdb)
 	}
 	return c
+}
+
+// honoursDeadlines reports whether go-redis applies context deadlines to the
+// socket for rdb (its ContextTimeoutEnabled option). Where it does not, the
+// library's per-call timeouts are not sent as context deadlines (they would
+// only cost allocations): go-redis' own Dial/Read/WriteTimeout bound each
+// call, and quorum mode stops waiting for a node at its node timeout anyway.
+func honoursDeadlines(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return r.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return r.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // Close waits for the client's background clean-up (releases of partial or
@@ -94,12 +113,13 @@ func (c *Client) callOptions(opts []Option) (options, error) {
 	if closed {
 		return options{}, ErrClosed
 	}
+	if len(opts) == 0 {
+		return c.opts, nil
+	}
 	o := c.opts
-	if len(opts) > 0 {
-		o.add(opts)
-		if err := o.validate(); err != nil {
-			return options{}, err
-		}
+	o.add(opts)
+	if err := o.validate(); err != nil {
+		return options{}, err
 	}
 	return o, nil
 }
@@ -143,7 +163,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if ctx == nil {
 		return nil, invalid("nil context")
 	}
-	proto := &Lock{c: c, key: key, keys: makeKeys(o.prefix, key), opts: o}
+	proto := Lock{c: c, key: key, keys: makeKeys(o.prefix, key), opts: o}
 
 	deadline, bounded := ctx.Deadline()
 	if !bounded {
@@ -155,7 +175,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 	var timer *time.Timer
 	for attempt := 1; ; attempt++ {
-		l, err := c.obtainOnce(ctx, proto, ttl)
+		l, err := c.obtainOnce(ctx, &proto, ttl)
 		switch {
 		case err == nil:
 			return l, nil
@@ -212,12 +232,14 @@ type Lock struct {
 	key   string
 	keys  keys
 	token string
+	arg   any // token, boxed once for the script calls
 	fence int64
 	opts  options
 
-	mu    sync.Mutex
-	ttl   time.Duration // last TTL asked for
-	until time.Time     // validity confirmed by the last grant or refresh
+	mu       sync.Mutex
+	ttl      time.Duration // last TTL asked for
+	until    time.Time     // validity confirmed by the last grant or refresh
+	released bool          // a Release succeeded: a second one is ErrNotHeld
 }
 
 // Key returns the key the caller asked for (without prefix or hash tag).
@@ -288,10 +310,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, ErrNotHeld
 	}
-	replies := l.c.each(ctx, l.c.nodeTimeout(&l.opts, l.currentTTL()), func(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
-		ms, err := ttlScript.Run(ctx, rdb, []string{l.keys.lock}, l.token).Int64()
-		return ms, 0, err
-	})
+	var buf [1]reply
+	replies := l.c.each(buf[:0], ctx, l.c.nodeTimeout(&l.opts, l.currentTTL()), op{kind: opTTL, l: l})
 	least := int64(-1)
 	ok, errs := tally(replies, func(r reply) bool {
 		if r.a >= 0 && (least < 0 || r.a < least) {
@@ -330,10 +350,8 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	start := time.Now()
 	ms := ttl.Milliseconds()
-	replies := l.c.each(ctx, l.c.nodeTimeout(&l.opts, ttl), func(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
-		n, err := refreshScript.Run(ctx, rdb, []string{l.keys.lock}, l.token, ms).Int64()
-		return n, 0, err
-	})
+	var buf [1]reply
+	replies := l.c.each(buf[:0], ctx, l.c.nodeTimeout(&l.opts, ttl), op{kind: opRefresh, l: l, ms: ms})
 	if err := l.c.verdict(tally(replies, isOne)); err != nil {
 		if errors.Is(err, ErrNotHeld) {
 			l.lost()
@@ -361,21 +379,24 @@ func (l *Lock) Release(_ context.Context) error {
 	if l == nil {
 		return ErrNotHeld
 	}
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return ErrNotHeld
+	}
 	err := l.c.verdict(l.c.releaseAll(l))
-	l.lost()
+	l.mu.Lock()
+	l.until, l.released = time.Time{}, err == nil
+	l.mu.Unlock()
 	return err
 }
 
 // releaseAll deletes the grant on every node (compare-and-delete), each
 // bounded by the release timeout on a context without cancellation.
 func (c *Client) releaseAll(l *Lock) (released int, errs []error) {
-	return tally(c.each(context.Background(), l.opts.releaseTimeout, l.releaseOn), isOne)
-}
-
-// releaseOn is the compare-and-delete of this grant on one node.
-func (l *Lock) releaseOn(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
-	n, err := releaseScript.Run(ctx, rdb, []string{l.keys.lock}, l.token).Int64()
-	return n, 0, err
+	var buf [1]reply
+	return tally(c.each(buf[:0], context.Background(), l.opts.releaseTimeout, op{kind: opRelease, l: l}), isOne)
 }
 
 // verdict turns per-node outcomes of an operation on a held grant into its
@@ -416,24 +437,20 @@ func (c *Client) obtainOnce(ctx context.Context, proto *Lock, ttl time.Duration)
 // has its own, so the background release of an earlier attempt's unknown
 // outcome can never delete a later attempt's grant.
 func (l *Lock) fresh() *Lock {
-	return &Lock{c: l.c, key: l.key, keys: l.keys, token: rand.Text(), opts: l.opts}
+	token := rand.Text()
+	return &Lock{c: l.c, key: l.key, keys: l.keys, token: token, arg: token, opts: l.opts}
 }
 
 func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) error {
 	start := time.Now()
 	ms := ttl.Milliseconds()
-	cctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(&l.opts, ttl))
-	res, err := obtainScript.Run(cctx, c.nodes[0], []string{l.keys.lock, l.keys.fence},
-		l.token, ms, 0, fenceCounterTTL.Milliseconds()).Int64Slice()
-	cancel()
-	if err == nil && len(res) != 2 {
-		err = fmt.Errorf("redislock: unexpected obtain reply %v", res)
-	}
+	r := c.callNode(ctx, c.nodeTimeout(&l.opts, ttl), 0, op{kind: opObtain, l: l, ms: ms})
+	res, err := [2]int64{r.a, r.b}, r.err
 	if err != nil {
 		// The script may have run (a reply lost to a timeout or a cut
 		// connection): release whatever it may have granted.
 		c.background(func() { c.releaseAll(l) })
-		return &NodeError{Node: 0, Err: err}
+		return err
 	}
 	switch res[0] {
 	case 1:

@@ -18,10 +18,10 @@ func TestRunRenews(t *testing.T) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
 		var fence int64
-		err := c.Run(ctx, "renew", 150*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
+		err := c.Run(ctx, "renew", 300*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
 			fence = l.Fence()
-			for range 6 { // 6 x 80ms: three TTLs
-				time.Sleep(80 * time.Millisecond)
+			for range 5 { // 5 x 180ms: three TTLs
+				time.Sleep(180 * time.Millisecond)
 				if ctx.Err() != nil {
 					return context.Cause(ctx)
 				}
@@ -104,8 +104,9 @@ func TestRunStopsWhileServerPaused(t *testing.T) {
 	if !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("Run = %v, want ErrLockLost", err)
 	}
-	// The cancel fires from a timer set to ValidUntil; allow scheduling slack.
-	if late := time.Duration(cancelledAt.Load() - validAt.Load()); late > 30*time.Millisecond {
+	// The cancel fires from a timer set to ValidUntil; allow scheduling slack
+	// (CI machines are small and run with -race).
+	if late := time.Duration(cancelledAt.Load() - validAt.Load()); late > 100*time.Millisecond {
 		t.Fatalf("fn cancelled %v after the last confirmed validity", late)
 	}
 }

@@ -1,7 +1,9 @@
 package redislock
 
 import (
+	"context"
 	_ "embed"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -29,3 +31,52 @@ var (
 	fencedSetSrc    string
 	fencedSetScript = redis.NewScript(fencedSetSrc)
 )
+
+type opKind uint8
+
+const (
+	opObtain opKind = iota
+	opRefresh
+	opRelease
+	opTTL
+)
+
+// op is one script call on one node for one grant. It is a plain value, so
+// passing it around allocates nothing.
+type op struct {
+	kind     opKind
+	l        *Lock
+	ms       int64 // obtain, refresh: the TTL in milliseconds
+	proposal int64 // obtain: the proposed fence; 0 lets the node mint it
+}
+
+// fenceCounterTTLms is boxed once: it is an argument of every obtain.
+var fenceCounterTTLms any = fenceCounterTTL.Milliseconds()
+
+// run sends the op to rdb. Obtain replies two integers (see obtain.lua);
+// the others one, in a.
+func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b int64, err error) {
+	l := o.l
+	switch o.kind {
+	case opObtain:
+		res, err := obtainScript.Run(ctx, rdb, l.keys.both[:], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice()
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(res) == 2 {
+			a, ok1 := res[0].(int64)
+			b, ok2 := res[1].(int64)
+			if ok1 && ok2 {
+				return a, b, nil
+			}
+		}
+		return 0, 0, fmt.Errorf("redislock: unexpected obtain reply %v", res)
+	case opRefresh:
+		a, err = refreshScript.Run(ctx, rdb, l.keys.both[:1], l.arg, o.ms).Int64()
+	case opRelease:
+		a, err = releaseScript.Run(ctx, rdb, l.keys.both[:], l.arg).Int64()
+	case opTTL:
+		a, err = ttlScript.Run(ctx, rdb, l.keys.both[:1], l.arg).Int64()
+	}
+	return a, 0, err
+}

@@ -65,3 +65,57 @@ func TestObtainScriptReplay(t *testing.T) {
 		})
 	}
 }
+
+// release.lua answers a replay of its own release (a reply lost to EOF and
+// re-sent by go-redis) with "released", never "not held"; another token still
+// gets "not held"; the counter keeps counting.
+func TestReleaseScriptReplay(t *testing.T) {
+	m := miniredis.RunT(t)
+	targets := map[string]string{"miniredis": m.Addr(), "redis-server": redistest.Start(t).Addr()}
+	for name, addr := range targets {
+		t.Run(name, func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			defer rdb.Close()
+			ctx := context.Background()
+			k := makeKeys(DefaultPrefix, "rel")
+			res, err := obtainScript.Run(ctx, rdb, k.both[:], "tok", 10000, 0, 60000).Int64Slice()
+			if err != nil || res[0] != 1 {
+				t.Fatal(res, err)
+			}
+			release := func(token string) int64 {
+				t.Helper()
+				n, err := releaseScript.Run(ctx, rdb, k.both[:], token).Int64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			if release("tok") != 1 || release("tok") != 1 {
+				t.Fatal("release or its replay did not answer 1")
+			}
+			if release("other") != 0 || release("ok") != 0 {
+				t.Fatal("another token's release answered 1")
+			}
+			if ttl := rdb.PTTL(ctx, k.fence).Val(); ttl <= 0 {
+				t.Fatalf("counter lost its TTL: %v", ttl)
+			}
+			next, err := obtainScript.Run(ctx, rdb, k.both[:], "tok2", 10000, 0, 60000).Int64Slice()
+			if err != nil || next[0] != 1 || next[1] <= res[1] {
+				t.Fatalf("next grant %v after fence %d: %v", next, res[1], err)
+			}
+			if low := run2(t, rdb, k, res[1]); low[0] != -1 || low[1] != next[1] {
+				t.Fatalf("proposal check after a release: %v", low)
+			}
+		})
+	}
+}
+
+func run2(t *testing.T, rdb *redis.Client, k keys, proposal int64) []int64 {
+	t.Helper()
+	rdb.Del(context.Background(), k.lock)
+	res, err := obtainScript.Run(context.Background(), rdb, k.both[:], "q", 10000, proposal, 60000).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}

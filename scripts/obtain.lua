@@ -23,7 +23,8 @@ end
 if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[4]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
-local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+-- The counter holds "fence" or, after a release, "fence token".
+local counter = tonumber(string.match(redis.call('GET', KEYS[2]) or '0', '^%d+')) or 0
 local fence = tonumber(ARGV[3])
 if fence == 0 then
   local t = redis.call('TIME')

@@ -105,6 +105,7 @@ func (s *Server) start() error {
 		}, s.args...)
 		cmd := exec.Command(s.bin, args...)
 		cmd.Dir = s.dir
+		dieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("redistest: start redis-server: %w", err)
 		}

@@ -1,0 +1,199 @@
+package lockbench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Scenario names.
+const (
+	Uncontended = "uncontended"
+	Hotkey      = "hotkey"
+	Quorum      = "quorum"
+	Renew       = "renew"
+)
+
+// Config selects scenarios, target and output. The zero value is not useful;
+// start from DefaultConfig.
+type Config struct {
+	Scenarios   []string      `json:"scenarios"`
+	Workers     []int         `json:"workers"`      // uncontended
+	HotWorkers  []int         `json:"hot_workers"`  // hotkey
+	QuorumSizes []int         `json:"quorum_sizes"` // quorum
+	Hold        time.Duration `json:"hold"`         // hotkey: time a grant is held
+	Think       time.Duration `json:"think"`        // hotkey: pause after a release
+	Duration    time.Duration `json:"duration"`     // measured window per run
+	Warmup      time.Duration `json:"warmup"`       // unmeasured lead-in per run
+	Reps        int           `json:"reps"`
+	TTL         time.Duration `json:"ttl"`
+	WaitTimeout time.Duration `json:"wait_timeout"` // hotkey: ctx of one Obtain
+	RenewLocks  int           `json:"renew_locks"`
+	RenewTTL    time.Duration `json:"renew_ttl"`
+	PoolSize    int           `json:"pool_size"` // go-redis PoolSize; 0 = go-redis default
+	Libs        []string      `json:"libs,omitempty"`
+
+	Addr      string   `json:"-"`
+	Quorum    []string `json:"-"`
+	Spawn     int      `json:"-"`
+	Miniredis bool     `json:"-"`
+
+	Progress bool `json:"-"`
+}
+
+// DefaultConfig is what `go run ./bench` does without flags.
+func DefaultConfig() Config {
+	return Config{
+		Scenarios:   []string{Uncontended, Hotkey, Quorum, Renew},
+		Workers:     []int{1, 16, 64, 256},
+		HotWorkers:  []int{8, 32},
+		QuorumSizes: []int{3, 5},
+		Duration:    2 * time.Second,
+		Warmup:      300 * time.Millisecond,
+		Reps:        3,
+		TTL:         10 * time.Second,
+		WaitTimeout: 2 * time.Second,
+		RenewLocks:  1000,
+		RenewTTL:    3 * time.Second,
+	}
+}
+
+// Validate reports a bad configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, s := range c.Scenarios {
+		switch s {
+		case Uncontended, Hotkey, Quorum, Renew:
+		default:
+			errs = append(errs, fmt.Errorf("unknown scenario %q", s))
+		}
+	}
+	if c.Duration <= 0 || c.Reps < 1 || c.TTL < time.Millisecond || c.RenewTTL < 30*time.Millisecond || c.WaitTimeout <= 0 {
+		errs = append(errs, errors.New("duration, reps, ttl, renew-ttl and wait-timeout must be positive (renew-ttl >= 30ms)"))
+	}
+	if c.Spawn < 0 || c.RenewLocks < 0 || c.PoolSize < 0 || c.Hold < 0 || c.Think < 0 || c.Warmup < 0 {
+		errs = append(errs, errors.New("negative values are not allowed"))
+	}
+	if c.Spawn > 0 && (c.Addr != "" || len(c.Quorum) > 0) {
+		errs = append(errs, errors.New("--spawn excludes --addr/--quorum"))
+	}
+	for _, l := range [][]int{c.Workers, c.HotWorkers, c.QuorumSizes} {
+		for _, n := range l {
+			if n < 1 {
+				errs = append(errs, errors.New("worker and node counts must be >= 1"))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// needNodes is how many nodes the selected scenarios use.
+func (c *Config) needNodes() int {
+	n := 1
+	if c.has(Quorum) {
+		for _, q := range c.QuorumSizes {
+			n = max(n, q)
+		}
+	}
+	return n
+}
+
+func (c *Config) has(s string) bool {
+	for _, x := range c.Scenarios {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Flags are the command-line flags bound to a Config; Output says where
+// results go.
+type Output struct {
+	JSON    bool
+	JSONOut string
+	HTML    string
+	SVG     string
+	MD      string
+	// FromJSON re-renders a saved report instead of measuring.
+	FromJSON string
+	// Strict makes Main fail when a cell has no samples, no progress,
+	// errors, or lost locks (for CI smoke runs).
+	Strict bool
+	// CPUProfile and MemProfile, if set, receive pprof profiles of the run.
+	CPUProfile string
+	MemProfile string
+}
+
+// BindFlags registers the tool's flags on fs, writing into c and o.
+func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
+	fs.Func("scenarios", "comma-separated: uncontended,hotkey,quorum,renew (default all)", func(s string) error {
+		c.Scenarios = splitList(s)
+		return nil
+	})
+	intList(fs, "workers", "uncontended: worker counts", &c.Workers)
+	intList(fs, "hot-workers", "hotkey: worker counts contending on one key", &c.HotWorkers)
+	intList(fs, "quorum-sizes", "quorum: node counts", &c.QuorumSizes)
+	fs.DurationVar(&c.Hold, "hold", c.Hold, "hotkey: how long each grant is held before release")
+	fs.DurationVar(&c.Think, "think", c.Think, "hotkey: pause after a release before wanting the lock again")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured time per run")
+	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "unmeasured warm-up per run")
+	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions; libraries are interleaved within each repetition, results are medians with min-max")
+	fs.DurationVar(&c.TTL, "ttl", c.TTL, "lock TTL for uncontended, hotkey and quorum")
+	fs.DurationVar(&c.WaitTimeout, "wait-timeout", c.WaitTimeout, "hotkey: ctx timeout of one Obtain (the worker then tries again)")
+	fs.IntVar(&c.RenewLocks, "renew-locks", c.RenewLocks, "renew: locks held at once with auto-renewal")
+	fs.DurationVar(&c.RenewTTL, "renew-ttl", c.RenewTTL, "renew: lock TTL (renewed every TTL/3)")
+	fs.IntVar(&c.PoolSize, "pool-size", c.PoolSize, "go-redis PoolSize per node (0 = go-redis default, 10 x GOMAXPROCS)")
+	fs.Func("libs", "comma-separated substrings of library names to run (default all)", func(s string) error {
+		c.Libs = splitList(s)
+		return nil
+	})
+	fs.StringVar(&c.Addr, "addr", c.Addr, "use the Redis at host:port (its data is FLUSHALLed!)")
+	fs.Func("quorum", "use these Redis masters host:port,... for quorum scenarios (FLUSHALLed!)", func(s string) error {
+		c.Quorum = splitList(s)
+		return nil
+	})
+	fs.IntVar(&c.Spawn, "spawn", c.Spawn, "start N redis-server processes on free loopback ports (default: as many as needed if redis-server is on PATH)")
+	fs.BoolVar(&c.Miniredis, "miniredis", c.Miniredis, "use embedded miniredis (NOT a real measurement)")
+	fs.BoolVar(&o.JSON, "json", o.JSON, "print JSON instead of the table")
+	fs.StringVar(&o.JSONOut, "json-out", o.JSONOut, "also write JSON to `FILE`")
+	fs.StringVar(&o.HTML, "html", o.HTML, "write an HTML report with chart to `FILE`")
+	fs.StringVar(&o.SVG, "svg", o.SVG, "write the chart as SVG to `FILE`")
+	fs.StringVar(&o.FromJSON, "from-json", "", "render outputs from a saved --json-out `FILE` instead of measuring")
+	fs.StringVar(&o.MD, "md", o.MD, "write Markdown tables (for a README) to `FILE`")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
+	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile at the end to `FILE`")
+	fs.BoolVar(&o.Strict, "strict", o.Strict, "exit 1 if any run made no progress, had errors or lost a lock (CI smoke)")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func intList(fs *flag.FlagSet, name, usage string, dst *[]int) {
+	def := make([]string, len(*dst))
+	for i, n := range *dst {
+		def[i] = strconv.Itoa(n)
+	}
+	fs.Func(name, usage+" (default "+strings.Join(def, ",")+")", func(s string) error {
+		var out []int
+		for _, p := range splitList(s) {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				return err
+			}
+			out = append(out, n)
+		}
+		*dst = out
+		return nil
+	})
+}

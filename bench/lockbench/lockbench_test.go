@@ -1,0 +1,273 @@
+package lockbench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// rawLocker is a minimal SET NX PX lock used to test the runner without
+// depending on any library.
+type rawLocker struct {
+	rdb   redis.UniversalClient
+	retry time.Duration
+}
+
+var rawRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+
+type rawHeld struct {
+	l        *rawLocker
+	key, tok string
+}
+
+func (l *rawLocker) Obtain(ctx context.Context, key string, ttl time.Duration) (Held, error) {
+	tok := runID()
+	for {
+		ok, err := l.rdb.SetNX(ctx, key, tok, ttl).Result()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, errors.Join(ErrBusy, ctx.Err())
+			}
+			return nil, err
+		}
+		if ok {
+			return &rawHeld{l, key, tok}, nil
+		}
+		if l.retry == 0 || sleepCtx(ctx, l.retry) != nil {
+			return nil, ErrBusy
+		}
+	}
+}
+
+func (h *rawHeld) Release(ctx context.Context) error {
+	return rawRelease.Run(ctx, h.l.rdb, []string{h.key}, h.tok).Err()
+}
+
+func (l *rawLocker) Hold(ctx context.Context, key string, ttl time.Duration, fn func(context.Context) error) error {
+	h, err := l.Obtain(ctx, key, ttl)
+	if err != nil {
+		return err
+	}
+	refresh := func(ctx context.Context) error { return l.rdb.PExpire(ctx, key, ttl).Err() }
+	return ManualRenew(ctx, ttl, refresh, h.Release, fn)
+}
+
+func (l *rawLocker) Close() error { return nil }
+
+func rawLibs() []Library {
+	mk := func(name string, retry time.Duration, primary bool) Library {
+		return Library{Name: name, Primary: primary, Note: "test adapter", New: func(n []redis.UniversalClient) (Locker, error) {
+			return &rawLocker{rdb: n[0], retry: retry}, nil
+		}}
+	}
+	return []Library{mk("raw/1ms", time.Millisecond, true), mk("raw/none", 0, false)}
+}
+
+func quickConfig() Config {
+	c := DefaultConfig()
+	c.Scenarios = []string{Uncontended, Hotkey, Renew}
+	c.Workers = []int{1, 4}
+	c.HotWorkers = []int{4}
+	c.Duration = 150 * time.Millisecond
+	c.Warmup = 20 * time.Millisecond
+	c.Reps = 2
+	c.RenewLocks = 20
+	c.RenewTTL = 60 * time.Millisecond
+	return c
+}
+
+func check(t *testing.T, rep *Report) {
+	t.Helper()
+	if len(rep.Results) == 0 {
+		t.Fatal("no results")
+	}
+	for _, r := range rep.Results {
+		if len(r.Samples) != rep.Config.Reps {
+			t.Errorf("%s %s: %d samples, want %d", r.Scenario, r.Library, len(r.Samples), rep.Config.Reps)
+		}
+		switch {
+		case r.Scenario == Renew:
+			if r.Metrics[MRenewSent].Median <= 0 {
+				t.Errorf("%s %s: no renewals: %+v", r.Scenario, r.Library, r.Metrics)
+			}
+		case isHot(r.Scenario):
+			if r.Metrics[MOpsPerSec].Median <= 0 || r.Metrics[MHandoffsPerSec].Median <= 0 {
+				t.Errorf("%s %s: no grants or handoffs: %+v", r.Scenario, r.Library, r.Metrics)
+			}
+		default:
+			if r.Metrics[MOpsPerSec].Median <= 0 || r.Metrics[MLatP50].Median <= 0 {
+				t.Errorf("%s %s: no ops: %+v", r.Scenario, r.Library, r.Metrics)
+			}
+			if r.Metrics[MErrors].Max != 0 {
+				t.Errorf("%s %s: errors: %+v", r.Scenario, r.Library, r.Metrics)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := WriteOutputs(rep, Output{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Uncontended") || !strings.Contains(out.String(), "Hot key") {
+		t.Errorf("table lacks sections:\n%s", out.String())
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, rep); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, rep); err != nil || !strings.Contains(md.String(), "| nodes |") {
+		t.Errorf("markdown: %v\n%s", err, md.String())
+	}
+	if svg := SVG(rep); !strings.HasPrefix(svg, "<svg") || !strings.HasSuffix(svg, "</svg>\n") {
+		t.Error("bad svg")
+	}
+}
+
+func TestRunMiniredis(t *testing.T) {
+	cfg := quickConfig()
+	cfg.Miniredis = true
+	rep, err := Run(context.Background(), cfg, rawLibs(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Target.Real || !strings.Contains(rep.Target.Label, "NOT a real measurement") {
+		t.Errorf("miniredis not labelled: %+v", rep.Target)
+	}
+	check(t, rep)
+}
+
+func TestRunRealRedis(t *testing.T) {
+	srvs := redistest.StartN(t, 3)
+	cfg := quickConfig()
+	cfg.Scenarios = append(cfg.Scenarios, Quorum)
+	cfg.QuorumSizes = []int{3, 5} // 5 is skipped: only 3 nodes
+	cfg.Addr = srvs[0].Addr()
+	cfg.Quorum = []string{srvs[1].Addr(), srvs[2].Addr()}
+	libs := rawLibs()
+	rep, err := Run(context.Background(), cfg, libs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Target.Real || rep.Target.RedisVersion == "" {
+		t.Errorf("target: %+v", rep.Target)
+	}
+	check(t, rep)
+	for _, r := range rep.Results {
+		if r.Scenario == Uncontended {
+			// SET NX + EVALSHA(GET, DEL): 2 sent, 4 server calls.
+			if s := r.Metrics[MSentPerOp].Median; s < 1.9 || s > 2.1 {
+				t.Errorf("sent/op = %v, want 2", s)
+			}
+			if s := r.Metrics[MCallsPerOp].Median; s < 1.9 || s > 4.2 {
+				t.Errorf("redis calls/op = %v", s)
+			}
+		}
+	}
+}
+
+func TestSpawn(t *testing.T) {
+	redistest.Binary(t)
+	procs, err := spawnRedis(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		c := redis.NewClient(&redis.Options{Addr: p.Addr})
+		if err := c.Ping(context.Background()).Err(); err != nil {
+			t.Error(err)
+		}
+		c.Close()
+	}
+	stopRedis(procs)
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		default:
+			t.Error("process still running")
+		}
+	}
+}
+
+func TestHist(t *testing.T) {
+	var h hist
+	for i := 1; i <= 1000; i++ {
+		h.record(time.Duration(i) * time.Microsecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, 1000 * time.Microsecond}} {
+		got := h.quantile(c.q)
+		if d := float64(got-c.want) / float64(c.want); d < -0.02 || d > 0.02 {
+			t.Errorf("q%v = %v, want ~%v", c.q, got, c.want)
+		}
+	}
+	if h.max != time.Millisecond {
+		t.Errorf("max = %v", h.max)
+	}
+	for _, d := range []time.Duration{0, 1, 63, 64, 65, 1 << 20, time.Hour} {
+		if i := bucketOf(d); lowerBound(i) > d || (d < time.Hour && lowerBound(i+1) <= d) {
+			t.Errorf("bucket of %v: [%v, %v)", d, lowerBound(i), lowerBound(i+1))
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Scenarios = []string{"nope"}
+	c.Spawn, c.Addr = 1, "x:1"
+	if err := c.Validate(); err == nil {
+		t.Fatal("want error")
+	}
+}
+
+type panicLocker struct{ rawLocker }
+
+func (p *panicLocker) Obtain(context.Context, string, time.Duration) (Held, error) {
+	panic("boom")
+}
+
+func TestLibraryPanicIsAFailedCell(t *testing.T) {
+	cfg := quickConfig()
+	cfg.Miniredis = true
+	cfg.Scenarios = []string{Uncontended, Hotkey}
+	libs := append(rawLibs(), Library{Name: "panics", Primary: true, New: func(n []redis.UniversalClient) (Locker, error) {
+		return &panicLocker{rawLocker{rdb: n[0]}}, nil
+	}})
+	rep, err := Run(context.Background(), cfg, libs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed int
+	for _, r := range rep.Results {
+		if r.Library == "panics" {
+			if !strings.Contains(r.Note, "FAILED: panic: boom") || len(r.Samples) != 0 {
+				t.Errorf("%s: note %q, %d samples", r.Scenario, r.Note, len(r.Samples))
+			}
+			failed++
+		} else if len(r.Samples) != cfg.Reps {
+			t.Errorf("%s %s: %d samples", r.Scenario, r.Library, len(r.Samples))
+		}
+	}
+	if failed == 0 || len(Problems(rep)) != failed {
+		t.Errorf("failed cells %d, problems %q", failed, Problems(rep))
+	}
+}

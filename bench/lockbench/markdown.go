@@ -1,0 +1,70 @@
+package lockbench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteMarkdown writes compact result tables for a README: the headline
+// metrics of each scenario, median (min–max) over the repetitions.
+func WriteMarkdown(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Target: %s, go-redis pool size %d; %s, %d CPU. %d interleaved repetitions of %s (after %s warm-up); median (min–max). Latencies in µs.\n",
+		rep.Target.Label, rep.Target.PoolSize, rep.Machine.GoVersion, rep.Machine.NumCPU, rep.Config.Reps, rep.Config.Duration, rep.Config.Warmup)
+	if !rep.Target.Real {
+		b.WriteString("\n**miniredis: NOT a real measurement.**\n")
+	}
+	var unc, hot, ren [][]*Result
+	for _, g := range groupsOf(rep) {
+		switch {
+		case g[0].Scenario == Renew:
+			ren = append(ren, g)
+		case isHot(g[0].Scenario):
+			hot = append(hot, g)
+		default:
+			unc = append(unc, g)
+		}
+	}
+	if len(unc) > 0 {
+		b.WriteString("\n**Uncontended** (each worker: Obtain + Release on its own key)\n\n")
+		b.WriteString("| nodes | workers | library | pairs/s | × first | p50 | p99 | allocs/pair | Redis calls/pair | sent/pair |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, g := range unc {
+			ref := metric(g[0], MOpsPerSec)
+			for _, r := range g {
+				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Nodes, r.Workers, mdLib(r), spread(r, MOpsPerSec),
+					fmtNum(metric(r, MOpsPerSec)/ref), med(r, MLatP50), med(r, MLatP99), med(r, MAllocsPerOp), med(r, MCallsPerOp), med(r, MSentPerOp))
+			}
+		}
+	}
+	if len(hot) > 0 {
+		fmt.Fprintf(&b, "\n**Hot key** (workers contend on one key; hold %s, think %s)\n\n", rep.Config.Hold, rep.Config.Think)
+		b.WriteString("| nodes | workers | library | grants/s | handoffs/s | handoff p50 | wait p50 | wait p99 | wait max | fairness | Redis calls/grant | sent/grant |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, g := range hot {
+			for _, r := range g {
+				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Nodes, r.Workers, mdLib(r), spread(r, MOpsPerSec),
+					med(r, MHandoffsPerSec), med(r, MHandoffP50), med(r, MWaitP50), spread(r, MWaitP99), med(r, MWaitMax),
+					med(r, MFairness), med(r, MCallsPerOp), med(r, MSentPerOp))
+			}
+		}
+	}
+	if len(ren) > 0 {
+		fmt.Fprintf(&b, "\n**Renew** (locks held with auto-renewal, TTL %s, renewed every TTL/3)\n\n", rep.Config.RenewTTL)
+		b.WriteString("| library | locks | Redis calls/s | sent/s | goroutines/lock | heap B/lock | lost |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, g := range ren {
+			for _, r := range g {
+				fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", mdLib(r), r.Workers, spread(r, MRenewCalls), med(r, MRenewSent),
+					med(r, MGoroutines), med(r, MHeapPerLock), med(r, MLost))
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mdLib(r *Result) string {
+	if r.Note != "" {
+		return r.Library + " (" + r.Note + ")"
+	}
+	return r.Library
+}

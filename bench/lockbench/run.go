@@ -1,0 +1,398 @@
+package lockbench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Result is one cell (scenario x parameters x library), over all repetitions.
+type Result struct {
+	Scenario string `json:"scenario"` // uncontended, hotkey, quorum-uncontended, quorum-hotkey, renew
+	Library  string `json:"library"`
+	Workers  int    `json:"workers"` // workers, or locks held for renew
+	Nodes    int    `json:"nodes"`
+	// Metrics are medians with min and max over the repetitions.
+	Metrics map[string]Stat      `json:"metrics"`
+	Samples []map[string]float64 `json:"samples"`
+	Note    string               `json:"note,omitempty"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	GoVersion  string `json:"go_version"`
+}
+
+// Report is everything one run produced.
+type Report struct {
+	Started   time.Time         `json:"started"`
+	Command   string            `json:"command,omitempty"`
+	Target    TargetInfo        `json:"target"`
+	Machine   Machine           `json:"machine"`
+	Config    Config            `json:"config"`
+	Libraries map[string]string `json:"libraries"` // name -> how it is configured
+	Results   []*Result         `json:"results"`
+}
+
+type cell struct {
+	scenario string
+	workers  int
+	nodes    int
+	lib      Library
+	res      *Result
+	failed   bool
+}
+
+// plan lists the cells in groups; within a group the libraries are compared.
+func plan(cfg *Config, libs []Library, nodesAvail int) ([][]*cell, []string) {
+	var groups [][]*cell
+	var notes []string
+	add := func(scenario string, workers, nodes int, pick func(Library) bool) {
+		var g []*cell
+		for _, l := range libs {
+			if pick(l) {
+				g = append(g, &cell{scenario: scenario, workers: workers, nodes: nodes, lib: l})
+			}
+		}
+		if len(g) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	primary := func(l Library) bool { return l.Primary }
+	all := func(Library) bool { return true }
+	for _, s := range cfg.Scenarios {
+		switch s {
+		case Uncontended:
+			for _, w := range cfg.Workers {
+				add(Uncontended, w, 1, primary)
+			}
+		case Hotkey:
+			for _, w := range cfg.HotWorkers {
+				add(Hotkey, w, 1, all)
+			}
+		case Quorum:
+			for _, n := range cfg.QuorumSizes {
+				if n > nodesAvail {
+					notes = append(notes, fmt.Sprintf("quorum N=%d skipped: only %d node(s) available", n, nodesAvail))
+					continue
+				}
+				q := func(l Library) bool { return l.Quorum && l.Primary }
+				add("quorum-"+Uncontended, 1, n, q)
+				for _, w := range cfg.HotWorkers {
+					add("quorum-"+Hotkey, w, n, func(l Library) bool { return l.Quorum })
+				}
+			}
+		case Renew:
+			add(Renew, cfg.RenewLocks, 1, primary)
+		}
+	}
+	return groups, notes
+}
+
+func filterLibs(libs []Library, want []string) []Library {
+	if len(want) == 0 {
+		return libs
+	}
+	var out []Library
+	for _, l := range libs {
+		for _, w := range want {
+			if strings.Contains(l.Name, w) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Run measures libs as cfg says and returns the report. progress, if not
+// nil, receives a one-line status per run.
+func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	libs = filterLibs(libs, cfg.Libs)
+	if len(libs) == 0 {
+		return nil, errors.New("lockbench: no library selected")
+	}
+	t, err := openTarget(ctx, &cfg, cfg.needNodes())
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+
+	rep := &Report{
+		Started: time.Now().UTC(),
+		Target:  t.info,
+		Machine: Machine{runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version()},
+		Config:  cfg, Libraries: map[string]string{},
+	}
+	for _, l := range libs {
+		rep.Libraries[l.Name] = l.Note
+	}
+	groups, notes := plan(&cfg, libs, len(t.clients))
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, "lockbench:", n)
+	}
+	total := 0
+	for _, g := range groups {
+		total += len(g) * cfg.Reps
+		for _, c := range g {
+			c.res = &Result{Scenario: c.scenario, Library: c.lib.Name, Workers: c.workers, Nodes: c.nodes}
+			rep.Results = append(rep.Results, c.res)
+		}
+	}
+	done := 0
+	for r := range cfg.Reps {
+		for _, g := range groups {
+			for i := range g { // rotate the order so no library always goes first
+				c := g[(i+r)%len(g)]
+				done++
+				if c.failed {
+					continue
+				}
+				if progress != nil {
+					fmt.Fprintf(progress, "\r\033[K[%d/%d] rep %d/%d %s w=%d n=%d %s", done, total, r+1, cfg.Reps, c.scenario, c.workers, c.nodes, c.lib.Name)
+				}
+				s, err := runCell(ctx, &cfg, t, c)
+				if errors.Is(err, errSkip) {
+					c.res.Note = "not supported by this adapter"
+					continue
+				}
+				if errors.Is(err, errFailed) {
+					c.failed = true
+					c.res.Note = err.Error()
+					c.res.Samples = nil
+					fmt.Fprintf(os.Stderr, "\nlockbench: %s w=%d n=%d %s: %v\n", c.scenario, c.workers, c.nodes, c.lib.Name, err)
+					continue
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return rep, ctx.Err()
+					}
+					return rep, fmt.Errorf("%s w=%d n=%d %s: %w", c.scenario, c.workers, c.nodes, c.lib.Name, err)
+				}
+				c.res.Samples = append(c.res.Samples, s)
+			}
+		}
+	}
+	if progress != nil {
+		fmt.Fprint(progress, "\r\033[K")
+	}
+	for _, res := range rep.Results {
+		res.Metrics = map[string]Stat{}
+		for i, s := range res.Samples {
+			for k, v := range s {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					delete(res.Samples[i], k)
+				}
+			}
+		}
+		keys := map[string]bool{}
+		for _, s := range res.Samples {
+			for k := range s {
+				keys[k] = true
+			}
+		}
+		for k := range keys {
+			var vals []float64
+			for _, s := range res.Samples {
+				if v, ok := s[k]; ok {
+					vals = append(vals, v)
+				}
+			}
+			res.Metrics[k] = summarize(vals)
+		}
+	}
+	return rep, nil
+}
+
+func runID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]float64, error) {
+	nodes := t.nodes(c.nodes)
+	lk, err := c.lib.New(nodes)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Close()
+	var f failures
+	id := runID()
+	var s map[string]float64
+	switch c.scenario {
+	case Uncontended, "quorum-" + Uncontended:
+		s, err = runUncontended(ctx, cfg, t, lk, c.workers, c.nodes, id, &f)
+	case Hotkey, "quorum-" + Hotkey:
+		s, err = runHotkey(ctx, cfg, t, lk, c.workers, c.nodes, id, &f)
+	case Renew:
+		s, err = runRenew(ctx, cfg, t, lk, c.workers, id, &f)
+	default:
+		return nil, fmt.Errorf("unknown scenario %q", c.scenario)
+	}
+	if ferr := f.err(); ferr != nil {
+		return nil, ferr
+	}
+	return s, err
+}
+
+// errFailed marks a cell whose library failed (panicked): the cell is
+// reported as FAILED and skipped in later repetitions; the run goes on.
+var errFailed = errors.New("FAILED")
+
+// Main is the command-line entry point shared by `go run ./bench` and the
+// peers module: it parses args, runs, and writes the outputs. prog is how the
+// command was invoked (recorded in the report). It returns the exit code.
+func Main(prog string, args []string, libs []Library, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := DefaultConfig()
+	var out Output
+	BindFlags(fs, &cfg, &out)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s [flags]\n\nLibraries: ", fs.Name())
+		for i, l := range libs {
+			if i > 0 {
+				fmt.Fprint(stderr, ", ")
+			}
+			fmt.Fprint(stderr, l.Name)
+		}
+		fmt.Fprint(stderr, "\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lockbench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if out.FromJSON != "" {
+		rep, err := readReport(out.FromJSON)
+		if err == nil {
+			err = WriteOutputs(rep, out, stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "lockbench:", err)
+			return 1
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var progress io.Writer
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		progress = stderr
+	}
+	if out.CPUProfile != "" {
+		f, err := os.Create(out.CPUProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "lockbench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "lockbench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := Run(ctx, cfg, libs, progress)
+	if out.MemProfile != "" {
+		if f, ferr := os.Create(out.MemProfile); ferr == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "lockbench:", err)
+		return 1
+	}
+	rep.Command = strings.TrimSpace(prog + " " + strings.Join(args, " "))
+	if err := WriteOutputs(rep, out, stdout); err != nil {
+		fmt.Fprintln(stderr, "lockbench:", err)
+		return 1
+	}
+	if out.Strict {
+		if problems := Problems(rep); len(problems) > 0 {
+			for _, p := range problems {
+				fmt.Fprintln(stderr, "lockbench: strict:", p)
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// Problems lists results that show a broken run rather than a slow one:
+// missing samples, no progress, errors, lost locks.
+func Problems(rep *Report) []string {
+	var out []string
+	for _, r := range rep.Results {
+		id := fmt.Sprintf("%s w=%d n=%d %s", r.Scenario, r.Workers, r.Nodes, r.Library)
+		if len(r.Samples) == 0 {
+			if r.Note == "" || strings.HasPrefix(r.Note, errFailed.Error()) {
+				out = append(out, id+": no samples "+r.Note)
+			}
+			continue
+		}
+		progress := MOpsPerSec
+		if r.Scenario == Renew {
+			progress = MRenewSent
+		}
+		if s, ok := r.Metrics[progress]; !ok || s.Min <= 0 {
+			out = append(out, id+": no progress ("+progress+")")
+		}
+		for _, m := range []string{MErrors, MLost} {
+			if s, ok := r.Metrics[m]; ok && s.Max > 0 {
+				out = append(out, fmt.Sprintf("%s: %s = %v", id, m, s.Max))
+			}
+		}
+	}
+	return out
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// compile-time check that the shared clients satisfy what libraries take.
+var _ redis.UniversalClient = (*redis.Client)(nil)
+
+func readReport(name string) (*Report, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &rep, nil
+}

@@ -1,0 +1,201 @@
+package lockbench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// TargetInfo describes what was measured against.
+type TargetInfo struct {
+	Kind         string   `json:"kind"` // "spawn", "addr", "quorum", "miniredis"
+	Real         bool     `json:"real"`
+	RedisVersion string   `json:"redis_version,omitempty"`
+	Nodes        []string `json:"nodes"`
+	PoolSize     int      `json:"pool_size"`
+	Label        string   `json:"label"`
+}
+
+// target holds the clients the libraries share and the admin clients the
+// runner uses for INFO; it owns spawned servers and miniredis instances.
+type target struct {
+	info    TargetInfo
+	clients []*redis.Client // handed to the libraries, counted by hooks
+	admin   []*redis.Client // for INFO and FLUSHALL, not counted
+	sent    atomic.Int64    // commands the libraries sent (client side)
+	procs   []*redisProc
+	minis   []*miniredis.Miniredis
+}
+
+// countHook counts commands sent by the libraries: one per command, and one
+// per command inside a pipeline.
+type countHook struct{ n *atomic.Int64 }
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func openTarget(ctx context.Context, cfg *Config, needNodes int) (*target, error) {
+	t := &target{}
+	var addrs []string
+	switch {
+	case cfg.Addr != "" || len(cfg.Quorum) > 0:
+		if cfg.Addr != "" {
+			addrs = append(addrs, cfg.Addr)
+			t.info.Kind = "addr"
+		}
+		if len(cfg.Quorum) > 0 {
+			if cfg.Addr == "" {
+				t.info.Kind = "quorum"
+			}
+			addrs = append(addrs, cfg.Quorum...)
+		}
+		t.info.Real = true
+	case cfg.Spawn > 0 || (!cfg.Miniredis && haveRedisServer()):
+		n := cfg.Spawn
+		if n == 0 {
+			n = needNodes
+		}
+		procs, err := spawnRedis(n)
+		if err != nil {
+			return nil, err
+		}
+		t.procs = procs
+		for _, p := range procs {
+			addrs = append(addrs, p.Addr)
+		}
+		t.info.Kind, t.info.Real = "spawn", true
+	default:
+		for range needNodes {
+			m, err := miniredis.Run()
+			if err != nil {
+				t.close()
+				return nil, err
+			}
+			t.minis = append(t.minis, m)
+			addrs = append(addrs, m.Addr())
+		}
+		t.info.Kind = "miniredis"
+	}
+	t.info.Nodes = addrs
+	t.info.PoolSize = cfg.PoolSize
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, PoolSize: cfg.PoolSize})
+		c.AddHook(countHook{&t.sent})
+		t.clients = append(t.clients, c)
+		t.admin = append(t.admin, redis.NewClient(&redis.Options{Addr: a, PoolSize: 2}))
+	}
+	if t.info.PoolSize == 0 && len(t.clients) > 0 {
+		t.info.PoolSize = t.clients[0].Options().PoolSize
+	}
+	for _, a := range t.admin {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := a.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("lockbench: %s: %w", a.Options().Addr, err)
+		}
+	}
+	if t.info.Real {
+		if s, err := t.admin[0].Info(ctx, "server").Result(); err == nil {
+			t.info.RedisVersion = infoField(s, "redis_version")
+		}
+		t.info.Label = fmt.Sprintf("redis-server %s (%s, %d node(s))", t.info.RedisVersion, t.info.Kind, len(addrs))
+	} else {
+		t.info.Label = "embedded miniredis — NOT a real measurement (no redis-server found; use --spawn, --addr or --quorum)"
+	}
+	return t, nil
+}
+
+func haveRedisServer() bool {
+	_, err := lookRedisServer()
+	return err == nil
+}
+
+func (t *target) close() {
+	for _, c := range t.clients {
+		_ = c.Close()
+	}
+	for _, c := range t.admin {
+		_ = c.Close()
+	}
+	stopRedis(t.procs)
+	t.procs = nil
+	for _, m := range t.minis {
+		m.Close()
+	}
+	t.minis = nil
+}
+
+// nodes returns the first n clients as the interface the libraries take.
+func (t *target) nodes(n int) []redis.UniversalClient {
+	out := make([]redis.UniversalClient, n)
+	for i := range out {
+		out[i] = t.clients[i]
+	}
+	return out
+}
+
+// serverCalls sums INFO commandstats calls over the first n nodes, leaving out
+// the runner's own INFO/FLUSHALL/PING. Commands run inside scripts are
+// included (Redis counts them), so this is the server-side work per op.
+// It returns -1 if the server does not report commandstats (miniredis).
+func (t *target) serverCalls(ctx context.Context, n int) int64 {
+	var total int64
+	for _, a := range t.admin[:n] {
+		s, err := a.Info(ctx, "commandstats").Result()
+		if err != nil || !strings.Contains(s, "cmdstat_") {
+			return -1
+		}
+		for _, line := range strings.Split(s, "\n") {
+			line = strings.TrimSpace(line)
+			name, rest, ok := strings.Cut(line, ":")
+			if !ok || !strings.HasPrefix(name, "cmdstat_") {
+				continue
+			}
+			switch strings.TrimPrefix(name, "cmdstat_") {
+			case "info", "flushall", "ping", "hello", "client|setinfo", "client|setname":
+				continue
+			}
+			calls := infoField(strings.ReplaceAll(rest, ",", "\n"), "calls")
+			v, _ := strconv.ParseInt(calls, 10, 64)
+			total += v
+		}
+	}
+	return total
+}
+
+func (t *target) flush(ctx context.Context, n int) {
+	for _, a := range t.admin[:n] {
+		_ = a.FlushAll(ctx).Err()
+	}
+}
+
+func infoField(s, key string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+"="); ok {
+			return v
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+":"); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,55 @@
+package peers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/redislock-go/redislock/bench/lockbench"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestPeersMiniredis runs every adapter through every single-node scenario
+// once, briefly, on miniredis: it checks the adapters, not the numbers.
+func TestPeersMiniredis(t *testing.T) {
+	cfg := lockbench.DefaultConfig()
+	cfg.Miniredis = true
+	cfg.Scenarios = []string{lockbench.Uncontended, lockbench.Hotkey, lockbench.Renew}
+	cfg.Workers = []int{2}
+	cfg.HotWorkers = []int{3}
+	cfg.Duration = 200 * time.Millisecond
+	cfg.Warmup = 20 * time.Millisecond
+	cfg.Reps = 1
+	cfg.RenewLocks = 5
+	cfg.RenewTTL = 90 * time.Millisecond
+	rep, err := lockbench.Run(context.Background(), cfg, append(lockbench.Ours(), Libraries()...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		seen[r.Library] = true
+		if len(r.Samples) != 1 {
+			t.Errorf("%s %s: no sample (%s)", r.Scenario, r.Library, r.Note)
+			continue
+		}
+		if r.Metrics[lockbench.MErrors].Max != 0 {
+			t.Errorf("%s %s: errors", r.Scenario, r.Library)
+		}
+		if r.Scenario == lockbench.Renew {
+			if r.Metrics[lockbench.MLost].Max != 0 || r.Metrics[lockbench.MRenewSent].Median <= 0 {
+				t.Errorf("%s %s: %+v", r.Scenario, r.Library, r.Metrics)
+			}
+		} else if r.Metrics[lockbench.MOpsPerSec].Median <= 0 {
+			t.Errorf("%s %s: no ops", r.Scenario, r.Library)
+		}
+	}
+	for _, l := range Libraries() {
+		if !seen[l.Name] {
+			t.Errorf("%s not run", l.Name)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package redislock_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// Benchmarks run against redis-server processes they start themselves:
+//
+//	go test -run '^$' -bench . -benchmem
+
+func benchClient(b *testing.B, nodes int) *redislock.Client {
+	b.Helper()
+	if nodes == 1 {
+		return newClient(b, redistest.Start(b).Client(nil))
+	}
+	var rdbs []redis.UniversalClient
+	for _, s := range redistest.StartN(b, nodes) {
+		rdbs = append(rdbs, s.Client(nil))
+	}
+	c, err := redislock.NewQuorum(rdbs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func benchObtainRelease(b *testing.B, nodes int) {
+	c := benchClient(b, nodes)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := c.Obtain(ctx, "bench", time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkObtainRelease(b *testing.B) {
+	for _, n := range []int{1, 3, 5} {
+		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) { benchObtainRelease(b, n) })
+	}
+}
+
+// Each goroutine locks keys of its own: throughput without contention.
+func BenchmarkObtainReleaseParallel(b *testing.B) {
+	c := benchClient(b, 1)
+	ctx := context.Background()
+	var id atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		key := "par:" + strconv.FormatInt(id.Add(1), 10)
+		for pb.Next() {
+			l, err := c.Obtain(ctx, key, time.Second)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkRefresh(b *testing.B) {
+	c := benchClient(b, 1)
+	ctx := context.Background()
+	l, err := c.Obtain(ctx, "refresh", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Release(ctx)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.Refresh(ctx, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Run's overhead over Obtain+Release: the renewal goroutine and timers.
+func BenchmarkRun(b *testing.B) {
+	c := benchClient(b, 1)
+	ctx := context.Background()
+	fn := func(context.Context, *redislock.Lock) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Run(ctx, "run", time.Second, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
