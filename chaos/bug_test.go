@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,21 +31,14 @@ func (c dropConn) Read(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
-// Core bug (found by the porcupine checker under kill -9/restart and
-// reset-peer faults): when the reply to Release is lost after the server ran
-// the release script, go-redis retries the command (MaxRetries, default 3);
-// the retry finds the key gone and Release returns ErrNotHeld, although this
-// very Release deleted the lock the caller held. ErrNotHeld is documented as
-// "this Lock's grant is no longer held"; the caller is told it lost the
-// lock when it did not. Expected: nil (or an in-doubt error), not ErrNotHeld.
-//
-// Skipped unless CHAOS_KNOWN_BUGS=1 until the core is fixed, so that
-// chaos/ci.sh stays green; remove the gate with the fix.
-func TestBugReleaseReplayReportsNotHeld(t *testing.T) {
+// Regression test for a core bug the porcupine checker found under kill -9
+// and restart (TestClaimSingleRestartAOF): when the reply to Release is lost
+// after the server ran the release script, go-redis re-sends the command
+// (MaxRetries, default 3); the retry found the key gone and Release returned
+// ErrNotHeld, although this very Release had deleted the caller's lock.
+// Fixed in the core by release.lua answering a replay as released.
+func TestReleaseReplayAfterLostReply(t *testing.T) {
 	needRedis(t)
-	if os.Getenv("CHAOS_KNOWN_BUGS") != "1" {
-		t.Skip("known core bug, see the comment; run with CHAOS_KNOWN_BUGS=1")
-	}
 	n := startNodes(t, 1)[0]
 	var armed atomic.Bool
 	o := ClientOptions(n.srv.Addr())
