@@ -193,7 +193,10 @@ func CheckLinearizable(name string, ops []Op, splitVotes bool, timeout time.Dura
 		_ = os.MkdirAll(dir, 0o755)
 		_ = porcupine.VisualizePath(model, info, filepath.Join(dir, name+".html"))
 	}
-	culprit, ok := findCulprit(model, ops, splitVotes, timeout)
+	// The diagnosis below re-runs porcupine; bound it so that a failing
+	// check stays within the test's time.
+	diag := min(timeout, 5*time.Second)
+	culprit, ok := findCulprit(model, ops, splitVotes, diag)
 	if !ok {
 		return []Violation{{Check: CheckPorcupine, Msg: fmt.Sprintf("no linearization of the lock history (%d operations)", len(hist))}}
 	}
@@ -207,7 +210,7 @@ func CheckLinearizable(name string, ops []Op, splitVotes bool, timeout time.Dura
 	}
 	msg := fmt.Sprintf("no linearization of the lock history on key %q once the result of op #%d (%s %s) is known",
 		culprit.Key, culprit.ID, culprit.Kind, culprit.Outcome)
-	if why := relaxations(ops, splitVotes, timeout); why != "" {
+	if why := relaxations(ops, splitVotes, diag); why != "" {
 		msg += "; " + why
 	}
 	return []Violation{{Check: CheckPorcupine, Msg: msg, Ops: involved}}
@@ -243,7 +246,7 @@ func findCulprit(model porcupine.Model, ops []Op, splitVotes bool, timeout time.
 	if porcupine.CheckOperationsTimeout(model, cut(byRet[hi].Return), timeout) != porcupine.Illegal {
 		return Op{}, false
 	}
-	for lo < hi {
+	for steps := 0; lo < hi && steps < 24; steps++ { // a binary search: 24 steps cover 16M operations
 		mid := (lo + hi) / 2
 		if porcupine.CheckOperationsTimeout(model, cut(byRet[mid].Return), timeout) == porcupine.Illegal {
 			hi = mid
