@@ -3,8 +3,10 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,12 +22,16 @@ import (
 type dropConn struct {
 	net.Conn
 	armed *atomic.Bool
+	then  func() // runs after the reply was dropped, before the client sees EOF
 }
 
 func (c dropConn) Read(b []byte) (int, error) {
 	if c.armed.CompareAndSwap(true, false) {
 		_, _ = c.Conn.Read(b)
 		_ = c.Conn.Close()
+		if c.then != nil {
+			c.then()
+		}
 		return 0, io.EOF
 	}
 	return c.Conn.Read(b)
@@ -39,7 +45,43 @@ func (c dropConn) Read(b []byte) (int, error) {
 // Fixed in the core by release.lua answering a replay as released.
 func TestReleaseReplayAfterLostReply(t *testing.T) {
 	needRedis(t)
+	releaseReplay(t, false)
+}
+
+// Core bug, still open after the fix above (found by the porcupine checker in
+// TestClaimSingleStallsAndNetwork under reset-peer): the replay tombstone
+// lives in the fence counter key, which the next grant overwrites. So when
+// another client obtains the lock between the lost reply and go-redis'
+// re-send, the re-sent release finds neither its lock nor its tombstone and
+// Release returns ErrNotHeld, although it deleted the caller's lock.
+// Expected: nil (or an in-doubt error), not ErrNotHeld.
+//
+// Skipped unless CHAOS_KNOWN_BUGS=1, so that chaos/ci.sh stays green until
+// the core is fixed; remove the gate with the fix.
+func TestBugReleaseReplayAfterAnotherGrant(t *testing.T) {
+	needRedis(t)
+	if os.Getenv("CHAOS_KNOWN_BUGS") != "1" {
+		t.Skip("known core bug (see the comment); run with CHAOS_KNOWN_BUGS=1")
+	}
+	releaseReplay(t, true)
+}
+
+// releaseReplay drops the reply to a Release that ran on the server; with
+// interleave, another client obtains the lock before go-redis re-sends it.
+func releaseReplay(t *testing.T, interleave bool) {
 	n := startNodes(t, 1)[0]
+	other := singleClient(t, n)
+	var then func()
+	var otherLock *redislock.Lock
+	if interleave {
+		then = func() {
+			var err error
+			otherLock, err = other.Obtain(context.Background(), "replay", 10*time.Second)
+			if err != nil {
+				t.Errorf("the other client could not obtain the freed lock: %v", err)
+			}
+		}
+	}
 	var armed atomic.Bool
 	o := ClientOptions(n.srv.Addr())
 	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -48,7 +90,7 @@ func TestReleaseReplayAfterLostReply(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return dropConn{Conn: c, armed: &armed}, nil
+		return dropConn{Conn: c, armed: &armed, then: then}, nil
 	}
 	rdb := redis.NewClient(o) // MaxRetries: go-redis default (3)
 	defer rdb.Close()
@@ -69,10 +111,13 @@ func TestReleaseReplayAfterLostReply(t *testing.T) {
 	}
 	armed.Store(true)
 	err = l.Release(ctx)
-	if v, _ := n.srv.Do("EXISTS", lockKey("replay")); v != int64(0) {
-		t.Fatalf("the release script did not run (EXISTS=%v); the test did not set up the case", v)
+	if v, _ := n.srv.Do("GET", lockKey("replay")); !interleave && v != nil || interleave && (otherLock == nil || v != otherLock.Token()+":"+fmt.Sprint(otherLock.Fence())) {
+		t.Fatalf("the case was not set up: lock key holds %v", v)
 	}
 	t.Logf("Release after a lost reply: %v", err)
+	if otherLock != nil {
+		defer otherLock.Release(context.Background())
+	}
 	if errors.Is(err, redislock.ErrNotHeld) {
 		t.Errorf("Release deleted its own lock but returned ErrNotHeld (%v): a lost reply retried by go-redis is misreported as a lost lock", err)
 	}

@@ -145,24 +145,32 @@ func lockStep(s lockState, in Op, out Outcome, splitVotes bool) []interface{} {
 // UnknownHorizon bounds how long after its caller gave up an in-doubt
 // command can still take effect: it may sit in a stalled server (SIGSTOP,
 // DEBUG SLEEP, CLIENT PAUSE) or a slow link until the fault ends. It must
-// exceed the longest fault hold plus latency in the suite (under 1 s).
-// Bounding it keeps porcupine's search small.
-var UnknownHorizon = 2 * time.Second
+// exceed the longest stall in the suite's nemeses (450 ms; latency toxics
+// delay replies, not commands). Bounding it keeps porcupine's search small.
+var UnknownHorizon = time.Second
 
 // ToPorcupine turns the lock operations of a history into porcupine
 // operations. An operation with an Unknown outcome may take effect after it
 // returned, so its return moves UnknownHorizon later (at most to the end of
-// the history). With splitVotes (quorum mode) an in-doubt acquire is left
-// out: a refusal is legal there anyway, and a phantom holder could only
-// excuse anomalies, never reveal one.
+// the history).
+//
+// An in-doubt acquire matters to the model only as a possible holder that
+// makes a refusal (ErrNotObtained) legal; otherwise it could only excuse
+// anomalies, never reveal one, and each one multiplies porcupine's search.
+// So it is left out where no refusal can need it: in quorum mode (split
+// votes make refusals legal anyway) and on keys with no refused acquire.
 func ToPorcupine(ops []Op, splitVotes bool) []porcupine.Operation {
 	var end int64
+	refused := map[string]bool{}
 	for _, o := range ops {
 		end = max(end, o.Return)
+		if o.Kind == Acquire && o.Outcome == Fail {
+			refused[o.Key] = true
+		}
 	}
 	var out []porcupine.Operation
 	for _, o := range ops {
-		if o.Kind == Write || splitVotes && o.Kind == Acquire && o.Outcome == Unknown {
+		if o.Kind == Write || o.Kind == Acquire && o.Outcome == Unknown && (splitVotes || !refused[o.Key]) {
 			continue
 		}
 		ret := o.Return
