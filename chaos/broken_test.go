@@ -18,7 +18,7 @@ func TestBrokenRawDeleteIsCaught(t *testing.T) {
 	key := "broken-rawdel"
 	w := Workload{
 		Client: singleClient(t, n), Register: resource(t, "reg:"+key), Key: key,
-		Workers: workers, TTL: 150 * time.Millisecond, Duration: 2 * time.Second, Hold: 2 * time.Millisecond,
+		Workers: workers, TTL: 150 * time.Millisecond, Duration: 2 * time.Second, Hold: 10 * time.Millisecond,
 		Retry: retry(), Seed: 21, Broken: RawDelete,
 		RawDel: func(ctx context.Context) error { return n.rdb.Del(ctx, lockKey(key)).Err() },
 	}

@@ -79,8 +79,8 @@ type Broken int
 
 const (
 	NotBroken Broken = iota
-	// RawDelete: worker 0 sleeps past its ValidUntil, then "releases" with a
-	// plain DEL of the lock key, without the token check.
+	// RawDelete: worker 0, after each grant, sleeps past its ValidUntil, then
+	// "releases" with a plain DEL of the lock key, without the token check.
 	RawDelete
 	// UsePastValidity: worker 0 sleeps past its ValidUntil, then reads and
 	// writes anyway (with a register that ignores fences this loses updates).
@@ -220,7 +220,7 @@ func (w Workload) worker(ctx context.Context, h *History, id, maxIters int) Stat
 		op.Token, op.Fence, op.ValidUntil = l.Token(), l.Fence(), h.At(l.ValidUntil())
 		h.Add(op)
 		w.critical(h, id, i, l, rng, jitter, &st)
-		if w.Broken == RawDelete && id == 0 && i%3 == 0 {
+		if w.Broken == RawDelete && id == 0 {
 			// Broken: outlive the lease, then delete whatever holds the key.
 			time.Sleep(time.Until(l.ValidUntil()) + w.TTL/2)
 			c := h.Now()
