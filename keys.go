@@ -7,6 +7,9 @@ import "strings"
 type keys struct {
 	lock  string // "token:fence" with the lease TTL
 	fence string // the per-key fence counter
+	wake  string // pub/sub channel: a release publishes here (wait.go)
+	queue string // fair mode: waiters in arrival order (fair.go)
+	qexp  string // fair mode: each waiter's queue-entry deadline (fair.go)
 }
 
 // tagEscaper makes any key a valid hash-tag body: Redis ends a tag at the
@@ -16,5 +19,6 @@ var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 
 func makeKeys(prefix, key string) keys {
 	lock := prefix + "{" + tagEscaper.Replace(key) + "}"
-	return keys{lock: lock, fence: lock + ":fence"}
+	return keys{lock: lock, fence: lock + ":fence", wake: lock + ":wake",
+		queue: lock + ":queue", qexp: lock + ":qexp"}
 }

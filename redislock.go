@@ -34,6 +34,7 @@ type Client struct {
 	mu     sync.Mutex
 	closed bool
 	bg     sync.WaitGroup // background clean-up of partial or unknown grants
+	wakers map[string]*waker // notified waiting (wait.go); closed by Close
 }
 
 // New returns a Client for one Redis: standalone, Sentinel (a failover
@@ -59,6 +60,7 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.closeWakers()
 	c.bg.Wait()
 	return nil
 }
@@ -153,7 +155,8 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		deadline = time.Now().Add(wait)
 	}
-	var timer *time.Timer
+	ws := c.newWaitState(&o, func(ctx context.Context) error { return c.obtainOnce(ctx, l, ttl) })
+	defer ws.stop()
 	for attempt := 1; ; attempt++ {
 		err := c.obtainOnce(ctx, l, ttl)
 		if !errors.Is(err, ErrNotObtained) {
@@ -176,17 +179,15 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			}
 			return nil, ErrNotObtained
 		}
-		wait = min(wait, left)
-		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(ErrNotObtained, ctx.Err())
-		case <-timer.C:
+		// Wait for the backoff, a release (notified mode: see wait.go) or
+		// the end of ctx.
+		switch err := ws.wait(ctx, min(wait, left), err); {
+		case err == errGranted:
+			return l, nil
+		case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
+			return nil, errors.Join(err, ctx.Err())
+		case err != nil:
+			return nil, err
 		}
 	}
 }
@@ -372,7 +373,7 @@ func (c *Client) releaseAll(l *Lock) (released int, errs []error) {
 
 // releaseOn is the compare-and-delete of this grant on one node.
 func (l *Lock) releaseOn(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
-	n, err := releaseScript.Run(ctx, rdb, []string{l.keys.lock}, l.token).Int64()
+	n, err := releaseScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.wake}, l.token, l.opts.publish()).Int64()
 	return n, 0, err
 }
 
@@ -403,7 +404,10 @@ func (c *Client) majority() int { return len(c.nodes)/2 + 1 }
 // ErrNotObtained on contention, or another error; whatever it may have
 // granted is released unless it returns nil.
 func (c *Client) obtainOnce(ctx context.Context, l *Lock, ttl time.Duration) error {
-	if !c.quorum {
+	switch {
+	case l.opts.fair:
+		return c.obtainFair(ctx, l, ttl)
+	case !c.quorum:
 		return c.obtainSingle(ctx, l, ttl)
 	}
 	return c.obtainQuorum(ctx, l, ttl)
@@ -432,7 +436,7 @@ func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) e
 		if res[1] == -1 {
 			return &NodeError{Node: 0, Err: errNoExpiry}
 		}
-		return ErrNotObtained
+		return heldFor(l.keys, res[1])
 	default:
 		return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected obtain reply %v", res)}
 	}
