@@ -33,7 +33,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	bg     sync.WaitGroup // background clean-up of partial or unknown grants
+	bg     sync.WaitGroup    // background clean-up of partial or unknown grants
 	wakers map[string]*waker // notified waiting (wait.go); closed by Close
 }
 

@@ -54,7 +54,7 @@ type waitState struct {
 	c       *Client
 	sharded bool
 	retry   func(ctx context.Context) error // one more attempt (the recheck)
-	sub   *waitSub
+	sub     *waitSub
 }
 
 func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error) *waitState {
