@@ -155,7 +155,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		deadline = time.Now().Add(wait)
 	}
-	ws := c.newWaitState(&o, func(ctx context.Context) error { return c.obtainOnce(ctx, l, ttl) })
+	ws := c.newWaitState(&o, l.token, func(ctx context.Context) error { return c.obtainOnce(ctx, l, ttl) })
 	defer ws.stop()
 	for attempt := 1; ; attempt++ {
 		err := c.obtainOnce(ctx, l, ttl)
@@ -373,7 +373,7 @@ func (c *Client) releaseAll(l *Lock) (released int, errs []error) {
 
 // releaseOn is the compare-and-delete of this grant on one node.
 func (l *Lock) releaseOn(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
-	n, err := releaseScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.wake}, l.token, l.opts.publish()).Int64()
+	n, err := releaseScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.wake, l.keys.queue}, l.token, l.opts.publish()).Int64()
 	return n, 0, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,12 +54,13 @@ const wakerHealthInterval = 2 * time.Second
 type waitState struct {
 	c       *Client
 	sharded bool
+	token   string
 	retry   func(ctx context.Context) error // one more attempt (the recheck)
 	sub     *waitSub
 }
 
-func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error) *waitState {
-	w := &waitState{retry: retry, sharded: o.sharded}
+func (c *Client) newWaitState(o *options, token string, retry func(ctx context.Context) error) *waitState {
+	w := &waitState{retry: retry, sharded: o.sharded, token: token}
 	if o.notify && !c.quorum {
 		w.c = c
 	}
@@ -83,7 +85,7 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 	}
 	if w.sub == nil || w.sub.channel != he.wake {
 		w.sub.stop()
-		w.sub = w.c.subscribe(he.wake, w.sharded)
+		w.sub = w.c.subscribe(he.wake, w.token, w.sharded)
 		if w.sub == nil {
 			return sleep(ctx, wait, nil)
 		}
@@ -144,12 +146,12 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 
 // subscribe registers a waiter on channel with the client's waker, or
 // returns nil when the client is closed.
-func (c *Client) subscribe(channel string, sharded bool) *waitSub {
+func (c *Client) subscribe(channel, token string, sharded bool) *waitSub {
 	w := c.wakerFor(channel, sharded)
 	if w == nil {
 		return nil
 	}
-	return w.add(channel)
+	return w.add(channel, token)
 }
 
 // wakerFor returns the waker for channel, creating it on first use: one per
@@ -217,7 +219,7 @@ type waker struct {
 }
 
 type wakeChan struct {
-	waiters map[*waitSub]struct{}
+	waiters []*waitSub    // in arrival order
 	pending int           // (un)subscribe commands not yet confirmed
 	ready   chan struct{} // closed when the subscription is confirmed
 	isReady bool
@@ -233,6 +235,7 @@ type subOp struct {
 type waitSub struct {
 	w       *waker
 	channel string
+	token   string        // the waiter's lock token (fair mode: its queue entry)
 	wake    chan struct{} // buffered 1: a wake-up, a reconnect
 	ready   chan struct{}
 	once    sync.Once
@@ -256,7 +259,7 @@ func (w *waker) newPubSub() *redis.PubSub {
 }
 
 // add registers a waiter on channel; its first waiter subscribes.
-func (w *waker) add(channel string) *waitSub {
+func (w *waker) add(channel, token string) *waitSub {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -271,7 +274,7 @@ func (w *waker) add(channel string) *waitSub {
 	}
 	ch := w.chans[channel]
 	if ch == nil {
-		ch = &wakeChan{waiters: make(map[*waitSub]struct{})}
+		ch = &wakeChan{}
 		w.chans[channel] = ch
 	}
 	if len(ch.waiters) == 0 {
@@ -279,8 +282,8 @@ func (w *waker) add(channel string) *waitSub {
 		ch.ready, ch.isReady = make(chan struct{}), false
 		w.enqueue(subOp{gen: w.gen, sub: true, channels: []string{channel}})
 	}
-	s := &waitSub{w: w, channel: channel, wake: make(chan struct{}, 1), ready: ch.ready}
-	ch.waiters[s] = struct{}{}
+	s := &waitSub{w: w, channel: channel, token: token, wake: make(chan struct{}, 1), ready: ch.ready}
+	ch.waiters = append(ch.waiters, s)
 	return s
 }
 
@@ -317,7 +320,13 @@ func (s *waitSub) stop() {
 		if ch == nil {
 			return
 		}
-		delete(ch.waiters, s)
+		if i := slices.Index(ch.waiters, s); i >= 0 {
+			ch.waiters = slices.Delete(ch.waiters, i, i+1)
+		}
+		if len(s.wake) > 0 {
+			// Woken but leaving without trying: pass the wake-up on.
+			wakeOne(ch.waiters, "")
+		}
 		if len(ch.waiters) > 0 {
 			return
 		}
@@ -426,7 +435,7 @@ func (w *waker) reader() {
 		case *redis.Subscription:
 			w.confirm(m)
 		case *redis.Message:
-			w.notify(m.Channel)
+			w.notify(m.Channel, m.Payload)
 		}
 	}
 }
@@ -452,16 +461,41 @@ func (w *waker) confirm(m *redis.Subscription) {
 	}
 }
 
-func (w *waker) notify(channel string) {
+// notify handles a release on channel. It wakes one waiter, not all: the
+// one whose token the release named (the head of a fair queue), else the
+// longest-waiting one that is not already awake. Every client wakes one
+// waiter per release, so a release costs one attempt per client instead of
+// one per waiter. A woken waiter that fails waits for the next release; one
+// that leaves without trying passes its wake-up on (waitSub.stop).
+func (w *waker) notify(channel, payload string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ch := w.chans[channel]; ch != nil {
-		for s := range ch.waiters {
-			select {
-			case s.wake <- struct{}{}:
-			default:
+		wakeOne(ch.waiters, payload)
+	}
+}
+
+func wakeOne(waiters []*waitSub, token string) {
+	if token != "" {
+		for _, s := range waiters {
+			if s.token == token {
+				s.signal()
+				return
 			}
 		}
+	}
+	for _, s := range waiters {
+		if len(s.wake) == 0 {
+			s.signal()
+			return
+		}
+	}
+}
+
+func (s *waitSub) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -486,11 +520,8 @@ func (w *waker) reset(old *redis.PubSub) {
 		channels = append(channels, name)
 		ch.pending = 1
 		ch.ready, ch.isReady = make(chan struct{}), false
-		for s := range ch.waiters {
-			select {
-			case s.wake <- struct{}{}:
-			default:
-			}
+		for _, s := range ch.waiters {
+			s.signal()
 		}
 	}
 	if len(channels) > 0 {
