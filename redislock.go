@@ -155,7 +155,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		deadline = time.Now().Add(wait)
 	}
-	ws := c.newWaitState(&o, l.token, func(ctx context.Context) error { return c.obtainOnce(ctx, l, ttl) })
+	ws := c.newWaitState(&o, l.token, func(ctx context.Context) error { return c.obtainOnce(ctx, l, ttl) }, c.fairLeave(&o, l))
 	defer ws.stop()
 	for attempt := 1; ; attempt++ {
 		err := c.obtainOnce(ctx, l, ttl)

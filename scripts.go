@@ -48,3 +48,13 @@ var (
 	multiTTLSrc    string
 	multiTTLScript = redis.NewScript(multiTTLSrc)
 )
+
+var (
+	//go:embed scripts/fair_obtain.lua
+	fairObtainSrc    string
+	fairObtainScript = redis.NewScript(fairObtainSrc)
+
+	//go:embed scripts/fair_leave.lua
+	fairLeaveSrc    string
+	fairLeaveScript = redis.NewScript(fairLeaveSrc)
+)

@@ -57,10 +57,15 @@ type waitState struct {
 	token   string
 	retry   func(ctx context.Context) error // one more attempt (the recheck)
 	sub     *waitSub
+	maxWait time.Duration // fair mode: waits are capped to renew the queue entry
+	leave   func()        // run by stop (fair mode: leave the queue if not granted)
 }
 
-func (c *Client) newWaitState(o *options, token string, retry func(ctx context.Context) error) *waitState {
-	w := &waitState{retry: retry, sharded: o.sharded, token: token}
+func (c *Client) newWaitState(o *options, token string, retry func(ctx context.Context) error, leave func()) *waitState {
+	w := &waitState{retry: retry, sharded: o.sharded, token: token, leave: leave}
+	if o.fair {
+		w.maxWait = o.queueTTL / 3
+	}
 	if o.notify && !c.quorum {
 		w.c = c
 	}
@@ -75,6 +80,9 @@ var errGranted = errors.New("redislock: granted during wait")
 // its own recheck obtained the lock, or the error that ends Obtain (the
 // context's, joined with ErrNotObtained, or the recheck's).
 func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) error {
+	if w.maxWait > 0 {
+		wait = min(wait, w.maxWait)
+	}
 	var he *heldError
 	if !errors.As(held, &he) || w.c == nil {
 		return sleep(ctx, wait, nil)
@@ -113,11 +121,14 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 	return sleep(ctx, wait, w.sub.wake)
 }
 
-// stop leaves the subscription, if any.
+// stop leaves the subscription, if any, and the fair queue.
 func (w *waitState) stop() {
 	if w != nil {
 		w.sub.stop()
 		w.sub = nil
+		if w.leave != nil {
+			w.leave()
+		}
 	}
 }
 
