@@ -97,6 +97,12 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 		if w.sub == nil {
 			return sleep(ctx, wait, nil)
 		}
+		if w.sub.joined {
+			// The channel was already subscribed for other waiters of this
+			// client: a release since our attempt woke one of them, who
+			// tries; no recheck is needed.
+			return sleep(ctx, wait, w.sub.wake)
+		}
 		start := time.Now()
 		if err := w.sub.confirmed(ctx, wait); err != nil {
 			return err
@@ -249,6 +255,7 @@ type waitSub struct {
 	token   string        // the waiter's lock token (fair mode: its queue entry)
 	wake    chan struct{} // buffered 1: a wake-up, a reconnect
 	ready   chan struct{}
+	joined  bool // the subscription was already confirmed when this waiter came
 	once    sync.Once
 }
 
@@ -293,7 +300,7 @@ func (w *waker) add(channel, token string) *waitSub {
 		ch.ready, ch.isReady = make(chan struct{}), false
 		w.enqueue(subOp{gen: w.gen, sub: true, channels: []string{channel}})
 	}
-	s := &waitSub{w: w, channel: channel, token: token, wake: make(chan struct{}, 1), ready: ch.ready}
+	s := &waitSub{w: w, channel: channel, token: token, wake: make(chan struct{}, 1), ready: ch.ready, joined: ch.isReady}
 	ch.waiters = append(ch.waiters, s)
 	return s
 }
