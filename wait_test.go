@@ -24,10 +24,7 @@ var waitModes = []struct {
 	{"fair", []redislock.Option{redislock.WithNotify(true), redislock.WithFair(true)}},
 }
 
-// TestNotifyNoLostWakeup releases the lock while a waiter is between its
-// failed attempt and its subscription (and everywhere around that moment):
-// the waiter must still be granted long before its 5 s backoff, which it
-// would only sleep through if the release went unnoticed.
+// TestNotifyNoLostWakeup: see checkNoLostWakeup.
 func TestNotifyNoLostWakeup(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		for _, sharded := range []bool{false, true} {
@@ -35,39 +32,58 @@ func TestNotifyNoLostWakeup(t *testing.T) {
 				continue // miniredis has no SPUBLISH
 			}
 			t.Run(fmt.Sprintf("sharded=%v", sharded), func(t *testing.T) {
-				c := newClient(t, b.rdb, redislock.WithShardedPubSub(sharded))
-				for i := range 30 {
-					key := fmt.Sprintf("%s-lost-wakeup-%d", t.Name(), i)
-					holder, err := c.Obtain(ctxT(t, 5*time.Second), key, time.Minute)
-					if err != nil {
-						t.Fatal(err)
-					}
-					delay := time.Duration(i%10) * 300 * time.Microsecond
-					released := make(chan error, 1)
-					go func() {
-						time.Sleep(delay)
-						released <- holder.Release(context.Background())
-					}()
-					start := time.Now()
-					l, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Minute,
-						redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
-					took := time.Since(start)
-					if rerr := <-released; rerr != nil {
-						t.Fatal(rerr)
-					}
-					if err != nil {
-						t.Fatalf("iteration %d: %v", i, err)
-					}
-					if took > time.Second {
-						t.Fatalf("iteration %d (release after %v): granted after %v: the release was missed and the waiter slept its backoff", i, delay, took)
-					}
-					if err := l.Release(context.Background()); err != nil {
-						t.Fatal(err)
-					}
-				}
+				checkNoLostWakeup(t, b.rdb, 30, redislock.WithShardedPubSub(sharded))
 			})
 		}
 	})
+}
+
+// TestNotifyCluster: notified waiting on Redis Cluster, with PUBLISH
+// (broadcast) and with sharded pub/sub (one subscription per master).
+func TestNotifyCluster(t *testing.T) {
+	cc := startCluster(t)
+	for _, sharded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sharded=%v", sharded), func(t *testing.T) {
+			checkNoLostWakeup(t, cc, 10, redislock.WithShardedPubSub(sharded))
+		})
+	}
+}
+
+// checkNoLostWakeup releases the lock while a waiter is between its failed
+// attempt and its subscription (and everywhere around that moment): the
+// waiter must still be granted long before its 5 s backoff, which it would
+// only sleep through if the release went unnoticed.
+func checkNoLostWakeup(t *testing.T, rdb redis.UniversalClient, rounds int, opts ...redislock.Option) {
+	c := newClient(t, rdb, opts...)
+	for i := range rounds {
+		key := fmt.Sprintf("%s-lost-wakeup-%d", t.Name(), i)
+		holder, err := c.Obtain(ctxT(t, 5*time.Second), key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delay := time.Duration(i%10) * 300 * time.Microsecond
+		released := make(chan error, 1)
+		go func() {
+			time.Sleep(delay)
+			released <- holder.Release(context.Background())
+		}()
+		start := time.Now()
+		l, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Minute,
+			redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
+		took := time.Since(start)
+		if rerr := <-released; rerr != nil {
+			t.Fatal(rerr)
+		}
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if took > time.Second {
+			t.Fatalf("round %d (release after %v): granted after %v: the release was missed and the waiter slept its backoff", i, delay, took)
+		}
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestNotifyExpiryWakes: a lock that expires without a release publishes
