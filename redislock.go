@@ -55,7 +55,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Client {
 // Close waits for the client's background clean-up (releases of partial or
 // unknown grants, each bounded by the release timeout) and makes further
 // calls fail with ErrClosed. Locks already obtained can still be released.
-// It never closes the caller's redis clients.
+// It also closes the client's subscription connection for notified waiting
+// and stops its goroutines; Obtain calls still waiting fall back to their
+// backoff. It never closes the caller's redis clients.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true

@@ -19,15 +19,21 @@ import (
 // tries once more (a release between the failed attempt and the
 // subscription is not missed), and then waits for the first of: a wake-up,
 // its backoff, the remaining TTL the failed attempt reported (a lock that
-// expires without release publishes nothing), or the end of ctx.
+// expires without release publishes nothing), or the end of ctx. A waiter
+// that joins a channel this client already listens on skips the extra try:
+// any release since its attempt woke another waiter of the client.
 //
 // All waiters of a Client share one subscription connection (a waker):
 // a channel is subscribed when its first waiter arrives and unsubscribed
-// after its last one leaves. The waker owns two goroutines, a reader and a
-// writer, started with the first subscription and stopped by Client.Close.
-// Subscription commands are written by the writer goroutine, so a waiter
-// never blocks on the network: if the connection is dead or slow, the
-// confirmation does not come, and the waiter falls back to its backoff.
+// after its last one leaves. Each release wakes one waiter per client (see
+// waker.notify), not all, so a hot key does not cause a stampede of
+// attempts. The waker owns two goroutines, a reader and a writer, started
+// with the first subscription and stopped by Client.Close. Subscription
+// commands are written by the writer goroutine, so a waiter never blocks on
+// the network: if the connection is dead or slow, the confirmation does not
+// come, and the waiter falls back to its backoff. The reader pings a silent
+// connection every 2 s and replaces one that fails or stays silent, then
+// subscribes again and wakes every waiter (a wake-up may have been lost).
 
 // heldError is ErrNotObtained with what the failed attempt learned: the
 // channel that will announce the release and the lock's remaining TTL.
