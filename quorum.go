@@ -104,15 +104,18 @@ func gather(ch <-chan reply, n int, timeout time.Duration, stop func([]reply) bo
 	rs = make([]reply, 0, n)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	for len(rs) < n && !stop(rs) {
+	for len(rs) < n {
 		select {
 		case r := <-ch:
 			rs = append(rs, r)
+			if stop(rs) {
+				return rs, n - len(rs)
+			}
 		case <-timer.C:
 			return rs, n - len(rs)
 		}
 	}
-	return rs, n - len(rs)
+	return rs, 0
 }
 
 // each runs call on every node (in parallel when there are several) and

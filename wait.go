@@ -182,6 +182,11 @@ func (c *Client) subscribe(channel, token string, sharded bool) *waitSub {
 // channels live on the node that owns their slot).
 func (c *Client) wakerFor(channel string, sharded bool) *waker {
 	rdb := c.nodes[0]
+	if _, ring := rdb.(*redis.Ring); ring {
+		// A Ring cannot open an empty subscription (it would panic), and
+		// its shards hold different keys: waiters poll.
+		return nil
+	}
 	addr := ""
 	if sharded {
 		addr = "sharded"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -341,5 +342,46 @@ func TestNotifyDeadSubscription(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter not woken on the replacement connection")
+	}
+}
+
+// TestWaitPollingClients: quorum mode and Ring clients poll (notified
+// waiting is on by default but does not apply); contended waits still end
+// in a grant after the release.
+func TestWaitPollingClients(t *testing.T) {
+	var nodes []redis.UniversalClient
+	addrs := map[string]string{}
+	for i := range 3 {
+		m := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		nodes = append(nodes, rdb)
+		addrs[fmt.Sprint(i)] = m.Addr()
+	}
+	q, err := redislock.NewQuorum(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	ring := redis.NewRing(&redis.RingOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = ring.Close() })
+	for name, c := range map[string]*redislock.Client{"quorum": q, "ring": newClient(t, ring)} {
+		t.Run(name, func(t *testing.T) {
+			h, err := c.Obtain(ctxT(t, time.Second), t.Name(), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				_ = h.Release(context.Background())
+			}()
+			l, err := c.Obtain(ctxT(t, 10*time.Second), t.Name(), time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
