@@ -385,3 +385,78 @@ func TestWaitPollingClients(t *testing.T) {
 		})
 	}
 }
+
+// TestNotifySilentSubscription: the subscription connection goes silent
+// (a proxy stops forwarding it, but keeps it open). The waiter does not
+// hang: its backoff gets it the lock. The client notices the silence,
+// replaces the connection, and notifies the next waiter again.
+func TestNotifySilentSubscription(t *testing.T) {
+	srv := redistest.Start(t)
+	direct := srv.Client(nil)
+	proxy := startFreezeProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: time.Second, WriteTimeout: time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := newClient(t, rdb)
+	holderC := newClient(t, direct)
+	key := t.Name()
+	channel := "redislock:{" + key + "}:wake"
+
+	wait := func(backoff time.Duration) chan error {
+		got := make(chan error, 1)
+		go func() {
+			l, err := c.Obtain(ctxT(t, 30*time.Second), key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(backoff)))
+			if err == nil {
+				err = l.Release(context.Background())
+			}
+			got <- err
+		}()
+		return got
+	}
+
+	h, err := holderC.Obtain(ctxT(t, time.Second), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := wait(500 * time.Millisecond)
+	eventually(t, 5*time.Second, "waiter subscribed", func() bool { return numSub(t, direct, channel) == 1 })
+	proxy.Freeze()
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter hung on a silent subscription connection")
+	}
+
+	// The next waiter subscribes again on a new connection and is woken
+	// by the release, long before its 20 s backoff.
+	h, err = holderC.Obtain(ctxT(t, time.Second), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = wait(20 * time.Second)
+	// The frozen connection is dropped (the server sees it close) and the
+	// channel is subscribed on the live one.
+	eventually(t, 15*time.Second, "silent connection replaced", func() bool {
+		return pubsubClients(t, direct) == 1 && numSub(t, direct, channel) == 1
+	})
+	start := time.Now()
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("waiter not woken on the replacement connection (waited %v)", time.Since(start))
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("granted %v after the release: not notified", took)
+	}
+}
