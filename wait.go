@@ -103,10 +103,11 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 		if w.sub == nil {
 			return sleep(ctx, wait, nil)
 		}
-		if w.sub.joined {
+		if w.sub.joined && w.maxWait == 0 {
 			// The channel was already subscribed for other waiters of this
 			// client: a release since our attempt woke one of them, who
-			// tries; no recheck is needed.
+			// tries; no recheck is needed. (Not in fair mode: the release
+			// may have been meant for this waiter, the queue's head.)
 			return sleep(ctx, wait, w.sub.wake)
 		}
 		start := time.Now()
