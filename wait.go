@@ -63,14 +63,14 @@ type waitState struct {
 	token   string
 	retry   func(ctx context.Context) error // one more attempt (the recheck)
 	sub     *waitSub
-	maxWait time.Duration // fair mode: waits are capped to renew the queue entry
+	fairCap time.Duration // fair mode: waits are capped to renew the queue entry
 	leave   func()        // run by stop (fair mode: leave the queue if not granted)
 }
 
 func (c *Client) newWaitState(o *options, token string, retry func(ctx context.Context) error, leave func()) *waitState {
 	w := &waitState{retry: retry, sharded: o.sharded, token: token, leave: leave}
 	if o.fair {
-		w.maxWait = o.queueTTL / 3
+		w.fairCap = o.queueTTL / 3
 	}
 	if o.notify && !c.quorum {
 		w.c = c
@@ -86,8 +86,8 @@ var errGranted = errors.New("redislock: granted during wait")
 // its own recheck obtained the lock, or the error that ends Obtain (the
 // context's, joined with ErrNotObtained, or the recheck's).
 func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) error {
-	if w.maxWait > 0 {
-		wait = min(wait, w.maxWait)
+	if w.fairCap > 0 {
+		wait = min(wait, w.fairCap)
 	}
 	var he *heldError
 	if !errors.As(held, &he) || w.c == nil {
@@ -103,7 +103,7 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 		if w.sub == nil {
 			return sleep(ctx, wait, nil)
 		}
-		if w.sub.joined && w.maxWait == 0 {
+		if w.sub.joined && w.fairCap == 0 {
 			// The channel was already subscribed for other waiters of this
 			// client: a release since our attempt woke one of them, who
 			// tries; no recheck is needed. (Not in fair mode: the release
@@ -111,11 +111,13 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 			return sleep(ctx, wait, w.sub.wake)
 		}
 		start := time.Now()
-		if err := w.sub.confirmed(ctx, wait); err != nil {
+		if ok, err := w.sub.confirmed(ctx, wait); err != nil || !ok {
+			// The context ended, or the wait did before Redis confirmed
+			// the subscription: the next attempt is due anyway.
 			return err
 		}
-		// Subscribed (or the backoff ran out): try again at once, so that a
-		// release that happened before the subscription is not missed.
+		// Subscribed: try again at once, so that a release that happened
+		// before the subscription is not missed.
 		err := w.retry(ctx)
 		switch {
 		case err == nil:
@@ -123,10 +125,10 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 		case !errors.Is(err, ErrNotObtained):
 			return err
 		}
+		wait -= time.Since(start)
 		if errors.As(err, &he) && he.pttl >= 0 {
 			wait = min(wait, he.pttl+time.Millisecond)
 		}
-		wait -= time.Since(start)
 		if wait <= 0 {
 			return nil
 		}
@@ -317,9 +319,9 @@ func (w *waker) add(channel, token string) *waitSub {
 	return s
 }
 
-// confirmed waits until the subscription is confirmed, a wake-up arrives, d
-// passed or ctx ended (then it returns the error that ends Obtain).
-func (s *waitSub) confirmed(ctx context.Context, d time.Duration) error {
+// confirmed waits until the subscription is confirmed or a wake-up arrives
+// (ok), d passed (not ok), or ctx ended (the error that ends Obtain).
+func (s *waitSub) confirmed(ctx context.Context, d time.Duration) (ok bool, err error) {
 	t := timerPool.Get().(*time.Timer)
 	t.Reset(d)
 	defer func() {
@@ -328,12 +330,14 @@ func (s *waitSub) confirmed(ctx context.Context, d time.Duration) error {
 	}()
 	select {
 	case <-ctx.Done():
-		return errors.Join(ErrNotObtained, ctx.Err())
+		return false, errors.Join(ErrNotObtained, ctx.Err())
 	case <-s.ready:
+		return true, nil
 	case <-s.wake:
+		return true, nil
 	case <-t.C:
+		return false, nil
 	}
-	return nil
 }
 
 // stop unregisters the waiter; the channel's last waiter unsubscribes.
