@@ -63,6 +63,7 @@ type waitState struct {
 	token   string
 	retry   func(ctx context.Context) error // one more attempt (the recheck)
 	sub     *waitSub
+	checked bool          // an attempt was made after sub was confirmed
 	fairCap time.Duration // fair mode: waits are capped to renew the queue entry
 	leave   func()        // run by stop (fair mode: leave the queue if not granted)
 }
@@ -103,13 +104,13 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 		if w.sub == nil {
 			return sleep(ctx, wait, nil)
 		}
-		if w.sub.joined && w.fairCap == 0 {
-			// The channel was already subscribed for other waiters of this
-			// client: a release since our attempt woke one of them, who
-			// tries; no recheck is needed. (Not in fair mode: the release
-			// may have been meant for this waiter, the queue's head.)
-			return sleep(ctx, wait, w.sub.wake)
-		}
+		// When the channel was already subscribed for other waiters of
+		// this client, a release since our attempt woke one of them, who
+		// tries: no recheck is needed. (Not in fair mode: the release may
+		// have been meant for this waiter, the queue's head.)
+		w.checked = w.sub.joined && w.fairCap == 0
+	}
+	if !w.checked {
 		start := time.Now()
 		if ok, err := w.sub.confirmed(ctx, wait); err != nil || !ok {
 			// The context ended, or the wait did before Redis confirmed
@@ -118,6 +119,7 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 		}
 		// Subscribed: try again at once, so that a release that happened
 		// before the subscription is not missed.
+		w.checked = true
 		err := w.retry(ctx)
 		switch {
 		case err == nil:
