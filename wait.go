@@ -109,6 +109,8 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 		// tries: no recheck is needed. (Not in fair mode: the release may
 		// have been meant for this waiter, the queue's head.)
 		w.checked = w.sub.joined && w.fairCap == 0
+	} else if w.sub.resubscribed() {
+		w.checked = false // a new connection: recheck once it confirms
 	}
 	if !w.checked {
 		start := time.Now()
@@ -270,8 +272,9 @@ type waitSub struct {
 	channel string
 	token   string        // the waiter's lock token (fair mode: its queue entry)
 	wake    chan struct{} // buffered 1: a wake-up, a reconnect
-	ready   chan struct{}
-	joined  bool // the subscription was already confirmed when this waiter came
+	ready   chan struct{} // guarded by w.mu, replaced by reset
+	renewed bool          // guarded by w.mu: reset subscribed again
+	joined  bool          // the subscription was already confirmed when this waiter came
 	once    sync.Once
 }
 
@@ -324,6 +327,9 @@ func (w *waker) add(channel, token string) *waitSub {
 // confirmed waits until the subscription is confirmed or a wake-up arrives
 // (ok), d passed (not ok), or ctx ended (the error that ends Obtain).
 func (s *waitSub) confirmed(ctx context.Context, d time.Duration) (ok bool, err error) {
+	s.w.mu.Lock()
+	ready := s.ready
+	s.w.mu.Unlock()
 	t := timerPool.Get().(*time.Timer)
 	t.Reset(d)
 	defer func() {
@@ -333,13 +339,23 @@ func (s *waitSub) confirmed(ctx context.Context, d time.Duration) (ok bool, err 
 	select {
 	case <-ctx.Done():
 		return false, errors.Join(ErrNotObtained, ctx.Err())
-	case <-s.ready:
+	case <-ready:
 		return true, nil
 	case <-s.wake:
 		return true, nil
 	case <-t.C:
 		return false, nil
 	}
+}
+
+// resubscribed reports (once) whether the channel was subscribed again on a
+// new connection since the last call.
+func (s *waitSub) resubscribed() bool {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	r := s.renewed
+	s.renewed = false
+	return r
 }
 
 // stop unregisters the waiter; the channel's last waiter unsubscribes.
@@ -557,6 +573,7 @@ func (w *waker) reset(old *redis.PubSub) {
 		ch.pending = 1
 		ch.ready, ch.isReady = make(chan struct{}), false
 		for _, s := range ch.waiters {
+			s.ready, s.renewed = ch.ready, true
 			s.signal()
 		}
 	}
