@@ -260,3 +260,30 @@ func TestObtainMultiWaitsNotified(t *testing.T) {
 		})
 	}
 }
+
+// TestRunMultiLost: a key of the set deleted while fn runs is noticed by
+// the renewal; fn's ctx is cancelled and RunMulti reports ErrLockLost,
+// leaving no key held.
+func TestRunMultiLost(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(nil)
+	c := newClient(t, rdb)
+	a, z := t.Name()+"-a", t.Name()+"-z"
+	err := c.RunMulti(ctxT(t, 10*time.Second), []string{a, z}, 300*time.Millisecond, func(ctx context.Context, m *redislock.MultiLock) error {
+		if err := rdb.Del(ctx, "redislock:{"+z+"}").Err(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's ctx not cancelled after a key was lost")
+		}
+	})
+	if !errors.Is(err, redislock.ErrLockLost) {
+		t.Fatalf("RunMulti = %v, want ErrLockLost", err)
+	}
+	if n := rdb.Exists(context.Background(), "redislock:{"+a+"}").Val(); n != 0 {
+		t.Fatal("the other key is still held")
+	}
+}
