@@ -42,7 +42,7 @@ func (c *Client) obtainFair(ctx context.Context, l *Lock, ttl time.Duration) err
 	cctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(&l.opts, ttl))
 	res, err := fairObtainScript.Run(cctx, c.nodes[0],
 		[]string{l.keys.lock, l.keys.fence, l.keys.queue, l.keys.qexp},
-		l.token, ms, fenceCounterTTL.Milliseconds(), l.opts.queueTTL.Milliseconds()).Int64Slice()
+		l.token, ms, fenceCounterTTL.Milliseconds(), l.opts.queueTTL.Milliseconds(), l.opts.ticket).Int64Slice()
 	cancel()
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("redislock: unexpected fair_obtain reply %v", res)
@@ -85,6 +85,6 @@ func (c *Client) fairLeave(o *options, l *Lock) func() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.opts.releaseTimeout)
 		defer cancel()
 		_ = fairLeaveScript.Run(ctx, c.nodes[0], []string{l.keys.lock, l.keys.wake, l.keys.queue, l.keys.qexp},
-			l.token, l.opts.publish()).Err()
+			l.opts.ticket, l.opts.publish()).Err()
 	}
 }

@@ -91,7 +91,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		}
 		deadline = time.Now().Add(wait)
 	}
-	ws := c.newWaitState(&o, m.token, func(ctx context.Context) error { return m.obtainOnce(ctx, ttl) }, nil)
+	ws := c.newWaitState(&o, func(ctx context.Context) error { return m.obtainOnce(ctx, ttl) }, nil)
 	defer ws.stop()
 	for attempt := 1; ; attempt++ {
 		err := m.obtainOnce(ctx, ttl)

@@ -147,6 +147,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if ctx == nil {
 		return nil, invalid("nil context")
 	}
+	if o.fair {
+		o.ticket = rand.Text() // this call's place in the fair queue (fair.go)
+	}
 	l := &Lock{c: c, key: key, keys: makeKeys(o.prefix, key), token: rand.Text(), opts: o}
 
 	deadline, bounded := ctx.Deadline()
@@ -157,7 +160,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		deadline = time.Now().Add(wait)
 	}
-	ws := c.newWaitState(&o, l.token, func(ctx context.Context) error { return c.obtainOnce(ctx, l, ttl) }, c.fairLeave(&o, l))
+	ws := c.newWaitState(&o, func(ctx context.Context) error { return c.obtainOnce(ctx, l, ttl) }, c.fairLeave(&o, l))
 	defer ws.stop()
 	for attempt := 1; ; attempt++ {
 		err := c.obtainOnce(ctx, l, ttl)

@@ -60,7 +60,7 @@ const wakerHealthInterval = 2 * time.Second
 type waitState struct {
 	c       *Client
 	sharded bool
-	token   string
+	ticket  string                          // fair mode: this Obtain call's place in the queue
 	retry   func(ctx context.Context) error // one more attempt (the recheck)
 	sub     *waitSub
 	checked bool          // an attempt was made after sub was confirmed
@@ -68,8 +68,8 @@ type waitState struct {
 	leave   func()        // run by stop (fair mode: leave the queue if not granted)
 }
 
-func (c *Client) newWaitState(o *options, token string, retry func(ctx context.Context) error, leave func()) *waitState {
-	w := &waitState{retry: retry, sharded: o.sharded, token: token, leave: leave}
+func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error, leave func()) *waitState {
+	w := &waitState{retry: retry, sharded: o.sharded, ticket: o.ticket, leave: leave}
 	if o.fair {
 		w.fairCap = o.queueTTL / 3
 	}
@@ -100,7 +100,7 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 	}
 	if w.sub == nil || w.sub.channel != he.wake {
 		w.sub.stop()
-		w.sub = w.c.subscribe(he.wake, w.token, w.sharded)
+		w.sub = w.c.subscribe(he.wake, w.ticket, w.sharded)
 		if w.sub == nil {
 			return sleep(ctx, wait, nil)
 		}
@@ -176,12 +176,12 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 
 // subscribe registers a waiter on channel with the client's waker, or
 // returns nil when the client is closed.
-func (c *Client) subscribe(channel, token string, sharded bool) *waitSub {
+func (c *Client) subscribe(channel, ticket string, sharded bool) *waitSub {
 	w := c.wakerFor(channel, sharded)
 	if w == nil {
 		return nil
 	}
-	return w.add(channel, token)
+	return w.add(channel, ticket)
 }
 
 // wakerFor returns the waker for channel, creating it on first use: one per
@@ -270,7 +270,7 @@ type subOp struct {
 type waitSub struct {
 	w       *waker
 	channel string
-	token   string        // the waiter's lock token (fair mode: its queue entry)
+	ticket  string        // fair mode: the waiter's queue entry; else ""
 	wake    chan struct{} // buffered 1: a wake-up, a reconnect
 	ready   chan struct{} // guarded by w.mu, replaced by reset
 	renewed bool          // guarded by w.mu: reset subscribed again
@@ -296,7 +296,7 @@ func (w *waker) newPubSub() *redis.PubSub {
 }
 
 // add registers a waiter on channel; its first waiter subscribes.
-func (w *waker) add(channel, token string) *waitSub {
+func (w *waker) add(channel, ticket string) *waitSub {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -319,7 +319,7 @@ func (w *waker) add(channel, token string) *waitSub {
 		ch.ready, ch.isReady = make(chan struct{}), false
 		w.enqueue(subOp{gen: w.gen, sub: true, channels: []string{channel}})
 	}
-	s := &waitSub{w: w, channel: channel, token: token, wake: make(chan struct{}, 1), ready: ch.ready, joined: ch.isReady}
+	s := &waitSub{w: w, channel: channel, ticket: ticket, wake: make(chan struct{}, 1), ready: ch.ready, joined: ch.isReady}
 	ch.waiters = append(ch.waiters, s)
 	return s
 }
@@ -514,7 +514,7 @@ func (w *waker) confirm(m *redis.Subscription) {
 }
 
 // notify handles a release on channel. It wakes one waiter, not all: the
-// one whose token the release named (the head of a fair queue), else the
+// one whose ticket the release named (the head of a fair queue), else the
 // longest-waiting one that is not already awake. Every client wakes one
 // waiter per release, so a release costs one attempt per client instead of
 // one per waiter. A woken waiter that fails waits for the next release; one
@@ -527,10 +527,10 @@ func (w *waker) notify(channel, payload string) {
 	}
 }
 
-func wakeOne(waiters []*waitSub, token string) {
-	if token != "" {
+func wakeOne(waiters []*waitSub, ticket string) {
+	if ticket != "" {
 		for _, s := range waiters {
-			if s.token == token {
+			if s.ticket == ticket {
 				s.signal()
 				return
 			}

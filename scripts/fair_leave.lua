@@ -4,9 +4,9 @@
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  wake channel (same hash slot)
--- KEYS[3]  queue (sorted set of waiting tokens)
--- KEYS[4]  queue deadlines (sorted set of waiting tokens)
--- ARGV[1]  the waiter's token
+-- KEYS[3]  queue (sorted set of waiters' tickets)
+-- KEYS[4]  queue deadlines (sorted set of tickets)
+-- ARGV[1]  the waiter's ticket
 -- ARGV[2]  how to wake waiters: "p" PUBLISH, "s" SPUBLISH, "" none
 --
 -- Replies 1 when the entry was removed, 0 when there was none.

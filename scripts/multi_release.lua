@@ -3,7 +3,8 @@
 --
 -- KEYS[3i-2]  lock key i (its value is "token:fence")
 -- KEYS[3i-1]  wake channel of lock i (same hash slot)
--- KEYS[3i]    fair-mode queue of lock i (same hash slot)
+-- KEYS[3i]    fair-mode queue of lock i (same hash slot): the wake-up
+--             names its head's ticket
 -- ARGV[1]     the grant's token
 -- ARGV[2]     how to wake waiters: "p" PUBLISH, "s" SPUBLISH, "" none
 --

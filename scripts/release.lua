@@ -3,12 +3,12 @@
 --
 -- KEYS[1]  lock key (its value is "token:fence")
 -- KEYS[2]  wake channel (same hash slot; optional)
--- KEYS[3]  fair-mode queue (a sorted set of waiting tokens; optional)
+-- KEYS[3]  fair-mode queue (a sorted set of waiters' tickets; optional)
 -- ARGV[1]  the grant's token
 -- ARGV[2]  how to wake waiters: "p" PUBLISH, "s" SPUBLISH (sharded, Redis 7+),
 --          absent or "" = no wake-up
 --
--- The wake-up's payload is the token at the head of the fair-mode queue, so
+-- The wake-up's payload is the ticket at the head of the fair-mode queue, so
 -- that the head's client wakes that waiter; "r" when no one is queued.
 --
 -- Replies 1 when deleted, 0 when the key holds no grant with this token.
