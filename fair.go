@@ -41,7 +41,7 @@ func (c *Client) obtainFair(ctx context.Context, l *Lock, ttl time.Duration) err
 	ms := ttl.Milliseconds()
 	cctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(&l.opts, ttl))
 	res, err := fairObtainScript.Run(cctx, c.nodes[0],
-		[]string{l.keys.lock, l.keys.fence, l.keys.queue, l.keys.qexp},
+		[]string{l.keys.lock, l.keys.fence, l.keys.queue(), l.keys.qexp()},
 		l.token, ms, fenceCounterTTL.Milliseconds(), l.opts.queueTTL.Milliseconds(), l.opts.ticket).Int64Slice()
 	cancel()
 	if err == nil && len(res) != 2 {
@@ -84,7 +84,7 @@ func (c *Client) fairLeave(o *options, l *Lock) func() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), l.opts.releaseTimeout)
 		defer cancel()
-		_ = fairLeaveScript.Run(ctx, c.nodes[0], []string{l.keys.lock, l.keys.wake, l.keys.queue, l.keys.qexp},
+		_ = fairLeaveScript.Run(ctx, c.nodes[0], []string{l.keys.lock, l.keys.wake(), l.keys.queue(), l.keys.qexp()},
 			l.opts.ticket, l.opts.publish()).Err()
 	}
 }

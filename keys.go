@@ -7,9 +7,6 @@ import "strings"
 type keys struct {
 	lock  string // "token:fence" with the lease TTL
 	fence string // the per-key fence counter
-	wake  string // pub/sub channel: a release publishes here (wait.go)
-	queue string // fair mode: waiters in arrival order (fair.go)
-	qexp  string // fair mode: each waiter's queue-entry deadline (fair.go)
 }
 
 // tagEscaper makes any key a valid hash-tag body: Redis ends a tag at the
@@ -19,6 +16,16 @@ var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 
 func makeKeys(prefix, key string) keys {
 	lock := prefix + "{" + tagEscaper.Replace(key) + "}"
-	return keys{lock: lock, fence: lock + ":fence", wake: lock + ":wake",
-		queue: lock + ":queue", qexp: lock + ":qexp"}
+	return keys{lock: lock, fence: lock + ":fence"}
 }
+
+// Helper keys of a lock, in its hash slot.
+
+// wake is the pub/sub channel on which a release announces itself (wait.go).
+func (k keys) wake() string { return k.lock + ":wake" }
+
+// queue is the fair-mode queue: waiters' tickets by arrival (fair.go).
+func (k keys) queue() string { return k.lock + ":queue" }
+
+// qexp holds the deadline of each fair-mode queue entry (fair.go).
+func (k keys) qexp() string { return k.lock + ":qexp" }

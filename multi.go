@@ -229,7 +229,7 @@ func (m *MultiLock) releaseGroups(groups [][]keys) (released int, err error) {
 	for _, g := range groups {
 		ks := make([]string, 0, 3*len(g))
 		for _, k := range g {
-			ks = append(ks, k.lock, k.wake, k.queue)
+			ks = append(ks, k.lock, k.wake(), k.queue())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.opts.releaseTimeout)
 		n, e := multiReleaseScript.Run(ctx, m.c.nodes[0], ks, m.token, m.opts.publish()).Int()

@@ -378,7 +378,7 @@ func (c *Client) releaseAll(l *Lock) (released int, errs []error) {
 
 // releaseOn is the compare-and-delete of this grant on one node.
 func (l *Lock) releaseOn(ctx context.Context, rdb redis.UniversalClient) (int64, int64, error) {
-	n, err := releaseScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.wake, l.keys.queue}, l.token, l.opts.publish()).Int64()
+	n, err := releaseScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.wake(), l.keys.queue()}, l.token, l.opts.publish()).Int64()
 	return n, 0, err
 }
 

@@ -47,7 +47,7 @@ func (e *heldError) Is(target error) bool { return target == ErrNotObtained }
 
 // heldFor is the error of an attempt that found the lock held.
 func heldFor(k keys, pttlMS int64) error {
-	return &heldError{wake: k.wake, pttl: time.Duration(pttlMS) * time.Millisecond}
+	return &heldError{wake: k.wake(), pttl: time.Duration(pttlMS) * time.Millisecond}
 }
 
 // wakerHealthInterval is how long the waker's connection may stay silent
