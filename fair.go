@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,13 @@ import (
 // waiter is overtaken. Unfair Obtain calls on the same key ignore the queue
 // and may overtake it: use one mode per key.
 
+// ticket is one fair Obtain call's identity in the queue, shared by all its
+// attempts (their tokens may differ).
+type ticket struct {
+	id     string
+	queued atomic.Bool // an attempt put it in the queue
+}
+
 // obtainFair makes one fair attempt; see fair_obtain.lua.
 func (c *Client) obtainFair(ctx context.Context, l *Lock, ttl time.Duration) error {
 	if c.quorum {
@@ -42,12 +50,13 @@ func (c *Client) obtainFair(ctx context.Context, l *Lock, ttl time.Duration) err
 	cctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(&l.opts, ttl))
 	res, err := fairObtainScript.Run(cctx, c.nodes[0],
 		[]string{l.keys.lock, l.keys.fence, l.keys.queue(), l.keys.qexp()},
-		l.token, ms, fenceCounterTTL.Milliseconds(), l.opts.queueTTL.Milliseconds(), l.opts.ticket).Int64Slice()
+		l.token, ms, fenceCounterTTL.Milliseconds(), l.opts.queueTTL.Milliseconds(), l.opts.ticket.id).Int64Slice()
 	cancel()
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("redislock: unexpected fair_obtain reply %v", res)
 	}
 	if err != nil {
+		l.opts.ticket.queued.Store(true) // it may have been queued
 		c.background(func() { c.releaseAll(l) })
 		return &NodeError{Node: 0, Err: err}
 	}
@@ -55,6 +64,7 @@ func (c *Client) obtainFair(ctx context.Context, l *Lock, ttl time.Duration) err
 	case 1:
 		l.fence = res[1]
 	case 0:
+		l.opts.ticket.queued.Store(true)
 		if res[1] == -1 {
 			return &NodeError{Node: 0, Err: errNoExpiry}
 		}
@@ -71,20 +81,22 @@ func (c *Client) obtainFair(ctx context.Context, l *Lock, ttl time.Duration) err
 	return nil
 }
 
-// fairLeave returns what Obtain runs when it returns: in fair mode, if l was
-// not granted, take its entry out of the queue (on a detached context,
-// bounded by the release timeout). nil when not in fair mode.
-func (c *Client) fairLeave(o *options, l *Lock) func() {
+// fairLeave returns what an Obtain call runs when it returns, granted or
+// not: in fair mode, if an attempt queued its ticket, take the ticket out of
+// the queue (on a detached context, bounded by the release timeout). After
+// a grant the ticket is already gone and this changes nothing. nil when not
+// in fair mode.
+func (c *Client) fairLeave(o *options, k keys) func() {
 	if !o.fair || c.quorum {
 		return nil
 	}
+	t, publish, timeout := o.ticket, o.publish(), o.releaseTimeout
 	return func() {
-		if !l.ValidUntil().IsZero() {
-			return // granted: the grant took it out of the queue
+		if t == nil || !t.queued.Load() {
+			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), l.opts.releaseTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		_ = fairLeaveScript.Run(ctx, c.nodes[0], []string{l.keys.lock, l.keys.wake(), l.keys.queue(), l.keys.qexp()},
-			l.opts.ticket, l.opts.publish()).Err()
+		_ = fairLeaveScript.Run(ctx, c.nodes[0], []string{k.lock, k.wake(), k.queue(), k.qexp()}, t.id, publish).Err()
 	}
 }

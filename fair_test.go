@@ -94,6 +94,13 @@ func TestFairWaiterLeaves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A single try (NoRetry) that finds the lock held leaves no entry.
+		if _, err := c.Obtain(ctxT(t, time.Second), key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+			t.Fatalf("Obtain on a held fair lock: %v", err)
+		}
+		if n := queueLen(t, b.rdb, key); n != 0 {
+			t.Fatalf("a failed single try left %d queue entries", n)
+		}
 		// A cancelled waiter leaves no entry.
 		cctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

@@ -29,7 +29,7 @@ type options struct {
 	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
 	fair            bool          // FIFO queue (fair.go)
 	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
-	ticket          string        // fair mode: per Obtain call (not an option), its queue entry
+	ticket          *ticket       // fair mode: per Obtain call (not an option), its queue entry
 	errs            []error       // invalid option values, reported on use
 }
 

@@ -148,7 +148,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, invalid("nil context")
 	}
 	if o.fair {
-		o.ticket = rand.Text() // this call's place in the fair queue (fair.go)
+		o.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
 	}
 	l := &Lock{c: c, key: key, keys: makeKeys(o.prefix, key), token: rand.Text(), opts: o}
 
@@ -160,7 +160,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		deadline = time.Now().Add(wait)
 	}
-	ws := c.newWaitState(&o, func(ctx context.Context) error { return c.obtainOnce(ctx, l, ttl) }, c.fairLeave(&o, l))
+	ws := c.newWaitState(&o, func(ctx context.Context) error { return c.obtainOnce(ctx, l, ttl) }, c.fairLeave(&o, l.keys))
 	defer ws.stop()
 	for attempt := 1; ; attempt++ {
 		err := c.obtainOnce(ctx, l, ttl)

@@ -65,11 +65,14 @@ type waitState struct {
 	sub     *waitSub
 	checked bool          // an attempt was made after sub was confirmed
 	fairCap time.Duration // fair mode: waits are capped to renew the queue entry
-	leave   func()        // run by stop (fair mode: leave the queue if not granted)
+	leave   func()        // run by stop (fair mode: leave the queue)
 }
 
 func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error, leave func()) *waitState {
-	w := &waitState{retry: retry, sharded: o.sharded, ticket: o.ticket, leave: leave}
+	w := &waitState{retry: retry, sharded: o.sharded, leave: leave}
+	if o.ticket != nil {
+		w.ticket = o.ticket.id
+	}
 	if o.fair {
 		w.fairCap = o.queueTTL / 3
 	}
