@@ -205,7 +205,8 @@ func WithNotify(on bool) Option {
 // Client keeps one subscription connection per master node that owns a
 // waited-for key, instead of one. Every client of a key must agree: waiters
 // that SUBSCRIBE do not hear an SPUBLISH (they fall back to their backoff).
-// Redis before 7.0 fails the release script with an unknown-command error.
+// Before Redis 7.0 there is no SPUBLISH: releases still work but wake no one,
+// and waiters poll.
 func WithShardedPubSub(on bool) Option {
 	return optionFunc(func(o *options) { o.sharded = on })
 }

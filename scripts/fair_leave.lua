@@ -16,9 +16,9 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
   local msg = redis.call('ZRANGE', KEYS[3], 0, 0)[1] or 'r'
   if ARGV[2] == 'p' then
-    redis.call('PUBLISH', KEYS[2], msg)
+    redis.pcall('PUBLISH', KEYS[2], msg)
   elseif ARGV[2] == 's' then
-    redis.call('SPUBLISH', KEYS[2], msg)
+    redis.pcall('SPUBLISH', KEYS[2], msg)
   end
 end
 return n

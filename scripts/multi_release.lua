@@ -18,9 +18,9 @@ for i = 1, #KEYS / 3 do
     n = n + 1
     local msg = redis.call('ZRANGE', KEYS[3 * i], 0, 0)[1] or 'r'
     if ARGV[2] == 'p' then
-      redis.call('PUBLISH', KEYS[3 * i - 1], msg)
+      redis.pcall('PUBLISH', KEYS[3 * i - 1], msg)
     elseif ARGV[2] == 's' then
-      redis.call('SPUBLISH', KEYS[3 * i - 1], msg)
+      redis.pcall('SPUBLISH', KEYS[3 * i - 1], msg)
     end
   end
 end

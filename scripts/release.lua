@@ -11,6 +11,8 @@
 -- The wake-up's payload is the ticket at the head of the fair-mode queue, so
 -- that the head's client wakes that waiter; "r" when no one is queued.
 --
+-- A failed publish (SPUBLISH before Redis 7) does not fail the release.
+--
 -- Replies 1 when deleted, 0 when the key holds no grant with this token.
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
@@ -20,9 +22,9 @@ if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
     msg = redis.call('ZRANGE', KEYS[3], 0, 0)[1] or 'r'
   end
   if KEYS[2] and ARGV[2] == 'p' then
-    redis.call('PUBLISH', KEYS[2], msg)
+    redis.pcall('PUBLISH', KEYS[2], msg)
   elseif KEYS[2] and ARGV[2] == 's' then
-    redis.call('SPUBLISH', KEYS[2], msg)
+    redis.pcall('SPUBLISH', KEYS[2], msg)
   end
   return 1
 end
