@@ -34,7 +34,8 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	bg     sync.WaitGroup // background clean-up of partial or unknown grants
+	bg     sync.WaitGroup    // background clean-up of partial or unknown grants
+	wakers map[string]*waker // notified waiting (wait.go); closed by Close
 }
 
 // New returns a Client for one Redis: standalone, Sentinel (a failover
@@ -73,11 +74,14 @@ func honoursDeadlines(rdb redis.UniversalClient) bool {
 // Close waits for the client's background clean-up (releases of partial or
 // unknown grants, each bounded by the release timeout) and makes further
 // calls fail with ErrClosed. Locks already obtained can still be released.
-// It never closes the caller's redis clients.
+// It also closes the client's subscription connection for notified waiting
+// and stops its goroutines; Obtain calls still waiting fall back to their
+// backoff. It never closes the caller's redis clients.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.closeWakers()
 	c.bg.Wait()
 	return nil
 }
@@ -163,6 +167,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if ctx == nil {
 		return nil, invalid("nil context")
 	}
+	if o.fair {
+		o.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
+	}
 	proto := Lock{c: c, key: key, keys: makeKeys(o.prefix, key), opts: o}
 
 	deadline, bounded := ctx.Deadline()
@@ -173,7 +180,12 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		deadline = time.Now().Add(wait)
 	}
-	var timer *time.Timer
+	var rechecked *Lock // granted by the recheck a notified wait makes
+	ws := c.newWaitState(&o, func(ctx context.Context) (err error) {
+		rechecked, err = c.obtainOnce(ctx, &proto, ttl)
+		return err
+	}, c.fairLeave(&o, proto.keys))
+	defer ws.stop()
 	for attempt := 1; ; attempt++ {
 		l, err := c.obtainOnce(ctx, &proto, ttl)
 		switch {
@@ -198,17 +210,15 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			}
 			return nil, ErrNotObtained
 		}
-		wait = min(wait, left)
-		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(ErrNotObtained, ctx.Err())
-		case <-timer.C:
+		// Wait for the backoff, a release (notified mode: see wait.go) or
+		// the end of ctx.
+		switch err := ws.wait(ctx, min(wait, left), err); {
+		case err == errGranted:
+			return rechecked, nil
+		case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
+			return nil, errors.Join(err, ctx.Err())
+		case err != nil:
+			return nil, err
 		}
 	}
 }
@@ -426,7 +436,11 @@ func (c *Client) majority() int { return len(c.nodes)/2 + 1 }
 // contention, or another error; whatever it may have granted is released
 // unless it returns a grant.
 func (c *Client) obtainOnce(ctx context.Context, proto *Lock, ttl time.Duration) (*Lock, error) {
-	if !c.quorum {
+	switch {
+	case proto.opts.fair:
+		l := proto.fresh()
+		return l, c.obtainFair(ctx, l, ttl)
+	case !c.quorum:
 		l := proto.fresh()
 		return l, c.obtainSingle(ctx, l, ttl)
 	}
@@ -459,7 +473,7 @@ func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) e
 		if res[1] == -1 {
 			return &NodeError{Node: 0, Err: errNoExpiry}
 		}
-		return ErrNotObtained
+		return heldFor(l.keys, res[1])
 	default:
 		return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected obtain reply %v", res)}
 	}
