@@ -18,9 +18,23 @@ type keys struct {
 var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 
 func makeKeys(prefix, key string) keys {
-	fence := prefix + "{" + tagEscaper.Replace(key) + "}:fence"
-	lock := fence[:len(fence)-len(":fence")]
-	return keys{lock: lock, fence: fence, all: [4]string{lock, fence, lock + ":wake", lock + ":queue"}}
+	// All four names are slices of one string "L:fenceL:wakeL:queue", where
+	// L = prefix{tag}: one allocation.
+	tag := tagEscaper.Replace(key)
+	n := len(prefix) + len(tag) + 2
+	var b strings.Builder
+	b.Grow(3*n + len(":fence:wake:queue"))
+	for _, suffix := range [...]string{":fence", ":wake", ":queue"} {
+		b.WriteString(prefix)
+		b.WriteByte('{')
+		b.WriteString(tag)
+		b.WriteByte('}')
+		b.WriteString(suffix)
+	}
+	names := b.String()
+	lock, fence := names[:n], names[:n+6]
+	wake, queue := names[n+6:2*n+11], names[2*n+11:]
+	return keys{lock: lock, fence: fence, all: [4]string{lock, fence, wake, queue}}
 }
 
 // Helper keys of a lock, in its hash slot.

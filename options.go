@@ -221,10 +221,13 @@ func WithQueueTTL(d time.Duration) Option {
 	})
 }
 
-// publish is release.lua's wake mode.
-func (o *options) publish() string {
+// publish is release.lua's wake mode, boxed once: it is an argument of
+// every release.
+func (o *options) publish() any {
 	if o.sharded {
-		return "s"
+		return publishSharded
 	}
-	return "p"
+	return publishPlain
 }
+
+var publishPlain, publishSharded any = "p", "s"

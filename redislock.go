@@ -170,7 +170,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if o.fair {
 		o.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
 	}
-	proto := Lock{c: c, key: key, keys: makeKeys(o.prefix, key), opts: o}
+	req := request{c: c, key: key, keys: makeKeys(o.prefix, key), opts: o, ttl: ttl}
 
 	deadline, bounded := ctx.Deadline()
 	if !bounded {
@@ -180,14 +180,15 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		deadline = time.Now().Add(wait)
 	}
-	var rechecked *Lock // granted by the recheck a notified wait makes
-	ws := c.newWaitState(&o, func(ctx context.Context) (err error) {
-		rechecked, err = c.obtainOnce(ctx, &proto, ttl)
-		return err
-	}, c.fairLeave(&o, proto.keys))
-	defer ws.stop()
+	// The wait state is made at the first wait; in fair mode at once, so
+	// that every way out of Obtain leaves the queue.
+	var ws *waitState
+	defer func() { ws.stop() }()
+	if o.fair {
+		ws = c.obtainWaiter(req)
+	}
 	for attempt := 1; ; attempt++ {
-		l, err := c.obtainOnce(ctx, &proto, ttl)
+		l, err := c.obtainOnce(ctx, &req)
 		switch {
 		case err == nil:
 			return l, nil
@@ -212,9 +213,12 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		// Wait for the backoff, a release (notified mode: see wait.go) or
 		// the end of ctx.
+		if ws == nil {
+			ws = c.obtainWaiter(req)
+		}
 		switch err := ws.wait(ctx, min(wait, left), err); {
 		case err == errGranted:
-			return rechecked, nil
+			return ws.granted, nil
 		case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
 			return nil, errors.Join(err, ctx.Err())
 		case err != nil:
@@ -432,27 +436,35 @@ func (c *Client) nodesErr(errs []error) error {
 
 func (c *Client) majority() int { return len(c.nodes)/2 + 1 }
 
+// request is what one Obtain call asks for. Each attempt makes a Lock of
+// it with a token of its own, so that the background release of an earlier
+// attempt's unknown outcome can never delete a later attempt's grant.
+type request struct {
+	c    *Client
+	key  string
+	keys keys
+	opts options
+	ttl  time.Duration
+}
+
+func (r *request) newLock() *Lock {
+	token := rand.Text()
+	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, opts: r.opts}
+}
+
 // obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on
 // contention, or another error; whatever it may have granted is released
 // unless it returns a grant.
-func (c *Client) obtainOnce(ctx context.Context, proto *Lock, ttl time.Duration) (*Lock, error) {
+func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
 	switch {
-	case proto.opts.fair:
-		l := proto.fresh()
-		return l, c.obtainFair(ctx, l, ttl)
+	case r.opts.fair:
+		l := r.newLock()
+		return l, c.obtainFair(ctx, l, r.ttl)
 	case !c.quorum:
-		l := proto.fresh()
-		return l, c.obtainSingle(ctx, l, ttl)
+		l := r.newLock()
+		return l, c.obtainSingle(ctx, l, r.ttl)
 	}
-	return c.obtainQuorum(ctx, proto, ttl)
-}
-
-// fresh returns a copy of the prototype lock with a new token: every attempt
-// has its own, so the background release of an earlier attempt's unknown
-// outcome can never delete a later attempt's grant.
-func (l *Lock) fresh() *Lock {
-	token := rand.Text()
-	return &Lock{c: l.c, key: l.key, keys: l.keys, token: token, arg: token, opts: l.opts}
+	return c.obtainQuorum(ctx, r)
 }
 
 func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) error {

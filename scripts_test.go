@@ -119,3 +119,11 @@ func run2(t *testing.T, rdb *redis.Client, k keys, proposal int64) []int64 {
 	}
 	return res
 }
+
+func TestMakeKeys(t *testing.T) {
+	k := makeKeys("p:", "a}b")
+	want := [4]string{"p:{a%7Db}", "p:{a%7Db}:fence", "p:{a%7Db}:wake", "p:{a%7Db}:queue"}
+	if k.all != want || k.lock != want[0] || k.fence != want[1] || k.wake() != want[2] || k.queue() != want[3] {
+		t.Fatalf("makeKeys = %q", k.all)
+	}
+}

@@ -62,6 +62,7 @@ type waitState struct {
 	sharded bool
 	ticket  string                          // fair mode: this Obtain call's place in the queue
 	retry   func(ctx context.Context) error // one more attempt (the recheck)
+	granted *Lock                           // Obtain: what the recheck obtained
 	sub     *waitSub
 	checked bool          // an attempt was made after sub was confirmed
 	fairCap time.Duration // fair mode: waits are capped to renew the queue entry
@@ -78,6 +79,17 @@ func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error,
 	}
 	if o.notify && !c.quorum {
 		w.c = c
+	}
+	return w
+}
+
+// obtainWaiter is the wait state of one Client.Obtain call: its recheck
+// keeps the Lock it obtains in granted.
+func (c *Client) obtainWaiter(r request) *waitState {
+	w := c.newWaitState(&r.opts, nil, c.fairLeave(&r.opts, r.keys))
+	w.retry = func(ctx context.Context) (err error) {
+		w.granted, err = c.obtainOnce(ctx, &r)
+		return err
 	}
 	return w
 }
