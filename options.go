@@ -25,6 +25,11 @@ type options struct {
 	refreshInterval time.Duration // 0: TTL/3
 	releaseTimeout  time.Duration
 	maxWait         time.Duration // 0: the TTL
+	notify          bool          // notified waiting (wait.go)
+	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
+	fair            bool          // FIFO queue (fair.go)
+	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
+	ticket          *ticket       // fair mode: per Obtain call (not an option), its queue entry
 	errs            []error       // invalid option values, reported on use
 }
 
@@ -33,6 +38,7 @@ const (
 	DefaultPrefix         = "redislock:"
 	DefaultDriftFactor    = 0.01
 	DefaultReleaseTimeout = 3 * time.Second
+	DefaultQueueTTL       = 3 * time.Second
 
 	// clockDriftFloor is added to every drift: 1 ms for Redis' expiry
 	// precision plus 1 ms of minimum clock drift, as the Redlock spec does.
@@ -48,6 +54,8 @@ func defaultOptions() options {
 		prefix:         DefaultPrefix,
 		driftFactor:    DefaultDriftFactor,
 		releaseTimeout: DefaultReleaseTimeout,
+		notify:         true,
+		queueTTL:       DefaultQueueTTL,
 	}
 }
 
@@ -162,3 +170,64 @@ func positive(name string, d time.Duration, set func(*options)) Option {
 func (o *options) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*o.driftFactor) + clockDriftFloor
 }
+
+// WithNotify turns notified waiting on or off. Default: on. When on, a
+// waiter whose attempt failed subscribes to the lock's wake channel (one
+// shared subscription connection per Client, see Client.Close) and tries
+// again as soon as the holder releases, when the lease the failed attempt
+// reported runs out, or when its backoff ends, whichever comes first. The
+// retry strategy still decides how many attempts are made and bounds each
+// wait, so a lost wake-up or a dead subscription connection costs at most
+// one backoff. Off: waiters only sleep their backoff (polling). It has no
+// effect with NoRetry, which never waits, and none in quorum mode or on a
+// *redis.Ring, which always poll. Releases publish a wake-up in both cases.
+func WithNotify(on bool) Option {
+	return optionFunc(func(o *options) { o.notify = on })
+}
+
+// WithShardedPubSub makes releases wake waiters with SPUBLISH and waiters
+// listen with SSUBSCRIBE (sharded pub/sub, Redis 7+), instead of the default
+// PUBLISH/SUBSCRIBE. Default: off. On Redis Cluster a PUBLISH is broadcast to
+// every node, an SPUBLISH only to the shard that owns the key; there the
+// Client keeps one subscription connection per master node that owns a
+// waited-for key, instead of one. Every client of a key must agree: waiters
+// that SUBSCRIBE do not hear an SPUBLISH (they fall back to their backoff).
+// Before Redis 7.0 there is no SPUBLISH: releases still work but wake no one,
+// and waiters poll.
+func WithShardedPubSub(on bool) Option {
+	return optionFunc(func(o *options) { o.sharded = on })
+}
+
+// WithFair makes Obtain grant the lock in arrival order (FIFO). Default: off
+// (unfair: whoever tries first after a release wins). See fair.go and
+// WithQueueTTL for the queue's semantics and cost. Quorum mode and
+// ObtainMulti do not support it (an error matching ErrInvalidArgument).
+func WithFair(on bool) Option {
+	return optionFunc(func(o *options) { o.fair = on })
+}
+
+// WithQueueTTL sets, in fair mode, how long a waiter's place in the queue
+// survives without the waiter renewing it. Waiters renew it at every attempt
+// and wait at most a third of it between attempts; a waiter that died keeps
+// the lock from later waiters for at most this long after its last attempt.
+// Default 3 s. It must be at least 10 ms.
+func WithQueueTTL(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d < 10*time.Millisecond {
+			o.fail(invalid("queue TTL %v is below 10ms", d))
+			return
+		}
+		o.queueTTL = d
+	})
+}
+
+// publish is release.lua's wake mode, boxed once: it is an argument of
+// every release.
+func (o *options) publish() any {
+	if o.sharded {
+		return publishSharded
+	}
+	return publishPlain
+}
+
+var publishPlain, publishSharded any = "p", "s"

@@ -180,12 +180,13 @@ func (c *Client) noteSeen(f int64) {
 // after nodes answered with higher counters (racing proposers).
 const maxProposals = 3
 
-func (c *Client) obtainQuorum(ctx context.Context, proto *Lock, ttl time.Duration) (*Lock, error) {
+func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
+	ttl := r.ttl
 	ms := ttl.Milliseconds()
 	n, q := len(c.nodes), c.majority()
-	timeout := c.nodeTimeout(&proto.opts, ttl)
+	timeout := c.nodeTimeout(&r.opts, ttl)
 	for range maxProposals {
-		l := proto.fresh()
+		l := r.newLock()
 		proposal := max(time.Now().UnixMicro(), c.seen.Load()+1)
 		start := time.Now()
 		ch := c.fanout(ctx, timeout, op{kind: opObtain, l: l, ms: ms, proposal: proposal})

@@ -34,7 +34,8 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	bg     sync.WaitGroup // background clean-up of partial or unknown grants
+	bg     sync.WaitGroup    // background clean-up of partial or unknown grants
+	wakers map[string]*waker // notified waiting (wait.go); closed by Close
 }
 
 // New returns a Client for one Redis: standalone, Sentinel (a failover
@@ -73,11 +74,14 @@ func honoursDeadlines(rdb redis.UniversalClient) bool {
 // Close waits for the client's background clean-up (releases of partial or
 // unknown grants, each bounded by the release timeout) and makes further
 // calls fail with ErrClosed. Locks already obtained can still be released.
-// It never closes the caller's redis clients.
+// It also closes the client's subscription connection for notified waiting
+// and stops its goroutines; Obtain calls still waiting fall back to their
+// backoff. It never closes the caller's redis clients.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.closeWakers()
 	c.bg.Wait()
 	return nil
 }
@@ -163,7 +167,10 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if ctx == nil {
 		return nil, invalid("nil context")
 	}
-	proto := Lock{c: c, key: key, keys: makeKeys(o.prefix, key), opts: o}
+	if o.fair {
+		o.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
+	}
+	req := request{c: c, key: key, keys: makeKeys(o.prefix, key), opts: o, ttl: ttl}
 
 	deadline, bounded := ctx.Deadline()
 	if !bounded {
@@ -173,9 +180,15 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		deadline = time.Now().Add(wait)
 	}
-	var timer *time.Timer
+	// The wait state is made at the first wait; in fair mode at once, so
+	// that every way out of Obtain leaves the queue.
+	var ws *waitState
+	defer func() { ws.stop() }()
+	if o.fair {
+		ws = c.obtainWaiter(req)
+	}
 	for attempt := 1; ; attempt++ {
-		l, err := c.obtainOnce(ctx, &proto, ttl)
+		l, err := c.obtainOnce(ctx, &req)
 		switch {
 		case err == nil:
 			return l, nil
@@ -198,17 +211,18 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			}
 			return nil, ErrNotObtained
 		}
-		wait = min(wait, left)
-		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
-		} else {
-			timer.Reset(wait)
+		// Wait for the backoff, a release (notified mode: see wait.go) or
+		// the end of ctx.
+		if ws == nil {
+			ws = c.obtainWaiter(req)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(ErrNotObtained, ctx.Err())
-		case <-timer.C:
+		switch err := ws.wait(ctx, min(wait, left), err); {
+		case err == errGranted:
+			return ws.granted, nil
+		case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
+			return nil, errors.Join(err, ctx.Err())
+		case err != nil:
+			return nil, err
 		}
 	}
 }
@@ -422,23 +436,35 @@ func (c *Client) nodesErr(errs []error) error {
 
 func (c *Client) majority() int { return len(c.nodes)/2 + 1 }
 
+// request is what one Obtain call asks for. Each attempt makes a Lock of
+// it with a token of its own, so that the background release of an earlier
+// attempt's unknown outcome can never delete a later attempt's grant.
+type request struct {
+	c    *Client
+	key  string
+	keys keys
+	opts options
+	ttl  time.Duration
+}
+
+func (r *request) newLock() *Lock {
+	token := rand.Text()
+	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, opts: r.opts}
+}
+
 // obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on
 // contention, or another error; whatever it may have granted is released
 // unless it returns a grant.
-func (c *Client) obtainOnce(ctx context.Context, proto *Lock, ttl time.Duration) (*Lock, error) {
-	if !c.quorum {
-		l := proto.fresh()
-		return l, c.obtainSingle(ctx, l, ttl)
+func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
+	switch {
+	case r.opts.fair:
+		l := r.newLock()
+		return l, c.obtainFair(ctx, l, r.ttl)
+	case !c.quorum:
+		l := r.newLock()
+		return l, c.obtainSingle(ctx, l, r.ttl)
 	}
-	return c.obtainQuorum(ctx, proto, ttl)
-}
-
-// fresh returns a copy of the prototype lock with a new token: every attempt
-// has its own, so the background release of an earlier attempt's unknown
-// outcome can never delete a later attempt's grant.
-func (l *Lock) fresh() *Lock {
-	token := rand.Text()
-	return &Lock{c: l.c, key: l.key, keys: l.keys, token: token, arg: token, opts: l.opts}
+	return c.obtainQuorum(ctx, r)
 }
 
 func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) error {
@@ -459,7 +485,7 @@ func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) e
 		if res[1] == -1 {
 			return &NodeError{Node: 0, Err: errNoExpiry}
 		}
-		return ErrNotObtained
+		return heldFor(l.keys, res[1])
 	default:
 		return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected obtain reply %v", res)}
 	}

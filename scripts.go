@@ -59,7 +59,7 @@ func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b int64, err
 	l := o.l
 	switch o.kind {
 	case opObtain:
-		res, err := obtainScript.Run(ctx, rdb, l.keys.both[:], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice()
+		res, err := obtainScript.Run(ctx, rdb, l.keys.all[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice()
 		if err != nil {
 			return 0, 0, err
 		}
@@ -72,11 +72,11 @@ func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b int64, err
 		}
 		return 0, 0, fmt.Errorf("redislock: unexpected obtain reply %v", res)
 	case opRefresh:
-		a, err = refreshScript.Run(ctx, rdb, l.keys.both[:1], l.arg, o.ms).Int64()
+		a, err = refreshScript.Run(ctx, rdb, l.keys.all[:1], l.arg, o.ms).Int64()
 	case opRelease:
-		a, err = releaseScript.Run(ctx, rdb, l.keys.both[:], l.arg).Int64()
+		a, err = releaseScript.Run(ctx, rdb, l.keys.all[:], l.arg, l.opts.publish()).Int64()
 	case opTTL:
-		a, err = ttlScript.Run(ctx, rdb, l.keys.both[:1], l.arg).Int64()
+		a, err = ttlScript.Run(ctx, rdb, l.keys.all[:1], l.arg).Int64()
 	}
 	return a, 0, err
 }

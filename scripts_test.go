@@ -78,13 +78,13 @@ func TestReleaseScriptReplay(t *testing.T) {
 			defer rdb.Close()
 			ctx := context.Background()
 			k := makeKeys(DefaultPrefix, "rel")
-			res, err := obtainScript.Run(ctx, rdb, k.both[:], "tok", 10000, 0, 60000).Int64Slice()
+			res, err := obtainScript.Run(ctx, rdb, k.all[:2], "tok", 10000, 0, 60000).Int64Slice()
 			if err != nil || res[0] != 1 {
 				t.Fatal(res, err)
 			}
 			release := func(token string) int64 {
 				t.Helper()
-				n, err := releaseScript.Run(ctx, rdb, k.both[:], token).Int64()
+				n, err := releaseScript.Run(ctx, rdb, k.all[:], token, "p").Int64()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -99,7 +99,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 			if ttl := rdb.PTTL(ctx, k.fence).Val(); ttl <= 0 {
 				t.Fatalf("counter lost its TTL: %v", ttl)
 			}
-			next, err := obtainScript.Run(ctx, rdb, k.both[:], "tok2", 10000, 0, 60000).Int64Slice()
+			next, err := obtainScript.Run(ctx, rdb, k.all[:2], "tok2", 10000, 0, 60000).Int64Slice()
 			if err != nil || next[0] != 1 || next[1] <= res[1] {
 				t.Fatalf("next grant %v after fence %d: %v", next, res[1], err)
 			}
@@ -113,9 +113,17 @@ func TestReleaseScriptReplay(t *testing.T) {
 func run2(t *testing.T, rdb *redis.Client, k keys, proposal int64) []int64 {
 	t.Helper()
 	rdb.Del(context.Background(), k.lock)
-	res, err := obtainScript.Run(context.Background(), rdb, k.both[:], "q", 10000, proposal, 60000).Int64Slice()
+	res, err := obtainScript.Run(context.Background(), rdb, k.all[:2], "q", 10000, proposal, 60000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
+}
+
+func TestMakeKeys(t *testing.T) {
+	k := makeKeys("p:", "a}b")
+	want := [4]string{"p:{a%7Db}", "p:{a%7Db}:fence", "p:{a%7Db}:wake", "p:{a%7Db}:queue"}
+	if k.all != want || k.lock != want[0] || k.fence != want[1] || k.wake() != want[2] || k.queue() != want[3] {
+		t.Fatalf("makeKeys = %q", k.all)
+	}
 }

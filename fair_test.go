@@ -1,0 +1,163 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+)
+
+func queueLen(t *testing.T, rdb *redis.Client, key string) int64 {
+	t.Helper()
+	n, err := rdb.ZCard(context.Background(), "redislock:{"+key+"}:queue").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFairOrder: waiters arrive one after another, each on its own Client
+// (as separate processes would), while the lock is held; they must be
+// granted in arrival order, notified or polling.
+func TestFairOrder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		for _, notify := range []bool{true, false} {
+			t.Run(fmt.Sprintf("notify=%v", notify), func(t *testing.T) {
+				const waiters = 8
+				key := t.Name()
+				opts := []redislock.Option{redislock.WithFair(true), redislock.WithNotify(notify)}
+				holder, err := newClient(t, b.rdb, opts...).Obtain(ctxT(t, time.Second), key, 10*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := ctxT(t, 30*time.Second)
+				var mu sync.Mutex
+				var order []int
+				var wg sync.WaitGroup
+				errs := make(chan error, waiters)
+				for i := range waiters {
+					c := newClient(t, b.rdb, opts...)
+					wg.Go(func() {
+						l, err := c.Obtain(ctx, key, 10*time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
+						if err != nil {
+							errs <- err
+							return
+						}
+						mu.Lock()
+						order = append(order, i)
+						mu.Unlock()
+						errs <- l.Release(ctx)
+					})
+					// The next one arrives after this one is queued.
+					eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, b.rdb, key) == int64(i+1) })
+				}
+				if err := holder.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				want := make([]int, waiters)
+				for i := range want {
+					want[i] = i
+				}
+				if !slices.Equal(order, want) {
+					t.Fatalf("granted in order %v, want arrival order %v", order, want)
+				}
+				if n := queueLen(t, b.rdb, key); n != 0 {
+					t.Fatalf("%d entries left in the queue", n)
+				}
+			})
+		}
+	})
+}
+
+// TestFairWaiterLeaves: a waiter whose ctx ends leaves the queue at once;
+// a waiter that died (its entry left behind) holds up the queue only until
+// its entry expires, and not less.
+func TestFairWaiterLeaves(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		key := t.Name()
+		opts := []redislock.Option{redislock.WithFair(true), redislock.WithQueueTTL(300 * time.Millisecond)}
+		c := newClient(t, b.rdb, opts...)
+		holder, err := c.Obtain(ctxT(t, time.Second), key, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A single try (NoRetry) that finds the lock held leaves no entry.
+		if _, err := c.Obtain(ctxT(t, time.Second), key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+			t.Fatalf("Obtain on a held fair lock: %v", err)
+		}
+		if n := queueLen(t, b.rdb, key); n != 0 {
+			t.Fatalf("a failed single try left %d queue entries", n)
+		}
+		// A cancelled waiter leaves no entry.
+		cctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Obtain(cctx, key, time.Second, redislock.WithRetry(redislock.LinearBackoff(50*time.Millisecond)))
+			done <- err
+		}()
+		eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, b.rdb, key) == 1 })
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled waiter: %v", err)
+		}
+		if n := queueLen(t, b.rdb, key); n != 0 {
+			t.Fatalf("cancelled waiter left %d entries", n)
+		}
+		// A dead waiter's entry at the head, valid for 1 s of server time.
+		now, err := b.rdb.Time(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := now.Add(time.Second)
+		b.rdb.ZAdd(context.Background(), "redislock:{"+key+"}:queue", redis.Z{Score: 1, Member: "dead"})
+		b.rdb.ZAdd(context.Background(), "redislock:{"+key+"}:qexp", redis.Z{Score: float64(deadline.UnixMilli()), Member: "dead"})
+		if err := holder.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
+		if err != nil {
+			t.Fatalf("the queue stayed blocked after the dead entry expired: %v", err)
+		}
+		defer l.Release(context.Background())
+		after, err := b.rdb.Time(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Before(deadline) {
+			t.Fatalf("granted at %v, before the dead head's entry expired at %v: the queue was overtaken", after, deadline)
+		}
+	})
+}
+
+// TestFairInvalid: quorum mode and bad queue TTLs are refused.
+func TestFairInvalid(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := newClient(t, rdb)
+	if _, err := c.Obtain(ctxT(t, time.Second), "k", time.Second, redislock.WithQueueTTL(time.Millisecond)); !errors.Is(err, redislock.ErrInvalidArgument) {
+		t.Fatalf("WithQueueTTL(1ms): %v", err)
+	}
+	rdb2 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"})
+	t.Cleanup(func() { _ = rdb2.Close() })
+	q, err := redislock.NewQuorum([]redis.UniversalClient{rdb, rdb2}, redislock.WithFair(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	if _, err := q.Obtain(ctxT(t, time.Second), "k", time.Second); !errors.Is(err, redislock.ErrInvalidArgument) {
+		t.Fatalf("fair quorum Obtain: %v", err)
+	}
+}

@@ -1,0 +1,24 @@
+-- fair_leave: take a waiter out of the fair queue (it gave up waiting). If
+-- it was the head and the lock is free, wake the waiters so that the new
+-- head takes it.
+--
+-- KEYS[1]  lock key
+-- KEYS[2]  wake channel (same hash slot)
+-- KEYS[3]  queue (sorted set of waiters' tickets)
+-- KEYS[4]  queue deadlines (sorted set of tickets)
+-- ARGV[1]  the waiter's ticket
+-- ARGV[2]  how to wake waiters: "p" PUBLISH, "s" SPUBLISH, "" none
+--
+-- Replies 1 when the entry was removed, 0 when there was none.
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+local n = redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
+  local msg = redis.call('ZRANGE', KEYS[3], 0, 0)[1] or 'r'
+  if ARGV[2] == 'p' then
+    redis.pcall('PUBLISH', KEYS[2], msg)
+  elseif ARGV[2] == 's' then
+    redis.pcall('SPUBLISH', KEYS[2], msg)
+  end
+end
+return n

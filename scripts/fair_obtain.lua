@@ -1,0 +1,76 @@
+-- fair_obtain: take the lock in arrival order. A caller that finds the lock
+-- held, or free but promised to an earlier waiter, joins (or stays in) the
+-- queue; the lock is granted only to the head of the queue, or to anyone
+-- when the queue is empty. Queue entries expire unless their waiter renews
+-- them by trying again.
+--
+-- KEYS[1]  lock key
+-- KEYS[2]  fence counter key (same hash slot)
+-- KEYS[3]  queue: sorted set of waiters' tickets, scored by arrival (µs)
+-- KEYS[4]  queue deadlines: sorted set of tickets, scored by the server
+--          time (ms) at which the entry expires
+-- ARGV[1]  token of this attempt (never contains ':')
+-- ARGV[2]  lock TTL in milliseconds (> 0)
+-- ARGV[3]  fence counter TTL in milliseconds (> 0)
+-- ARGV[4]  queue entry TTL in milliseconds (> 0)
+-- ARGV[5]  the waiter's ticket: its identity in the queue, the same for all
+--          attempts of one Obtain call
+--
+-- The lock key holds "token:fence". Replies:
+--   {1, fence}   granted (or a replay of this same grant)
+--   {0, pttl}    held by another grant: its PTTL
+--   {0, wait}    free but the head of the queue is another waiter: the
+--                milliseconds until the head's entry expires
+--   {0, -1}      held by a value without expiry (not written by redislock)
+if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[3]) <= 0 or tonumber(ARGV[4]) <= 0 then
+  return redis.error_reply('ERR redislock: TTL must be positive')
+end
+local prefix = ARGV[1] .. ':'
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #prefix) == prefix then
+  return {1, tonumber(string.sub(v, #prefix + 1))}
+end
+local t = redis.call('TIME')
+local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(nowus / 1000)
+-- Drop the entries of waiters that stopped renewing them.
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
+  redis.call('ZREM', KEYS[3], m)
+  redis.call('ZREM', KEYS[4], m)
+end
+local function enqueue()
+  if not redis.call('ZSCORE', KEYS[3], ARGV[5]) then
+    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+    local score = nowus
+    if last[2] and tonumber(last[2]) >= score then
+      score = tonumber(last[2]) + 1
+    end
+    redis.call('ZADD', KEYS[3], score, ARGV[5])
+  end
+  local ttl = tonumber(ARGV[4])
+  redis.call('ZADD', KEYS[4], now + ttl, ARGV[5])
+  for i = 3, 4 do
+    if redis.call('PTTL', KEYS[i]) < ttl then
+      redis.call('PEXPIRE', KEYS[i], ttl)
+    end
+  end
+end
+if v then
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl ~= -1 then
+    enqueue()
+  end
+  return {0, pttl}
+end
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+if head and head ~= ARGV[5] then
+  enqueue()
+  return {0, math.max(0, tonumber(redis.call('ZSCORE', KEYS[4], head)) - now)}
+end
+redis.call('ZREM', KEYS[3], ARGV[5])
+redis.call('ZREM', KEYS[4], ARGV[5])
+local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local f = string.format('%d', math.max(counter + 1, nowus))
+redis.call('SET', KEYS[2], f, 'PX', ARGV[3])
+redis.call('SET', KEYS[1], prefix .. f, 'PX', ARGV[2])
+return {1, tonumber(f)}

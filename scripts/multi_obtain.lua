@@ -1,0 +1,43 @@
+-- multi_obtain: take several locks at once, all or nothing, with one fresh
+-- token and a fence per key minted in the same atomic step.
+--
+-- KEYS[2i-1]  lock key i (i = 1..n)
+-- KEYS[2i]    fence counter key i (same hash slot as lock key i)
+-- ARGV[1]     token (never contains ':')
+-- ARGV[2]     lock TTL in milliseconds (> 0)
+-- ARGV[3]     fence counter TTL in milliseconds (> 0)
+--
+-- Each lock key holds "token:fence". Replies:
+--   {1, fence1, ..., fencen}  granted; a key that already holds ARGV[1] (a
+--                             replay of this request) keeps its fence
+--   {0, i, pttl}              lock key i is held by another grant; nothing
+--                             was written
+if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[3]) <= 0 then
+  return redis.error_reply('ERR redislock: TTL must be positive')
+end
+local prefix = ARGV[1] .. ':'
+local mine = {}
+for i = 1, #KEYS / 2 do
+  local v = redis.call('GET', KEYS[2 * i - 1])
+  if v then
+    if string.sub(v, 1, #prefix) ~= prefix then
+      return {0, i, redis.call('PTTL', KEYS[2 * i - 1])}
+    end
+    mine[i] = tonumber(string.sub(v, #prefix + 1))
+  end
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local reply = {1}
+for i = 1, #KEYS / 2 do
+  local fence = mine[i]
+  if not fence then
+    local counter = tonumber(redis.call('GET', KEYS[2 * i]) or '0') or 0
+    fence = math.max(counter + 1, now)
+    local f = string.format('%d', fence)
+    redis.call('SET', KEYS[2 * i], f, 'PX', ARGV[3])
+    redis.call('SET', KEYS[2 * i - 1], prefix .. f, 'PX', ARGV[2])
+  end
+  reply[i + 1] = fence
+end
+return reply
