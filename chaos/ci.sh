@@ -59,7 +59,13 @@ timeout 240 go test -race -count=1 -timeout 200s -v ./... 2>&1 | tee "$CHAOS_OUT
 
 echo "== chaos: fuzz (5 s per target)"
 for target in FuzzObtainInput FuzzRetryOptions; do
-	timeout 180 go test -run '^$' -fuzz "^${target}\$" -fuzztime 5s -parallel 2 ./fuzz 2>&1 | tail -n 3
+	log="$CHAOS_OUT/fuzz-$target.log"
+	if ! timeout 180 go test -run '^$' -fuzz "^${target}\$" -fuzztime 5s -parallel 2 ./fuzz >"$log" 2>&1; then
+		grep -v '^fuzz: elapsed' "$log" | tail -n 80
+		echo "fuzz $target failed (full log: $log; a crasher is saved under fuzz/testdata/fuzz/$target)"
+		exit 1
+	fi
+	tail -n 3 "$log"
 done
 
 sleep 1 # a killed AOF server's rewrite child exits on its own
