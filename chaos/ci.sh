@@ -6,10 +6,11 @@
 # directory. Needs go and redis-server on PATH; REDISLOCK_REQUIRE_REDIS=1
 # turns a missing redis-server into a failure instead of a skip.
 #
-# Budget (2 cores, warm build cache): about 2 minutes; hard bounds: vet 120 s,
-# tests 240 s (go test -timeout 200s), fuzz 2 x (build + 5 s). A cold build
-# cache adds the compile time of the module and of the fuzz-instrumented
-# chaos/fuzz package (about a minute on 2 idle cores).
+# Budget (2 cores, warm build cache): about one minute (50-70 s measured);
+# hard bounds: vet 120 s, tests 240 s (go test -timeout 200s), fuzz
+# 2 x 180 s (5 s of fuzzing each). A cold build cache adds the compile time
+# of the module and of the fuzz-instrumented chaos/fuzz package (about a
+# minute on 2 idle cores).
 #
 # Writes the run's figures to $CHAOS_OUT/summary.txt (default: a temp dir,
 # printed at the end) and porcupine visualizations of failing histories to
