@@ -9,8 +9,7 @@
 # Budget (2 cores, warm build cache): about one minute (50-70 s measured);
 # hard bounds: vet 120 s, tests 240 s (go test -timeout 200s), fuzz
 # 2 x 180 s (5 s of fuzzing each). A cold build cache adds the compile time
-# of the module and of the fuzz-instrumented chaos/fuzz package (about a
-# minute on 2 idle cores).
+# of the module and of the fuzz-instrumented chaos/fuzz package.
 #
 # Writes the run's figures to $CHAOS_OUT/summary.txt (default: a temp dir,
 # printed at the end) and porcupine visualizations of failing histories to
