@@ -1,0 +1,74 @@
+package chaos
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redislock-go/redislock"
+)
+
+// Conservative validity (P4): right after a grant returns, every node that
+// holds it has a PTTL at least the validity the client claims
+// (ValidUntil - now), even with 100 ms of reply latency in the way. Single
+// mode, and quorum mode with the latency on two of five nodes.
+func TestClaimConservativeValidity(t *testing.T) {
+	needRedis(t)
+	check := func(t *testing.T, ns []*node, c *redislock.Client, key string, ttl time.Duration) {
+		t.Helper()
+		for i := 0; i < 5; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			l, err := c.Obtain(ctx, key, ttl)
+			cancel()
+			if err != nil {
+				t.Fatalf("obtain: %v", err)
+			}
+			claimed := time.Until(l.ValidUntil())
+			holders := 0
+			for j, n := range ns {
+				v, err := n.srv.Do("PTTL", lockKey(key)) // directly, not through the proxy
+				if err != nil {
+					t.Fatal(err)
+				}
+				val, _ := n.srv.Do("GET", lockKey(key))
+				if s, _ := val.(string); !strings.HasPrefix(s, l.Token()+":") {
+					continue // a node that did not grant (quorum mode)
+				}
+				holders++
+				if pttl := time.Duration(v.(int64)) * time.Millisecond; pttl+time.Millisecond < claimed {
+					t.Errorf("node %d: PTTL %v below the claimed validity %v", j, pttl, claimed)
+				}
+			}
+			if holders < len(ns)/2+1 {
+				t.Errorf("only %d of %d nodes hold the grant", holders, len(ns))
+			}
+			summary.ops.Add(1)
+			if err := l.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Run("single", func(t *testing.T) {
+		ns := startNodes(t, 1)
+		f := Latency(ns[0].proxy, 100, 0)
+		if err := f.Inject(); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Heal()
+		summary.faults.Add(1)
+		check(t, ns, singleClient(t, ns[0]), "validity-single", time.Second)
+	})
+	t.Run("quorum", func(t *testing.T) {
+		ns := startNodes(t, 5)
+		for _, n := range ns[3:] {
+			f := Latency(n.proxy, 100, 0)
+			if err := f.Inject(); err != nil {
+				t.Fatal(err)
+			}
+			defer f.Heal()
+		}
+		summary.faults.Add(2)
+		check(t, ns, quorumClient(t, ns, redislock.WithNodeTimeout(300*time.Millisecond)), "validity-quorum", time.Second)
+	})
+}
