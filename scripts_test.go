@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -84,7 +85,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 			}
 			release := func(token string) int64 {
 				t.Helper()
-				n, err := releaseScript.Run(ctx, rdb, k.all[:], token, "p").Int64()
+				n, err := releaseScript.Run(ctx, rdb, k.all[:], token, "p", 60000).Int64()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -103,7 +104,44 @@ func TestReleaseScriptReplay(t *testing.T) {
 			if err != nil || next[0] != 1 || next[1] <= res[1] {
 				t.Fatalf("next grant %v after fence %d: %v", next, res[1], err)
 			}
-			if low := run2(t, rdb, k, res[1]); low[0] != -1 || low[1] != next[1] {
+			// A replay after other grants and releases still finds its own
+			// release, up to 8 releases back.
+			cycle := func(tok string) {
+				t.Helper()
+				if r, err := obtainScript.Run(ctx, rdb, k.all[:2], tok, 10000, 0, 60000).Int64Slice(); err != nil || r[0] != 1 {
+					t.Fatal(r, err)
+				}
+				if release(tok) != 1 {
+					t.Fatal("release", tok)
+				}
+			}
+			if release("tok2") != 1 {
+				t.Fatal("release tok2")
+			}
+			for i := range 6 {
+				cycle("t" + string(rune('a'+i)))
+			}
+			if release("tok") != 1 || release("tok2") != 1 || release("ta") != 1 {
+				t.Fatal("a replay within the last 8 releases answered not held")
+			}
+			if c := rdb.Get(ctx, k.fence).Val(); strings.Count(c, " ") != 8 {
+				t.Fatalf("counter %q does not keep exactly 8 releases", c)
+			}
+			cycle("tg")
+			if release("tok") != 0 {
+				t.Fatal("the 9th release back is still remembered: the list is not bounded")
+			}
+			// Without a counter (evicted, flushed), a release still leaves one
+			// with a TTL.
+			rdb.Del(ctx, k.fence)
+			if r, _ := obtainScript.Run(ctx, rdb, k.all[:2], "x", 10000, 0, 60000).Int64Slice(); r[0] != 1 {
+				t.Fatal("obtain x")
+			}
+			rdb.Del(ctx, k.fence)
+			if release("x") != 1 || rdb.PTTL(ctx, k.fence).Val() <= 0 {
+				t.Fatalf("counter written without TTL: %v", rdb.PTTL(ctx, k.fence).Val())
+			}
+			if low := run2(t, rdb, k, 1); low[0] != -1 {
 				t.Fatalf("proposal check after a release: %v", low)
 			}
 		})

@@ -32,10 +32,11 @@ local reply = {1}
 for i = 1, #KEYS / 2 do
   local fence = mine[i]
   if not fence then
-    local counter = tonumber(redis.call('GET', KEYS[2 * i]) or '0') or 0
-    fence = math.max(counter + 1, now)
+    -- The counter holds "fence" and the tokens of recent releases.
+    local c = redis.call('GET', KEYS[2 * i]) or '0'
+    fence = math.max((tonumber(string.match(c, '^%d+')) or 0) + 1, now)
     local f = string.format('%d', fence)
-    redis.call('SET', KEYS[2 * i], f, 'PX', ARGV[3])
+    redis.call('SET', KEYS[2 * i], f .. (string.match(c, '^%d+( .*)$') or ''), 'PX', ARGV[3])
     redis.call('SET', KEYS[2 * i - 1], prefix .. f, 'PX', ARGV[2])
   end
   reply[i + 1] = fence

@@ -23,8 +23,9 @@ end
 if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[4]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
--- The counter holds "fence" or, after a release, "fence token".
-local counter = tonumber(string.match(redis.call('GET', KEYS[2]) or '0', '^%d+')) or 0
+-- The counter holds "fence" and the tokens of recent releases (release.lua).
+local c = redis.call('GET', KEYS[2]) or '0'
+local counter = tonumber(string.match(c, '^%d+')) or 0
 local fence = tonumber(ARGV[3])
 if fence == 0 then
   local t = redis.call('TIME')
@@ -33,6 +34,6 @@ elseif fence <= counter then
   return {-1, counter}
 end
 local f = string.format('%d', fence)
-redis.call('SET', KEYS[2], f, 'PX', ARGV[4])
+redis.call('SET', KEYS[2], f .. (string.match(c, '^%d+( .*)$') or ''), 'PX', ARGV[4])
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f, 'PX', ARGV[2])
 return {1, fence}

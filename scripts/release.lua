@@ -8,10 +8,13 @@
 -- ARGV[1]  the grant's token
 -- ARGV[2]  how to wake waiters: "p" PUBLISH, "s" SPUBLISH (sharded, Redis 7+),
 --          "" = no wake-up
+-- ARGV[3]  fence counter TTL in milliseconds (> 0)
 --
--- The counter keeps "fence token" of the last release, so that a replay of
--- this same release (go-redis re-sends a command whose reply was lost to EOF)
--- still answers 1 instead of "not held". The wake-up's payload is the ticket
+-- The counter holds "fence tok1 tok2 ...": the tokens of the last 8
+-- releases, newest first (obtain carries them over). A replay of this same
+-- release (go-redis re-sends a command whose reply was lost to EOF) finds
+-- its token there and still answers 1, even when other grants came in
+-- between, instead of "not held". The wake-up's payload is the ticket
 -- at the head of the fair-mode queue, so that the head's client wakes that
 -- waiter; "r" when no one is queued.
 --
@@ -20,7 +23,14 @@
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
   redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[2], string.sub(v, #ARGV[1] + 2) .. ' ' .. ARGV[1], 'KEEPTTL')
+  local c = redis.call('GET', KEYS[2]) or string.sub(v, #ARGV[1] + 2)
+  local kept, n = '', 0
+  for t in string.gmatch(string.match(c, '^%d+(.*)$') or '', '%S+') do
+    if n < 7 then
+      kept, n = kept .. ' ' .. t, n + 1
+    end
+  end
+  redis.call('SET', KEYS[2], string.match(c, '^%d+') .. ' ' .. ARGV[1] .. kept, 'PX', ARGV[3])
   if ARGV[2] == 'p' or ARGV[2] == 's' then
     local msg = redis.call('ZRANGE', KEYS[4], 0, 0)[1] or 'r'
     if ARGV[2] == 'p' then
@@ -32,7 +42,7 @@ if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
   return 1
 end
 local c = redis.call('GET', KEYS[2])
-if c and string.sub(c, -(#ARGV[1] + 1)) == ' ' .. ARGV[1] then
+if c and string.find(c .. ' ', ' ' .. ARGV[1] .. ' ', 1, true) then
   return 1
 end
 return 0

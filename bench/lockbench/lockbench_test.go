@@ -173,7 +173,7 @@ func TestRunRealRedis(t *testing.T) {
 			if s := r.Metrics[MSentPerOp].Median; s < 1.9 || s > 2.1 {
 				t.Errorf("sent/op = %v, want 2", s)
 			}
-			if s := r.Metrics[MCallsPerOp].Median; s < 1.9 || s > 4.2 {
+			if s := r.Metrics[MCallsPerOp].Median; s < 1.9 || s > 5 { // 4, plus the INFO polling of a short run
 				t.Errorf("redis calls/op = %v", s)
 			}
 		}
