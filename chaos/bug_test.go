@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,21 +47,15 @@ func TestReleaseReplayAfterLostReply(t *testing.T) {
 	releaseReplay(t, false)
 }
 
-// Core bug, still open after the fix above (found by the porcupine checker in
-// TestClaimSingleStallsAndNetwork under reset-peer): the replay tombstone
-// lives in the fence counter key, which the next grant overwrites. So when
-// another client obtains the lock between the lost reply and go-redis'
-// re-send, the re-sent release finds neither its lock nor its tombstone and
-// Release returns ErrNotHeld, although it deleted the caller's lock.
-// Expected: nil (or an in-doubt error), not ErrNotHeld.
-//
-// Skipped unless CHAOS_KNOWN_BUGS=1, so that chaos/ci.sh stays green until
-// the core is fixed; remove the gate with the fix.
-func TestBugReleaseReplayAfterAnotherGrant(t *testing.T) {
+// Regression test for the second half of the same bug, also found by the
+// porcupine checker (TestClaimSingleStallsAndNetwork, under reset-peer): the
+// first fix kept the replay tombstone in the fence counter key, which the
+// next grant overwrote, so when another client obtained the lock between the
+// lost reply and go-redis' re-send, Release again answered ErrNotHeld for a
+// lock it had deleted. Fixed in the core by keeping the last releases'
+// tokens across grants.
+func TestReleaseReplayAfterAnotherGrant(t *testing.T) {
 	needRedis(t)
-	if os.Getenv("CHAOS_KNOWN_BUGS") != "1" {
-		t.Skip("known core bug (see the comment); run with CHAOS_KNOWN_BUGS=1")
-	}
 	releaseReplay(t, true)
 }
 

@@ -20,7 +20,7 @@ import (
 // The suite's figures, printed at the end of the run (and written to
 // $CHAOS_SUMMARY when set) for the README.
 var summary struct {
-	ops, faults, expected, unexpected, known, soak atomic.Int64
+	ops, faults, expected, unexpected, soak atomic.Int64
 	mu                                             sync.Mutex
 	lines                                          []string
 }
@@ -39,8 +39,8 @@ func TestMain(m *testing.M) {
 		code = m.Run()
 	}()
 	if summary.ops.Load()+summary.soak.Load() > 0 {
-		s := fmt.Sprintf("CHAOS-SUMMARY operations_checked=%d faults_injected=%d violations_expected=%d violations_unexpected=%d known_core_bug_hits=%d soak_cycles=%d",
-			summary.ops.Load(), summary.faults.Load(), summary.expected.Load(), summary.unexpected.Load(), summary.known.Load(), summary.soak.Load())
+		s := fmt.Sprintf("CHAOS-SUMMARY operations_checked=%d faults_injected=%d violations_expected=%d violations_unexpected=%d soak_cycles=%d",
+			summary.ops.Load(), summary.faults.Load(), summary.expected.Load(), summary.unexpected.Load(), summary.soak.Load())
 		fmt.Println(s)
 		summary.mu.Lock()
 		for _, l := range summary.lines {
@@ -164,30 +164,9 @@ func run(t *testing.T, name string, w Workload, nem Nemesis, splitVotes bool) (R
 	return r, ops, fs, st
 }
 
-// knownReleaseReplay matches a porcupine verdict that only the open core bug
-// TestBugReleaseReplayAfterAnotherGrant explains: a Release whose reply was
-// lost, re-sent by go-redis after another client took the lock, answers
-// ErrNotHeld although it deleted its own lock.
-func knownReleaseReplay(v Violation) bool {
-	return v.Check == CheckPorcupine && strings.Contains(v.Msg, `release results marked "fail" are read as in doubt`)
-}
-
 // expectClean asserts the library's claim: no checker finds a violation.
-// A verdict explained only by the open release-replay bug is logged as
-// KNOWN CORE BUG and counted, not failed, unless CHAOS_KNOWN_BUGS=1.
 func expectClean(t *testing.T, claim string, r Report, ops []Op, fs []FaultRecord) {
 	t.Helper()
-	var kept []Violation
-	for _, v := range r.Violations {
-		if knownReleaseReplay(v) && os.Getenv("CHAOS_KNOWN_BUGS") != "1" {
-			summary.known.Add(1)
-			t.Logf("KNOWN CORE BUG (TestBugReleaseReplayAfterAnotherGrant), not failing the claim:\n%s",
-				Report{Ops: r.Ops, Violations: []Violation{v}}.Explain(ops, fs, 1))
-			continue
-		}
-		kept = append(kept, v)
-	}
-	r.Violations = kept
 	record(t, claim, r, nil)
 	if len(r.Violations) > 0 {
 		t.Errorf("claim %q violated:\n%s", claim, r.Explain(ops, fs, 5))
