@@ -21,8 +21,8 @@ import (
 // $CHAOS_SUMMARY when set) for the README.
 var summary struct {
 	ops, faults, expected, unexpected, soak atomic.Int64
-	mu                                             sync.Mutex
-	lines                                          []string
+	mu                                      sync.Mutex
+	lines                                   []string
 }
 
 func TestMain(m *testing.M) {
