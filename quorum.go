@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -20,9 +21,10 @@ import (
 // majority granted, with validity = TTL - elapsed - (TTL * drift factor +
 // 2 ms). Nodes that grant later are released in the background (Close waits
 // for that). Without a valid majority it releases on every node that granted
-// or did not answer, then retries or fails: ErrNotObtained when other holders
-// alone deny the majority, ErrNoQuorum (joined with each node's *NodeError)
-// when failing nodes do. Refresh needs a majority and undoes a minority's
+// or did not answer, then retries or fails: ErrNoQuorum (joined with each
+// node's *NodeError) when fewer than a majority of the nodes answered,
+// ErrNotObtained (joined with the causes of any failing nodes) when a
+// majority answered but other holders denied the grant. Refresh needs a majority and undoes a minority's
 // extensions; Release asks every node.
 //
 // Fences are strictly increasing and unique per key across all grants, under
@@ -246,13 +248,16 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 			return nil, ErrNotObtained
 		case low > 0 && granted+low+late >= q:
 			continue // a higher proposal may win: propose again at once
-		case len(errs)+late > 0:
-			for _, r := range timedOut(rs, n) {
-				errs = append(errs, r.err)
-			}
-			return nil, c.nodesErr(errs)
 		}
-		return nil, ErrNotObtained
+		for _, r := range timedOut(rs, n) {
+			errs = append(errs, r.err)
+		}
+		if n-len(errs) < q {
+			return nil, c.nodesErr(errs) // no majority answered
+		}
+		// A majority answered, and other holders denied it the grant:
+		// contention, with the failing nodes' causes attached.
+		return nil, errors.Join(append([]error{ErrNotObtained}, errs...)...)
 	}
 	return nil, ErrNotObtained
 }

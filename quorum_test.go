@@ -361,3 +361,21 @@ func TestQuorumRun(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrLockLost", err)
 	}
 }
+
+// A failing node does not turn contention into ErrNoQuorum: with a majority
+// answering and others holding the lock, Obtain reports contention (and
+// retries), with the failing node's cause attached.
+func TestQuorumContentionWithAFailedNode(t *testing.T) {
+	q := startQuorum(t, 5)
+	ctx := ctxT(t, 10*time.Second)
+	for _, rdb := range q.rdbs[:2] {
+		rdb.Set(ctx, redislock.DefaultPrefix+"{mixed}", "other:1", time.Minute)
+	}
+	q.srvs[4].Kill()
+	c := q.client(t)
+	_, err := c.Obtain(ctx, "mixed", time.Second, redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 2)))
+	var ne *redislock.NodeError
+	if !errors.Is(err, redislock.ErrNotObtained) || errors.Is(err, redislock.ErrNoQuorum) || !errors.As(err, &ne) || ne.Node != 4 {
+		t.Fatalf("Obtain = %v, want ErrNotObtained with node 4's error", err)
+	}
+}

@@ -200,16 +200,17 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		case !errors.Is(err, ErrNotObtained):
 			return nil, err
 		}
+		// err matches ErrNotObtained, and may carry failing nodes' causes.
 		wait, ok := o.retry.Backoff(attempt)
 		if !ok {
-			return nil, ErrNotObtained
+			return nil, err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			if bounded {
-				return nil, errors.Join(ErrNotObtained, context.DeadlineExceeded)
+				return nil, errors.Join(err, context.DeadlineExceeded)
 			}
-			return nil, ErrNotObtained
+			return nil, err
 		}
 		// Wait for the backoff, a release (notified mode: see wait.go) or
 		// the end of ctx.
