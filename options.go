@@ -231,3 +231,14 @@ func (o *options) publish() any {
 }
 
 var publishPlain, publishSharded any = "p", "s"
+
+// queueArg tells release.lua whether to name the fair queue's head in its
+// wake-up: only fair clients pay for the queue read (one mode per key).
+func (o *options) queueArg() any {
+	if o.fair {
+		return queueYes
+	}
+	return queueNo
+}
+
+var queueYes, queueNo any = "q", ""

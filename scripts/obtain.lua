@@ -25,7 +25,13 @@ if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[4]) <= 0 then
 end
 -- The counter holds "fence" and the tokens of recent releases (release.lua).
 local c = redis.call('GET', KEYS[2]) or '0'
-local counter = tonumber(string.match(c, '^%d+')) or 0
+local released = ''
+local sp = string.find(c, ' ', 1, true)
+if sp then
+  released = string.sub(c, sp)
+  c = string.sub(c, 1, sp - 1)
+end
+local counter = tonumber(c) or 0
 local fence = tonumber(ARGV[3])
 if fence == 0 then
   local t = redis.call('TIME')
@@ -34,6 +40,6 @@ elseif fence <= counter then
   return {-1, counter}
 end
 local f = string.format('%d', fence)
-redis.call('SET', KEYS[2], f .. (string.match(c, '^%d+( .*)$') or ''), 'PX', ARGV[4])
+redis.call('SET', KEYS[2], f .. released, 'PX', ARGV[4])
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f, 'PX', ARGV[2])
 return {1, fence}

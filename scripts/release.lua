@@ -9,30 +9,38 @@
 -- ARGV[2]  how to wake waiters: "p" PUBLISH, "s" SPUBLISH (sharded, Redis 7+),
 --          "" = no wake-up
 -- ARGV[3]  fence counter TTL in milliseconds (> 0)
+-- ARGV[4]  "q": name the fair queue's head in the wake-up; "" = no queue
 --
--- The counter holds "fence tok1 tok2 ...": the tokens of the last 8
--- releases, newest first (obtain carries them over). A replay of this same
--- release (go-redis re-sends a command whose reply was lost to EOF) finds
--- its token there and still answers 1, even when other grants came in
--- between, instead of "not held". The wake-up's payload is the ticket
--- at the head of the fair-mode queue, so that the head's client wakes that
--- waiter; "r" when no one is queued.
+-- The counter holds "fence tok1 tok2 ...": the fence, then the tokens of
+-- recent releases, oldest first (obtain carries them over; tokens all have
+-- one length). It keeps at least the last 8, so that a replay of this same
+-- release (go-redis re-sends a command whose reply was lost to EOF) finds its
+-- token and still answers 1, even when other grants came in between,
+-- instead of "not held". The wake-up's payload is the ticket at the head of
+-- the fair-mode queue, so that the head's client wakes that waiter; "r"
+-- when there is no queue or no one in it.
 --
 -- Replies 1 when deleted (or already deleted by this token), 0 when the key
 -- holds no grant with this token.
+local tok = ' ' .. ARGV[1]
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
   redis.call('DEL', KEYS[1])
-  local c = redis.call('GET', KEYS[2]) or string.sub(v, #ARGV[1] + 2)
-  local kept, n = '', 0
-  for t in string.gmatch(string.match(c, '^%d+(.*)$') or '', '%S+') do
-    if n < 7 then
-      kept, n = kept .. ' ' .. t, n + 1
-    end
+  local n = redis.call('APPEND', KEYS[2], tok)
+  if n == #tok then
+    -- The counter was gone (evicted, flushed): restore it, fence and TTL.
+    redis.call('SET', KEYS[2], string.sub(v, #ARGV[1] + 2) .. tok, 'PX', ARGV[3])
+  elseif n > 16 * #tok then
+    -- Trim to the fence and the newest 8 tokens.
+    local c = redis.call('GET', KEYS[2])
+    local sp = string.find(c, ' ', 1, true)
+    redis.call('SET', KEYS[2], string.sub(c, 1, sp - 1) .. string.sub(c, -8 * #tok), 'KEEPTTL')
   end
-  redis.call('SET', KEYS[2], string.match(c, '^%d+') .. ' ' .. ARGV[1] .. kept, 'PX', ARGV[3])
   if ARGV[2] == 'p' or ARGV[2] == 's' then
-    local msg = redis.call('ZRANGE', KEYS[4], 0, 0)[1] or 'r'
+    local msg = 'r'
+    if ARGV[4] == 'q' then
+      msg = redis.call('ZRANGE', KEYS[4], 0, 0)[1] or 'r'
+    end
     if ARGV[2] == 'p' then
       redis.pcall('PUBLISH', KEYS[3], msg)
     else
@@ -42,7 +50,7 @@ if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
   return 1
 end
 local c = redis.call('GET', KEYS[2])
-if c and string.find(c .. ' ', ' ' .. ARGV[1] .. ' ', 1, true) then
+if c and string.find(c .. ' ', tok .. ' ', 1, true) then
   return 1
 end
 return 0
