@@ -2,9 +2,7 @@ package redislock
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
-	"time"
 )
 
 // Fair (FIFO) locks, WithFair(true).
@@ -40,45 +38,12 @@ type ticket struct {
 	queued atomic.Bool // an attempt put it in the queue
 }
 
-// obtainFair makes one fair attempt; see fair_obtain.lua.
-func (c *Client) obtainFair(ctx context.Context, l *Lock, ttl time.Duration) error {
-	if c.quorum {
-		return invalid("WithFair is not supported in quorum mode")
-	}
-	start := time.Now()
-	ms := ttl.Milliseconds()
-	cctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(&l.opts, ttl))
-	res, err := fairObtainScript.Run(cctx, c.nodes[0],
-		[]string{l.keys.lock, l.keys.fence, l.keys.queue(), l.keys.qexp()},
-		l.token, ms, fenceCounterTTL.Milliseconds(), l.opts.queueTTL.Milliseconds(), l.opts.ticket.id).Int64Slice()
-	cancel()
-	if err == nil && len(res) != 2 {
-		err = fmt.Errorf("redislock: unexpected fair_obtain reply %v", res)
-	}
-	if err != nil {
-		l.opts.ticket.queued.Store(true) // it may have been queued
-		c.background(func() { c.releaseAll(l) })
-		return &NodeError{Node: 0, Err: err}
-	}
-	switch res[0] {
-	case 1:
-		l.fence = res[1]
-	case 0:
+// markQueued notes that an attempt may have put this call's ticket in the
+// fair queue, so that the call leaves the queue when it returns.
+func (l *Lock) markQueued() {
+	if l.opts.ticket != nil {
 		l.opts.ticket.queued.Store(true)
-		if res[1] == -1 {
-			return &NodeError{Node: 0, Err: errNoExpiry}
-		}
-		return heldFor(l.keys, res[1])
-	default:
-		return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected fair_obtain reply %v", res)}
 	}
-	until := start.Add(time.Duration(ms)*time.Millisecond - l.opts.drift(ttl))
-	if !time.Now().Before(until) {
-		c.releaseAll(l)
-		return ErrGrantExpired
-	}
-	l.confirm(until, ttl)
-	return nil
 }
 
 // fairLeave returns what an Obtain call runs when it returns, granted or

@@ -391,80 +391,13 @@ func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Durati
 	if fn == nil {
 		return invalid("nil fn")
 	}
-	o, err := c.callOptions(opts)
+	interval, err := c.renewInterval(ttl, opts)
 	if err != nil {
 		return err
-	}
-	if err := o.checkTTL(ttl); err != nil {
-		return err
-	}
-	interval := o.refreshInterval
-	if interval == 0 {
-		interval = ttl / 3
-	}
-	if interval >= ttl-o.drift(ttl) {
-		return invalid("refresh interval %v leaves no time to renew a TTL of %v", interval, ttl)
 	}
 	m, err := c.ObtainMulti(ctx, keyList, ttl, opts...)
 	if err != nil {
 		return err
 	}
 	return runHeld(ctx, m, ttl, interval, func(ctx context.Context) error { return fn(ctx, m) })
-}
-
-// held is what runHeld needs of a grant.
-type held interface {
-	Refresh(ctx context.Context, ttl time.Duration) error
-	Release(ctx context.Context) error
-	ValidUntil() time.Time
-}
-
-// runHeld runs fn under the obtained grant h with renewal, loss detection
-// and release, with the semantics of Run.
-func runHeld(ctx context.Context, h held, ttl, interval time.Duration, fn func(ctx context.Context) error) error {
-	fctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	watchdog := time.AfterFunc(time.Until(h.ValidUntil()), func() {
-		cancel(errors.Join(ErrLockLost, ErrGrantExpired))
-	})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-fctx.Done():
-				return
-			case <-ticker.C:
-			}
-			err := h.Refresh(fctx, ttl)
-			switch {
-			case err == nil:
-				watchdog.Reset(time.Until(h.ValidUntil()))
-			case errors.Is(err, ErrNotHeld):
-				cancel(errors.Join(ErrLockLost, err))
-				return
-			}
-		}
-	})
-
-	fnErr := fn(fctx)
-	close(stop)
-	wg.Wait()
-	watchdog.Stop()
-	lost := context.Cause(fctx)
-	if !errors.Is(lost, ErrLockLost) {
-		lost = nil
-	}
-	cancel(nil)
-	if err := h.Release(ctx); err != nil && lost == nil {
-		if errors.Is(err, ErrNotHeld) {
-			err = nil // expired after fn returned: fn ran under a valid lock
-		}
-		return errors.Join(fnErr, err)
-	}
-	return errors.Join(fnErr, lost)
 }

@@ -458,9 +458,8 @@ func (r *request) newLock() *Lock {
 // unless it returns a grant.
 func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
 	switch {
-	case r.opts.fair:
-		l := r.newLock()
-		return l, c.obtainFair(ctx, l, r.ttl)
+	case r.opts.fair && c.quorum:
+		return nil, invalid("WithFair is not supported in quorum mode")
 	case !c.quorum:
 		l := r.newLock()
 		return l, c.obtainSingle(ctx, l, r.ttl)
@@ -471,25 +470,28 @@ func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
 func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) error {
 	start := time.Now()
 	ms := ttl.Milliseconds()
-	r := c.callNode(ctx, c.nodeTimeout(&l.opts, ttl), 0, op{kind: opObtain, l: l, ms: ms})
-	res, err := [2]int64{r.a, r.b}, r.err
-	if err != nil {
+	kind := opObtain
+	if l.opts.fair {
+		kind = opFairObtain
+	}
+	r := c.callNode(ctx, c.nodeTimeout(&l.opts, ttl), 0, op{kind: kind, l: l, ms: ms})
+	switch {
+	case r.err != nil:
 		// The script may have run (a reply lost to a timeout or a cut
 		// connection): release whatever it may have granted.
+		l.markQueued()
 		c.background(func() { c.releaseAll(l) })
-		return err
-	}
-	switch res[0] {
-	case 1:
-		l.fence = res[1]
-	case 0:
-		if res[1] == -1 {
+		return r.err
+	case r.a == 0:
+		l.markQueued()
+		if r.b == -1 {
 			return &NodeError{Node: 0, Err: errNoExpiry}
 		}
-		return heldFor(l.keys, res[1])
-	default:
-		return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected obtain reply %v", res)}
+		return heldFor(l.keys, r.b)
+	case r.a != 1:
+		return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected obtain reply %d %d", r.a, r.b)}
 	}
+	l.fence = r.b
 	until := start.Add(time.Duration(ms)*time.Millisecond - l.opts.drift(ttl))
 	if !time.Now().Before(until) {
 		c.releaseAll(l)

@@ -28,41 +28,79 @@ func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func
 	if fn == nil {
 		return invalid("nil fn")
 	}
-	o, err := c.callOptions(opts)
+	interval, err := c.renewInterval(ttl, opts)
 	if err != nil {
 		return err
 	}
-	if err := o.checkTTL(ttl); err != nil {
+	l, err := c.Obtain(ctx, key, ttl, opts...)
+	if err != nil {
 		return err
+	}
+	return runHeld(ctx, l, ttl, interval, func(ctx context.Context) error { return fn(ctx, l) })
+}
+
+// renewInterval checks Run's TTL and options and returns the renewal period.
+func (c *Client) renewInterval(ttl time.Duration, opts []Option) (time.Duration, error) {
+	o, err := c.callOptions(opts)
+	if err != nil {
+		return 0, err
+	}
+	if err := o.checkTTL(ttl); err != nil {
+		return 0, err
 	}
 	interval := o.refreshInterval
 	if interval == 0 {
 		interval = ttl / 3
 	}
 	if interval >= ttl-o.drift(ttl) {
-		return invalid("refresh interval %v leaves no time to renew a TTL of %v", interval, ttl)
+		return 0, invalid("refresh interval %v leaves no time to renew a TTL of %v", interval, ttl)
 	}
-	l, err := c.Obtain(ctx, key, ttl, opts...)
-	if err != nil {
-		return err
-	}
+	return interval, nil
+}
 
+// held is what runHeld needs of a grant.
+type held interface {
+	Refresh(ctx context.Context, ttl time.Duration) error
+	Release(ctx context.Context) error
+	ValidUntil() time.Time
+}
+
+// runHeld runs fn under the obtained grant h (a Lock or a MultiLock),
+// renewing it every interval, and releases it afterwards. The watchdog
+// cancels fn at the end of the confirmed validity, whatever the renewer is
+// doing; a renewal that finds the grant gone cancels it at once. Other
+// renewal errors (Redis unreachable, no quorum) are retried at the next tick.
+func runHeld(ctx context.Context, h held, ttl, interval time.Duration, fn func(ctx context.Context) error) error {
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// The watchdog cancels fn at the end of the confirmed validity, whatever
-	// the renewer is doing.
-	watchdog := time.AfterFunc(time.Until(l.ValidUntil()), func() {
+	watchdog := time.AfterFunc(time.Until(h.ValidUntil()), func() {
 		cancel(errors.Join(ErrLockLost, ErrGrantExpired))
 	})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		l.renew(fctx, stop, ttl, interval, watchdog, cancel)
-	}()
+	wg.Go(func() {
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-fctx.Done():
+				return
+			case <-ticker.C:
+			}
+			err := h.Refresh(fctx, ttl)
+			switch {
+			case err == nil:
+				watchdog.Reset(time.Until(h.ValidUntil()))
+			case errors.Is(err, ErrNotHeld):
+				cancel(errors.Join(ErrLockLost, err))
+				return
+			}
+		}
+	})
 
-	fnErr := fn(fctx, l)
+	fnErr := fn(fctx)
 	close(stop)
 	wg.Wait()
 	watchdog.Stop()
@@ -71,38 +109,11 @@ func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func
 		lost = nil
 	}
 	cancel(nil)
-	if err := l.Release(ctx); err != nil && lost == nil {
+	if err := h.Release(ctx); err != nil && lost == nil {
 		if errors.Is(err, ErrNotHeld) {
-			// Expired after fn returned, before the release: fn ran under a
-			// valid lock, so this is not a loss fn has to hear about.
-			err = nil
+			err = nil // expired after fn returned: fn ran under a valid lock
 		}
 		return errors.Join(fnErr, err)
 	}
 	return errors.Join(fnErr, lost)
-}
-
-// renew extends l every interval until stop is closed or the lock is lost.
-func (l *Lock) renew(ctx context.Context, stop <-chan struct{}, ttl, interval time.Duration, watchdog *time.Timer, cancel context.CancelCauseFunc) {
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		err := l.Refresh(ctx, ttl)
-		switch {
-		case err == nil:
-			watchdog.Reset(time.Until(l.ValidUntil()))
-		case errors.Is(err, ErrNotHeld):
-			cancel(errors.Join(ErrLockLost, err))
-			return
-		}
-		// Other errors (Redis unreachable, no quorum) are retried at the next
-		// tick; the watchdog ends fn if none gets through in time.
-	}
 }

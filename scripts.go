@@ -36,6 +36,7 @@ type opKind uint8
 
 const (
 	opObtain opKind = iota
+	opFairObtain
 	opRefresh
 	opRelease
 	opTTL
@@ -59,18 +60,10 @@ func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b int64, err
 	l := o.l
 	switch o.kind {
 	case opObtain:
-		res, err := obtainScript.Run(ctx, rdb, l.keys.all[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice()
-		if err != nil {
-			return 0, 0, err
-		}
-		if len(res) == 2 {
-			a, ok1 := res[0].(int64)
-			b, ok2 := res[1].(int64)
-			if ok1 && ok2 {
-				return a, b, nil
-			}
-		}
-		return 0, 0, fmt.Errorf("redislock: unexpected obtain reply %v", res)
+		return pair(obtainScript.Run(ctx, rdb, l.keys.all[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice())
+	case opFairObtain:
+		return pair(fairObtainScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.fence, l.keys.queue(), l.keys.qexp()},
+			l.arg, o.ms, fenceCounterTTLms, l.opts.queueTTL.Milliseconds(), l.opts.ticket.id).Slice())
 	case opRefresh:
 		a, err = refreshScript.Run(ctx, rdb, l.keys.all[:1], l.arg, o.ms).Int64()
 	case opRelease:
@@ -79,4 +72,19 @@ func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b int64, err
 		a, err = ttlScript.Run(ctx, rdb, l.keys.all[:1], l.arg).Int64()
 	}
 	return a, 0, err
+}
+
+// pair reads the two-integer reply of the obtain scripts.
+func pair(res []any, err error) (a, b int64, _ error) {
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(res) == 2 {
+		a, ok1 := res[0].(int64)
+		b, ok2 := res[1].(int64)
+		if ok1 && ok2 {
+			return a, b, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("redislock: unexpected obtain reply %v", res)
 }
