@@ -7,26 +7,14 @@ import (
 	"log"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 )
-
-// waitExampleRedis stands in for your Redis in these examples.
-func waitExampleRedis() (*redis.Client, func()) {
-	m, err := miniredis.Run()
-	if err != nil {
-		log.Fatal(err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return rdb, func() { rdb.Close(); m.Close() }
-}
 
 // Waiting for a contended lock: with a retry strategy, Obtain waits for the
 // holder's release (notified waiting is on by default), falling back to the
 // backoff; ctx bounds the whole wait.
 func ExampleWithNotify() {
-	rdb, done := waitExampleRedis()
+	rdb, done := exampleRedis()
 	defer done()
 	locker := redislock.New(rdb)
 	defer locker.Close() // stops the shared subscription connection
@@ -54,7 +42,7 @@ func ExampleWithNotify() {
 
 // Several keys as one lock: all or nothing, one fence per key.
 func ExampleClient_ObtainMulti() {
-	rdb, done := waitExampleRedis()
+	rdb, done := exampleRedis()
 	defer done()
 	locker := redislock.New(rdb)
 	defer locker.Close()
@@ -76,7 +64,7 @@ func ExampleClient_ObtainMulti() {
 
 // A fair lock grants waiters in arrival order.
 func ExampleWithFair() {
-	rdb, done := waitExampleRedis()
+	rdb, done := exampleRedis()
 	defer done()
 	locker := redislock.New(rdb, redislock.WithFair(true))
 	defer locker.Close()

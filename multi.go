@@ -209,7 +209,7 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 			return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected multi_obtain reply %v", res)}
 		}
 	}
-	until := start.Add(time.Duration(ms)*time.Millisecond - m.opts.drift(ttl))
+	until := m.opts.validUntil(start, ttl)
 	if !time.Now().Before(until) {
 		m.releaseGroups(m.groups)
 		return ErrGrantExpired
@@ -355,7 +355,7 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 			return ErrNotHeld
 		}
 	}
-	until := start.Add(time.Duration(ms)*time.Millisecond - m.opts.drift(ttl))
+	until := m.opts.validUntil(start, ttl)
 	if !time.Now().Before(until) {
 		return ErrGrantExpired
 	}

@@ -166,6 +166,13 @@ func positive(name string, d time.Duration, set func(*options)) Option {
 	})
 }
 
+// validUntil is the end of the validity of a lease of ttl (as sent: whole
+// milliseconds) asked for at start: TTL - drift after it, on the monotonic
+// clock when start carries it.
+func (o *options) validUntil(start time.Time, ttl time.Duration) time.Time {
+	return start.Add(ttl.Truncate(time.Millisecond) - o.drift(ttl))
+}
+
 // drift is the part of ttl that a grant's validity gives up for clock drift.
 func (o *options) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*o.driftFactor) + clockDriftFloor

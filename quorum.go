@@ -230,7 +230,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		if granted >= q {
 			l.fence = proposal
 			c.noteSeen(proposal)
-			until := start.Add(time.Duration(ms)*time.Millisecond - l.opts.drift(ttl))
+			until := l.opts.validUntil(start, ttl)
 			if time.Now().Before(until) {
 				l.confirm(until, ttl)
 				return l, nil

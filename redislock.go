@@ -376,7 +376,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		return err
 	}
-	until := start.Add(time.Duration(ms)*time.Millisecond - l.opts.drift(ttl))
+	until := l.opts.validUntil(start, ttl)
 	if !time.Now().Before(until) {
 		return ErrGrantExpired
 	}
@@ -492,7 +492,7 @@ func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) e
 		return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected obtain reply %d %d", r.a, r.b)}
 	}
 	l.fence = r.b
-	until := start.Add(time.Duration(ms)*time.Millisecond - l.opts.drift(ttl))
+	until := l.opts.validUntil(start, ttl)
 	if !time.Now().Before(until) {
 		c.releaseAll(l)
 		return ErrGrantExpired
