@@ -279,9 +279,12 @@ func (l *Lock) Token() string {
 // resource and have it reject writes with a fence below the highest it has
 // seen (FencedSet does that on Redis). Zero for a nil Lock.
 //
-// Single mode: the fence is max(last fence + 1, the server's clock in µs),
-// so it keeps increasing when Redis loses its data (a restart without
-// persistence, FLUSHALL, eviction), as long as the server's clock does not
+// Single mode: the first fence of a key is the server's clock in µs, each
+// later one the last fence + 1 (kept in a counter key for 24 h after the
+// last grant). Since a key is granted far less often than once per µs, the
+// counter stays below the clock, so a fence minted from the clock after
+// Redis lost the counter (a restart without persistence, FLUSHALL,
+// eviction, expiry) is still higher, as long as the server's clock did not
 // step back by more than the time since the last grant. Quorum mode: see
 // NewQuorum.
 func (l *Lock) Fence() int64 {

@@ -72,7 +72,7 @@ func TestClaimSingleRestartAOF(t *testing.T) {
 // Single mode, kill -9 and restart WITHOUT persistence. Negative claim: the
 // lock is forgotten, so a second client is granted while the first still
 // holds a valid lease (a double grant, flagged by the lease and porcupine
-// checkers); the fence (max(counter+1, server µs)) still orders the grants,
+// checkers); the fence (counter + 1, or the server clock in µs once the counter is lost) still orders the grants,
 // so the first holder's late write is rejected.
 func TestClaimSingleRestartNoPersistenceDoubleGrant(t *testing.T) {
 	needRedis(t)

@@ -5,7 +5,8 @@
 -- KEYS[2]  fence counter key (same hash slot)
 -- ARGV[1]  token (never contains ':')
 -- ARGV[2]  lock TTL in milliseconds (> 0)
--- ARGV[3]  proposed fence; 0 = mint here as max(counter + 1, server time in µs)
+-- ARGV[3]  proposed fence; 0 = mint here: counter + 1, or the server time in
+--          µs when there is no counter (first grant, or the counter was lost)
 -- ARGV[4]  fence counter TTL in milliseconds (> 0)
 --
 -- The lock key holds "token:fence". Replies:
@@ -33,9 +34,14 @@ if sp then
 end
 local counter = tonumber(c) or 0
 local fence = tonumber(ARGV[3])
-if fence == 0 then
+if fence == 0 and counter > 0 then
+  -- The counter started at the server clock in µs and grows by one per
+  -- grant, far slower than the clock: it stays below the clock, so a fence
+  -- minted from the clock after the counter is lost is still higher.
+  fence = counter + 1
+elseif fence == 0 then
   local t = redis.call('TIME')
-  fence = math.max(counter + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
 elseif fence <= counter then
   return {-1, counter}
 end
