@@ -55,7 +55,7 @@ func (c *Client) fairLeave(o *options, k keys) func() {
 	if !o.fair || c.quorum {
 		return nil
 	}
-	t, publish, timeout := o.ticket, o.publish(), o.releaseTimeout
+	t, publish, timeout := o.ticket, o.publish(false), o.releaseTimeout
 	return func() {
 		if t == nil || !t.queued.Load() {
 			return

@@ -232,7 +232,7 @@ func (m *MultiLock) releaseGroups(groups [][]keys) (released int, err error) {
 			ks = append(ks, k.lock, k.wake(), k.queue())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.opts.releaseTimeout)
-		n, e := multiReleaseScript.Run(ctx, m.c.nodes[0], ks, m.token, m.opts.publish()).Int()
+		n, e := multiReleaseScript.Run(ctx, m.c.nodes[0], ks, m.token, m.opts.publish(false)).Int()
 		cancel()
 		released += n
 		if e != nil && err == nil {

@@ -229,15 +229,18 @@ func WithQueueTTL(d time.Duration) Option {
 }
 
 // publish is release.lua's wake mode, boxed once: it is an argument of
-// every release.
-func (o *options) publish() any {
-	if o.sharded {
+// every release. Quorum mode has no notified waiting: no wake-up.
+func (o *options) publish(quorum bool) any {
+	switch {
+	case quorum:
+		return publishNone
+	case o.sharded:
 		return publishSharded
 	}
 	return publishPlain
 }
 
-var publishPlain, publishSharded any = "p", "s"
+var publishPlain, publishSharded, publishNone any = "p", "s", ""
 
 // queueArg tells release.lua whether to name the fair queue's head in its
 // wake-up: only fair clients pay for the queue read (one mode per key).

@@ -96,7 +96,7 @@ func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b int64, err
 	case opRefresh:
 		a, err = refreshScript.Run(ctx, rdb, l.keys.all[:1], l.arg, o.ms).Int64()
 	case opRelease:
-		a, err = releaseScript.Run(ctx, rdb, l.keys.all[:], l.arg, l.opts.publish(), fenceCounterTTLms, l.opts.queueArg()).Int64()
+		a, err = releaseScript.Run(ctx, rdb, l.keys.all[:], l.arg, l.opts.publish(l.c.quorum), fenceCounterTTLms, l.opts.queueArg()).Int64()
 	case opTTL:
 		a, err = ttlScript.Run(ctx, rdb, l.keys.all[:1], l.arg).Int64()
 	}
