@@ -40,6 +40,21 @@ func Binary(tb testing.TB) string {
 	return path
 }
 
+// Available reports whether redis-server is on PATH, for tests that also
+// have something to check without it. Absent, it logs why (or, under
+// RequireEnv, fails tb).
+func Available(tb testing.TB) bool {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			tb.Fatalf("redis-server not found on PATH and %s=1: %v", RequireEnv, err)
+		}
+		tb.Log("redis-server not found on PATH: running on miniredis only (set " + RequireEnv + "=1 to make this a failure)")
+		return false
+	}
+	return true
+}
+
 // Server is one redis-server process owned by a test.
 type Server struct {
 	tb   testing.TB
