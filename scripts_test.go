@@ -98,8 +98,8 @@ func TestReleaseScriptReplay(t *testing.T) {
 				}
 				return n
 			}
-			if release("tok") != 1 || release("tok") != 1 {
-				t.Fatal("release or its replay did not answer 1")
+			if first, replay := release("tok"), release("tok"); first != 1 || replay != 1 {
+				t.Fatalf("release = %d, its replay = %d, want 1 and 1", first, replay)
 			}
 			if release("other") != 0 || release("ok") != 0 {
 				t.Fatal("another token's release answered 1")

@@ -182,12 +182,6 @@ func (t *target) serverCalls(ctx context.Context, n int) int64 {
 	return total
 }
 
-func (t *target) flush(ctx context.Context, n int) {
-	for _, a := range t.admin[:n] {
-		_ = a.FlushAll(ctx).Err()
-	}
-}
-
 func infoField(s, key string) string {
 	for _, line := range strings.Split(s, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+"="); ok {
