@@ -25,7 +25,7 @@ func TestInvalidInput(t *testing.T) {
 		"negative TTL":     func() error { _, err := c.Obtain(ctx, "k", -time.Second); return err },
 		"sub-ms TTL":       func() error { _, err := c.Obtain(ctx, "k", 999*time.Microsecond); return err },
 		"TTL within drift": func() error { _, err := c.Obtain(ctx, "k", 2*time.Millisecond); return err },
-		"nil ctx":          func() error { _, err := c.Obtain(nil, "k", time.Second); return err }, //nolint:staticcheck
+		"nil ctx":          func() error { var nilCtx context.Context; _, err := c.Obtain(nilCtx, "k", time.Second); return err },
 		"nil retry":        func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(nil)); return err },
 		"zero linear backoff": func() error {
 			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.LinearBackoff(0)))
