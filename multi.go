@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,9 +24,7 @@ type MultiLock struct {
 	token  string
 	opts   options
 
-	mu    sync.Mutex
-	ttl   time.Duration
-	until time.Time
+	lease
 }
 
 // ObtainMulti takes the locks on all keys at once, as one lock: either it
@@ -242,18 +239,6 @@ func (m *MultiLock) releaseGroups(groups [][]keys) (released int, err error) {
 	return released, err
 }
 
-func (m *MultiLock) confirm(until time.Time, ttl time.Duration) {
-	m.mu.Lock()
-	m.until, m.ttl = until, ttl
-	m.mu.Unlock()
-}
-
-func (m *MultiLock) lost() {
-	m.mu.Lock()
-	m.until = time.Time{}
-	m.mu.Unlock()
-}
-
 // Keys returns the keys of the lock, in the order the caller gave them.
 func (m *MultiLock) Keys() []string {
 	if m == nil {
@@ -285,9 +270,7 @@ func (m *MultiLock) ValidUntil() time.Time {
 	if m == nil {
 		return time.Time{}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.until
+	return m.validUntil()
 }
 
 // TTL returns the least remaining time to live of the keys on Redis, or
@@ -313,12 +296,6 @@ func (m *MultiLock) TTL(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	return time.Duration(least) * time.Millisecond, nil
-}
-
-func (m *MultiLock) currentTTL() time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.ttl
 }
 
 func locksOf(g []keys) []string {

@@ -251,10 +251,41 @@ type Lock struct {
 	fence int64
 	opts  options
 
-	mu       sync.Mutex
-	ttl      time.Duration // last TTL asked for
-	until    time.Time     // validity confirmed by the last grant or refresh
-	released bool          // a Release succeeded: a second one is ErrNotHeld
+	lease
+	released bool // a Release succeeded: a second one is ErrNotHeld (guarded by mu)
+}
+
+// lease is the validity a grant last confirmed, safe for concurrent use
+// (shared by Lock and MultiLock).
+type lease struct {
+	mu    sync.Mutex
+	ttl   time.Duration // last TTL asked for
+	until time.Time     // validity confirmed by the last grant or refresh
+}
+
+func (s *lease) validUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.until
+}
+
+func (s *lease) confirm(until time.Time, ttl time.Duration) {
+	s.mu.Lock()
+	s.until, s.ttl = until, ttl
+	s.mu.Unlock()
+}
+
+// lost records that the grant is known not to be held.
+func (s *lease) lost() {
+	s.mu.Lock()
+	s.until = time.Time{}
+	s.mu.Unlock()
+}
+
+func (s *lease) currentTTL() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ttl
 }
 
 // Key returns the key the caller asked for (without prefix or hash tag).
@@ -304,21 +335,7 @@ func (l *Lock) ValidUntil() time.Time {
 	if l == nil {
 		return time.Time{}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.until
-}
-
-func (l *Lock) confirm(until time.Time, ttl time.Duration) {
-	l.mu.Lock()
-	l.until, l.ttl = until, ttl
-	l.mu.Unlock()
-}
-
-func (l *Lock) lost() {
-	l.mu.Lock()
-	l.until = time.Time{}
-	l.mu.Unlock()
+	return l.validUntil()
 }
 
 // TTL returns the lock's remaining time to live on Redis (in quorum mode the
@@ -344,12 +361,6 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(least) * time.Millisecond, nil
-}
-
-func (l *Lock) currentTTL() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl
 }
 
 // Refresh extends the lease to ttl from now, only if this grant still holds
