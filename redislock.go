@@ -188,7 +188,16 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		ws = c.obtainWaiter(req)
 	}
 	for attempt := 1; ; attempt++ {
-		l, err := c.obtainOnce(ctx, &req)
+		var l *Lock
+		var err error
+		if attempt == 1 && c.queueBehindLocalWaiters(&o, req.keys) {
+			// Other callers of this Client already wait for this key: wait
+			// behind them instead of overtaking them (a release wakes the
+			// longest-waiting one), as if this attempt found the lock held.
+			err = heldFor(req.keys, -1)
+		} else {
+			l, err = c.obtainOnce(ctx, &req)
+		}
 		switch {
 		case err == nil:
 			return l, nil

@@ -619,3 +619,27 @@ func (w *waker) close() {
 	}
 	w.mu.Unlock()
 }
+
+// queueBehindLocalWaiters reports whether a new Obtain with a retry
+// strategy should skip its first attempt because other callers of this
+// Client are waiting, notified, for the same key: waking the longest-waiting
+// one per release then grants in arrival order within the Client, and a
+// caller that just released cannot re-take the lock ahead of them.
+func (c *Client) queueBehindLocalWaiters(o *options, k keys) bool {
+	if !o.notify || o.fair || o.sharded || c.quorum {
+		return false
+	}
+	if _, ok := o.retry.Backoff(1); !ok {
+		return false // a single attempt must try
+	}
+	c.mu.Lock()
+	w := c.wakers[""]
+	c.mu.Unlock()
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := w.chans[k.wake()]
+	return ch != nil && ch.isReady && len(ch.waiters) > 0
+}
