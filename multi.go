@@ -206,16 +206,14 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 			return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected multi_obtain reply %v", res)}
 		}
 	}
-	until := m.opts.validUntil(start, ttl)
-	if !time.Now().Before(until) {
-		m.releaseGroups(m.groups)
-		return ErrGrantExpired
-	}
 	m.fences = make(map[string]int64, len(m.keys))
 	for _, k := range m.keys {
 		m.fences[k] = fences[makeKeys(m.opts.prefix, k).lock]
 	}
-	m.confirm(until, ttl)
+	if err := m.confirmFrom(&m.opts, start, ttl); err != nil {
+		m.releaseGroups(m.groups)
+		return err
+	}
 	return nil
 }
 
@@ -332,12 +330,7 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 			return ErrNotHeld
 		}
 	}
-	until := m.opts.validUntil(start, ttl)
-	if !time.Now().Before(until) {
-		return ErrGrantExpired
-	}
-	m.confirm(until, ttl)
-	return nil
+	return m.confirmFrom(&m.opts, start, ttl)
 }
 
 // Release gives back every key this grant still holds, waking their

@@ -230,13 +230,11 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		if granted >= q {
 			l.fence = proposal
 			c.noteSeen(proposal)
-			until := l.opts.validUntil(start, ttl)
-			if time.Now().Before(until) {
-				l.confirm(until, ttl)
-				return l, nil
+			if err := l.confirmFrom(&l.opts, start, ttl); err != nil {
+				c.releaseNodes(l, grants)
+				return nil, err
 			}
-			c.releaseNodes(l, grants)
-			return nil, ErrGrantExpired
+			return l, nil
 		}
 		// No majority: release the nodes that granted before retrying or
 		// failing (the failed and late ones are being released above). A node

@@ -278,10 +278,18 @@ func (s *lease) validUntil() time.Time {
 	return s.until
 }
 
-func (s *lease) confirm(until time.Time, ttl time.Duration) {
+// confirmFrom records the validity of a lease of ttl asked for at start, or
+// returns ErrGrantExpired when that validity has already passed: a grant or
+// refresh is never confirmed late.
+func (s *lease) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
+	until := o.validUntil(start, ttl)
+	if !time.Now().Before(until) {
+		return ErrGrantExpired
+	}
 	s.mu.Lock()
 	s.until, s.ttl = until, ttl
 	s.mu.Unlock()
+	return nil
 }
 
 // lost records that the grant is known not to be held.
@@ -399,12 +407,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		return err
 	}
-	until := l.opts.validUntil(start, ttl)
-	if !time.Now().Before(until) {
-		return ErrGrantExpired
-	}
-	l.confirm(until, ttl)
-	return nil
+	return l.confirmFrom(&l.opts, start, ttl)
 }
 
 // Release gives the lock back, only if this grant still holds it; in quorum
@@ -515,12 +518,10 @@ func (c *Client) obtainSingle(ctx context.Context, l *Lock, ttl time.Duration) e
 		return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected obtain reply %d %d", r.a, r.b)}
 	}
 	l.fence = r.b
-	until := l.opts.validUntil(start, ttl)
-	if !time.Now().Before(until) {
+	if err := l.confirmFrom(&l.opts, start, ttl); err != nil {
 		c.releaseAll(l)
-		return ErrGrantExpired
+		return err
 	}
-	l.confirm(until, ttl)
 	return nil
 }
 

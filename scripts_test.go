@@ -14,12 +14,7 @@ import (
 // obtain.lua is idempotent under go-redis' own re-sends: a replay of the
 // same request reports the grant with the fence it minted the first time.
 func TestObtainScriptReplay(t *testing.T) {
-	m := miniredis.RunT(t)
-	targets := map[string]string{"miniredis": m.Addr()}
-	if redistest.Available(t) {
-		targets["redis-server"] = redistest.Start(t).Addr()
-	}
-	for name, addr := range targets {
+	for name, addr := range scriptTargets(t) {
 		t.Run(name, func(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: addr})
 			defer rdb.Close()
@@ -75,12 +70,7 @@ func TestObtainScriptReplay(t *testing.T) {
 // re-sent by go-redis) with "released", never "not held"; another token still
 // gets "not held"; the counter keeps counting.
 func TestReleaseScriptReplay(t *testing.T) {
-	m := miniredis.RunT(t)
-	targets := map[string]string{"miniredis": m.Addr()}
-	if redistest.Available(t) {
-		targets["redis-server"] = redistest.Start(t).Addr()
-	}
-	for name, addr := range targets {
+	for name, addr := range scriptTargets(t) {
 		t.Run(name, func(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: addr})
 			defer rdb.Close()
@@ -179,4 +169,14 @@ func TestMakeKeys(t *testing.T) {
 	if k.all != want || k.lock != want[0] || k.fence != want[1] || k.wake() != want[2] || k.queue() != want[3] {
 		t.Fatalf("makeKeys = %q", k.all)
 	}
+}
+
+// scriptTargets are the servers the script tests run on: a miniredis, and a
+// real redis-server where there is one.
+func scriptTargets(t *testing.T) map[string]string {
+	targets := map[string]string{"miniredis": miniredis.RunT(t).Addr()}
+	if redistest.Available(t) {
+		targets["redis-server"] = redistest.Start(t).Addr()
+	}
+	return targets
 }
