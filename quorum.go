@@ -73,9 +73,9 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...Option) (*Client, error) {
 // reply is one node's answer: the script's one or two integers, or an error
 // (a *NodeError).
 type reply struct {
-	node int
-	a, b int64
-	err  error
+	node    int
+	a, b, c int64
+	err     error
 }
 
 // fanout runs o on every node in parallel, each bounded by timeout, and
@@ -96,11 +96,11 @@ func (c *Client) callNode(ctx context.Context, timeout time.Duration, i int, o o
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	a, b, err := o.run(ctx, c.nodes[i])
+	a, b, r, err := o.run(ctx, c.nodes[i])
 	if err != nil {
 		err = &NodeError{Node: i, Err: err}
 	}
-	return reply{node: i, a: a, b: b, err: err}
+	return reply{node: i, a: a, b: b, c: r, err: err}
 }
 
 // gather reads replies from ch until stop (called after each) says so, all n arrived, or

@@ -262,6 +262,7 @@ type Lock struct {
 
 	lease
 	released bool // a Release succeeded: a second one is ErrNotHeld (guarded by mu)
+	handoffs int  // how many handoffs in a row led to this grant (handoff.go)
 }
 
 // lease is the validity a grant last confirmed, safe for concurrent use
@@ -426,7 +427,10 @@ func (l *Lock) Release(_ context.Context) error {
 	if released {
 		return ErrNotHeld
 	}
-	err := l.c.verdict(l.c.releaseAll(l))
+	err, handed := l.c.handOff(l)
+	if !handed {
+		err = l.c.verdict(l.c.releaseAll(l))
+	}
 	l.mu.Lock()
 	l.until, l.released = time.Time{}, err == nil
 	l.mu.Unlock()

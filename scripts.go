@@ -78,20 +78,24 @@ type op struct {
 	l        *Lock
 	ms       int64 // obtain, refresh: the TTL in milliseconds
 	proposal int64 // obtain: the proposed fence; 0 lets the node mint it
+	from     *Lock // obtain: the grant handed over to l (handoff.go), or nil
 }
 
 // fenceCounterTTLms is boxed once: it is an argument of every obtain.
 var fenceCounterTTLms any = fenceCounterTTL.Milliseconds()
 
-// run sends the op to rdb. Obtain replies two integers (see obtain.lua);
-// the others one, in a.
-func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b int64, err error) {
+// run sends the op to rdb. Obtain replies two integers, a handoff three
+// (see obtain.lua); the others one, in a.
+func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b, c int64, err error) {
 	l := o.l
 	switch o.kind {
 	case opObtain:
-		return pair(obtainScript.Run(ctx, rdb, l.keys.all[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice())
+		if o.from != nil {
+			return ints(obtainScript.Run(ctx, rdb, l.keys.all[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms, o.from.arg).Slice())
+		}
+		return ints(obtainScript.Run(ctx, rdb, l.keys.all[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice())
 	case opFairObtain:
-		return pair(fairObtainScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.fence, l.keys.queue(), l.keys.qexp()},
+		return ints(fairObtainScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.fence, l.keys.queue(), l.keys.qexp()},
 			l.arg, o.ms, fenceCounterTTLms, l.opts.queueTTL.Milliseconds(), l.opts.ticket.id).Slice())
 	case opRefresh:
 		a, err = refreshScript.Run(ctx, rdb, l.keys.all[:1], l.arg, o.ms).Int64()
@@ -100,20 +104,21 @@ func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b int64, err
 	case opTTL:
 		a, err = ttlScript.Run(ctx, rdb, l.keys.all[:1], l.arg).Int64()
 	}
-	return a, 0, err
+	return a, 0, 0, err
 }
 
-// pair reads the two-integer reply of the obtain scripts.
-func pair(res []any, err error) (a, b int64, _ error) {
+// ints reads the two- or three-integer reply of the obtain scripts.
+func ints(res []any, err error) (a, b, c int64, _ error) {
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	if len(res) == 2 {
-		a, ok1 := res[0].(int64)
-		b, ok2 := res[1].(int64)
-		if ok1 && ok2 {
-			return a, b, nil
-		}
+	var v [3]int64
+	ok := len(res) == 2 || len(res) == 3
+	for i := 0; ok && i < len(res); i++ {
+		v[i], ok = res[i].(int64)
 	}
-	return 0, 0, fmt.Errorf("redislock: unexpected obtain reply %v", res)
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("redislock: unexpected obtain reply %v", res)
+	}
+	return v[0], v[1], v[2], nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -179,4 +180,48 @@ func scriptTargets(t *testing.T) map[string]string {
 		targets["redis-server"] = redistest.Start(t).Addr()
 	}
 	return targets
+}
+
+// obtain.lua with a handoff token releases that grant and grants the new
+// token in one step (fence + 1, the old token remembered as released), is
+// idempotent under re-sends, and hands over nothing it does not hold.
+func TestHandoffScript(t *testing.T) {
+	for name, addr := range scriptTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			defer rdb.Close()
+			ctx := context.Background()
+			k := makeKeys(DefaultPrefix, "handoff")
+			run := func(token string, from ...any) []int64 {
+				t.Helper()
+				args := append([]any{token, 10000, 0, 60000}, from...)
+				res, err := obtainScript.Run(ctx, rdb, k.all[:2], args...).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			first := run("r")
+			want := []int64{1, first[1] + 1, 1}
+			if got := run("w", "r"); !slices.Equal(got, want) {
+				t.Fatalf("handoff = %v, want %v", got, want)
+			}
+			if got := run("w", "r"); !slices.Equal(got, want) {
+				t.Fatalf("replayed handoff = %v, want %v", got, want)
+			}
+			if v := rdb.Get(ctx, k.lock).Val(); v != "w:"+strconv.FormatInt(want[1], 10) {
+				t.Fatalf("lock holds %q", v)
+			}
+			if n, _ := releaseScript.Run(ctx, rdb, k.all[:], "r", "p", 60000, "").Int64(); n != 1 {
+				t.Fatal("a replayed release of the handed-over grant answered not held")
+			}
+			if got := run("x", "y"); got[0] != 0 || got[1] <= 0 || got[2] != 0 {
+				t.Fatalf("handoff from a non-holder = %v, want held, not released", got)
+			}
+			rdb.Del(ctx, k.lock)
+			if got := run("z", "w"); got[0] != 1 || got[1] != want[1]+1 || got[2] != 0 {
+				t.Fatalf("handoff of a free lock = %v, want granted, not released", got)
+			}
+		})
+	}
 }

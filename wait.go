@@ -61,8 +61,9 @@ type waitState struct {
 	c       *Client
 	sharded bool
 	ticket  string                          // fair mode: this Obtain call's place in the queue
+	req     *request                        // Obtain: what a handoff grants (handoff.go); nil: no handoffs
 	retry   func(ctx context.Context) error // one more attempt (the recheck)
-	granted *Lock                           // Obtain: what the recheck obtained
+	granted *Lock                           // Obtain: what the recheck obtained, or a handoff
 	sub     *waitSub
 	checked bool          // an attempt was made after sub was confirmed
 	fairCap time.Duration // fair mode: waits are capped to renew the queue entry
@@ -87,6 +88,9 @@ func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error,
 // keeps the Lock it obtains in granted.
 func (c *Client) obtainWaiter(r request) *waitState {
 	w := c.newWaitState(&r.opts, nil, c.fairLeave(&r.opts, r.keys))
+	if !r.opts.fair {
+		w.req = &r
+	}
 	w.retry = func(ctx context.Context) (err error) {
 		w.granted, err = c.obtainOnce(ctx, &r)
 		return err
@@ -94,14 +98,28 @@ func (c *Client) obtainWaiter(r request) *waitState {
 	return w
 }
 
-// errGranted: the recheck made right after subscribing obtained the lock.
+// errGranted: the recheck made right after subscribing obtained the lock, or
+// a release handed it over.
 var errGranted = errors.New("redislock: granted during wait")
+
+// handedOver reports whether a release handed this waiter the lock, and
+// keeps it in granted.
+func (w *waitState) handedOver() bool {
+	if w.sub != nil {
+		w.granted = w.sub.take()
+	}
+	return w.granted != nil
+}
 
 // wait waits before the next attempt, after an attempt failed with held (an
 // error matching ErrNotObtained). It returns nil to try again, errGranted if
-// its own recheck obtained the lock, or the error that ends Obtain (the
-// context's, joined with ErrNotObtained, or the recheck's).
+// its own recheck obtained the lock or a release handed it over, or the
+// error that ends Obtain (the context's, joined with ErrNotObtained, or the
+// recheck's).
 func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) error {
+	if w.handedOver() {
+		return errGranted
+	}
 	if w.fairCap > 0 {
 		wait = min(wait, w.fairCap)
 	}
@@ -115,7 +133,7 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 	}
 	if w.sub == nil || w.sub.channel != he.wake {
 		w.sub.stop()
-		w.sub = w.c.subscribe(he.wake, w.ticket, w.sharded)
+		w.sub = w.c.subscribe(he.wake, w.ticket, w.req, w.sharded)
 		if w.sub == nil {
 			return sleep(ctx, wait, nil)
 		}
@@ -133,6 +151,9 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 			// The context ended, or the wait did before Redis confirmed
 			// the subscription: the next attempt is due anyway.
 			return err
+		}
+		if w.handedOver() {
+			return errGranted
 		}
 		// Subscribed: try again at once, so that a release that happened
 		// before the subscription is not missed.
@@ -152,7 +173,13 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 			return nil
 		}
 	}
-	return sleep(ctx, wait, w.sub.wake)
+	if err := sleep(ctx, wait, w.sub.wake); err != nil {
+		return err
+	}
+	if w.handedOver() {
+		return errGranted
+	}
+	return nil
 }
 
 // stop leaves the subscription, if any, and the fair queue.
@@ -191,12 +218,12 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 
 // subscribe registers a waiter on channel with the client's waker, or
 // returns nil when the client is closed.
-func (c *Client) subscribe(channel, ticket string, sharded bool) *waitSub {
+func (c *Client) subscribe(channel, ticket string, req *request, sharded bool) *waitSub {
 	w := c.wakerFor(channel, sharded)
 	if w == nil {
 		return nil
 	}
-	return w.add(channel, ticket)
+	return w.add(channel, ticket, req)
 }
 
 // wakerFor returns the waker for channel, creating it on first use: one per
@@ -286,7 +313,11 @@ type waitSub struct {
 	w       *waker
 	channel string
 	ticket  string        // fair mode: the waiter's queue entry; else ""
-	wake    chan struct{} // buffered 1: a wake-up, a reconnect
+	req     *request      // what a handoff grants it; nil: none (handoff.go)
+	claimed bool          // guarded by w.mu: a handoff to it is under way
+	handed  *Lock         // guarded by w.mu: a lock handed to it, not yet taken
+	gone    bool          // guarded by w.mu: stopped; a late handoff is released
+	wake    chan struct{} // buffered 1: a wake-up, a reconnect, a handoff
 	ready   chan struct{} // guarded by w.mu, replaced by reset
 	renewed bool          // guarded by w.mu: reset subscribed again
 	joined  bool          // the subscription was already confirmed when this waiter came
@@ -311,7 +342,7 @@ func (w *waker) newPubSub() *redis.PubSub {
 }
 
 // add registers a waiter on channel; its first waiter subscribes.
-func (w *waker) add(channel, ticket string) *waitSub {
+func (w *waker) add(channel, ticket string, req *request) *waitSub {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -334,7 +365,7 @@ func (w *waker) add(channel, ticket string) *waitSub {
 		ch.ready, ch.isReady = make(chan struct{}), false
 		w.enqueue(subOp{gen: w.gen, sub: true, channels: []string{channel}})
 	}
-	s := &waitSub{w: w, channel: channel, ticket: ticket, wake: make(chan struct{}, 1), ready: ch.ready, joined: ch.isReady}
+	s := &waitSub{w: w, channel: channel, ticket: ticket, req: req, wake: make(chan struct{}, 1), ready: ch.ready, joined: ch.isReady}
 	ch.waiters = append(ch.waiters, s)
 	return s
 }
@@ -373,37 +404,49 @@ func (s *waitSub) resubscribed() bool {
 	return r
 }
 
-// stop unregisters the waiter; the channel's last waiter unsubscribes.
-// Safe on nil and more than once.
+// stop unregisters the waiter; the channel's last waiter unsubscribes. A
+// lock handed to it and not taken is released. Safe on nil and more than
+// once.
 func (s *waitSub) stop() {
 	if s == nil {
 		return
 	}
 	s.once.Do(func() {
-		w := s.w
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		ch := w.chans[s.channel]
-		if ch == nil {
-			return
+		if l := s.leave(); l != nil {
+			l.c.background(func() { l.c.releaseAll(l) })
 		}
-		if i := slices.Index(ch.waiters, s); i >= 0 {
-			ch.waiters = slices.Delete(ch.waiters, i, i+1)
-		}
-		if len(s.wake) > 0 {
-			// Woken but leaving without trying: pass the wake-up on.
-			wakeOne(ch.waiters, "")
-		}
-		if len(ch.waiters) > 0 {
-			return
-		}
-		if w.closed {
-			delete(w.chans, s.channel)
-			return
-		}
-		ch.pending++
-		w.enqueue(subOp{gen: w.gen, channels: []string{s.channel}})
 	})
+}
+
+// leave does stop's work on the waker; it returns the lock handed to s, if
+// any.
+func (s *waitSub) leave() (handed *Lock) {
+	w := s.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s.gone = true
+	handed, s.handed = s.handed, nil
+	ch := w.chans[s.channel]
+	if ch == nil {
+		return handed
+	}
+	if i := slices.Index(ch.waiters, s); i >= 0 {
+		ch.waiters = slices.Delete(ch.waiters, i, i+1)
+	}
+	if len(s.wake) > 0 && handed == nil {
+		// Woken but leaving without trying: pass the wake-up on.
+		wakeOne(ch.waiters, "")
+	}
+	if len(ch.waiters) > 0 {
+		return handed
+	}
+	if w.closed {
+		delete(w.chans, s.channel)
+		return handed
+	}
+	ch.pending++
+	w.enqueue(subOp{gen: w.gen, channels: []string{s.channel}})
+	return handed
 }
 
 func (w *waker) enqueue(op subOp) {

@@ -1,0 +1,178 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redislock-go/redislock"
+)
+
+// TestHandoff: a Release while another caller of the same Client waits for
+// the key hands the lock straight to that caller: its grant has the next
+// fence and its own TTL, the lock key holds its token, the waiter sends no
+// attempt of its own, and the releaser's grant is gone (a stale Release or
+// Refresh of it is ErrNotHeld).
+func TestHandoff(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newClient(t, b.rdb)
+		ctx := ctxT(t, 20*time.Second)
+		held, err := c.Obtain(ctx, "ho", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *redislock.Lock, 1)
+		go func() {
+			l, err := c.Obtain(ctx, "ho", 30*time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		channel := redislock.DefaultPrefix + "{ho}:wake"
+		eventually(t, 5*time.Second, "the waiter subscribed", func() bool { return numSub(t, b.rdb, channel) == 1 })
+		time.Sleep(50 * time.Millisecond) // its recheck after subscribing is done
+		before := scriptCalls(t, b)
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l := <-got
+		if l == nil {
+			return
+		}
+		defer l.Release(ctx)
+		if n := scriptCalls(t, b) - before; b.real != nil && n != 1 {
+			t.Fatalf("%d script calls from release to grant, want 1 (the handoff)", n)
+		}
+		if l.Fence() != held.Fence()+1 {
+			t.Fatalf("handed fence %d after %d", l.Fence(), held.Fence())
+		}
+		v := b.rdb.Get(ctx, redislock.DefaultPrefix+"{ho}").Val()
+		if !strings.HasPrefix(v, l.Token()+":") {
+			t.Fatalf("lock key holds %q, want the waiter's token", v)
+		}
+		if ttl, err := l.TTL(ctx); err != nil || ttl > 30*time.Second || ttl < 20*time.Second {
+			t.Fatalf("handed TTL %v (%v), want the waiter's 30s", ttl, err)
+		}
+		if err := held.Refresh(ctx, time.Minute); !errors.Is(err, redislock.ErrNotHeld) {
+			t.Fatalf("the releaser's Refresh after the handoff: %v", err)
+		}
+		if err := held.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+			t.Fatalf("second Release: %v", err)
+		}
+	})
+}
+
+// scriptCalls counts the scripts a server ran (a real server's
+// commandstats); 0 on miniredis.
+func scriptCalls(t *testing.T, b backend) int {
+	t.Helper()
+	if b.real == nil {
+		return 0
+	}
+	var n int
+	for _, line := range strings.Split(b.rdb.Info(context.Background(), "commandstats").Val(), "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			var calls int
+			if i := strings.Index(line, "calls="); i >= 0 {
+				for _, r := range line[i+6:] {
+					if r < '0' || r > '9' {
+						break
+					}
+					calls = calls*10 + int(r-'0')
+				}
+			}
+			n += calls
+		}
+	}
+	return n
+}
+
+// TestHandoffChainEnds: callers of one Client that keep a key busy hand it to
+// each other, but not forever: a waiter of another Client still gets it.
+func TestHandoffChainEnds(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		busy := newClient(t, b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
+		other := newClient(t, b.rdb)
+		ctx := ctxT(t, 30*time.Second)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					l, err := busy.Obtain(ctx, "chain", time.Minute)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					time.Sleep(200 * time.Microsecond)
+					if err := l.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		defer wg.Wait()
+		defer close(stop)
+		time.Sleep(100 * time.Millisecond) // the busy Client's waiters queue up
+		l, err := other.Obtain(ctxT(t, 20*time.Second), "chain", time.Minute,
+			redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
+		if err != nil {
+			t.Fatalf("another Client's waiter never got the busy key: %v", err)
+		}
+		_ = l.Release(ctx)
+	})
+}
+
+// TestHandoffLeavingWaiters: waiters that give up while locks are handed to
+// them leave no grant behind: once every caller is done and the Client is
+// closed, the lock is free.
+func TestHandoffLeavingWaiters(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := redislock.New(b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
+		ctx := ctxT(t, 30*time.Second)
+		var wg sync.WaitGroup
+		var grants int
+		var mu sync.Mutex
+		for range 8 {
+			wg.Go(func() {
+				for range 60 {
+					octx, cancel := context.WithTimeout(ctx, time.Duration(rand.IntN(5000))*time.Microsecond)
+					l, err := c.Obtain(octx, "leaving", time.Minute)
+					cancel()
+					if err != nil {
+						if !errors.Is(err, context.DeadlineExceeded) {
+							t.Error(err)
+						}
+						continue
+					}
+					mu.Lock()
+					grants++
+					mu.Unlock()
+					if err := l.Release(ctx); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		_ = c.Close()
+		if grants == 0 {
+			t.Fatal("no grants: the test exercised nothing")
+		}
+		if n := b.rdb.Exists(ctx, redislock.DefaultPrefix+"{leaving}").Val(); n != 0 {
+			t.Fatalf("after %d grants the lock is still held by %q: a handed grant leaked", grants,
+				b.rdb.Get(ctx, redislock.DefaultPrefix+"{leaving}").Val())
+		}
+	})
+}
