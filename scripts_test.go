@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -221,6 +223,62 @@ func TestHandoffScript(t *testing.T) {
 			rdb.Del(ctx, k.lock)
 			if got := run("z", "w"); got[0] != 1 || got[1] != want[1]+1 || got[2] != 0 {
 				t.Fatalf("handoff of a free lock = %v, want granted, not released", got)
+			}
+		})
+	}
+}
+
+// A release publishes a wake-up only when an attempt found the lock held
+// (the "*" mark), and a handoff passes the mark on.
+func TestReleaseWakesOnlyWaiters(t *testing.T) {
+	for name, addr := range scriptTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			defer rdb.Close()
+			ctx := context.Background()
+			k := makeKeys(DefaultPrefix, "mark")
+			ps := rdb.Subscribe(ctx, k.wake())
+			defer ps.Close()
+			if _, err := ps.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			obtain := func(token string, from ...any) int64 {
+				t.Helper()
+				res, err := obtainScript.Run(ctx, rdb, k.all[:2], append([]any{token, 10000, 0, 60000}, from...)...).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res[0]
+			}
+			release := func(token string) {
+				t.Helper()
+				if n, err := releaseScript.Run(ctx, rdb, k.all[:], token, "p", 60000, "").Int64(); n != 1 || err != nil {
+					t.Fatal(n, err)
+				}
+			}
+			woken := func() bool {
+				t.Helper()
+				_, err := ps.ReceiveTimeout(ctx, 200*time.Millisecond)
+				return err == nil
+			}
+			obtain("a")
+			release("a")
+			if woken() {
+				t.Fatal("a release nobody waited for published a wake-up")
+			}
+			obtain("b")
+			if obtain("c") != 0 {
+				t.Fatal("c granted while b holds")
+			}
+			if v := rdb.Get(ctx, k.lock).Val(); !strings.HasPrefix(v, "b:") || !strings.HasSuffix(v, "*") {
+				t.Fatalf("lock after a failed attempt = %q, want b's grant marked", v)
+			}
+			if obtain("d", "b") != 1 {
+				t.Fatal("handoff b -> d")
+			}
+			release("d")
+			if !woken() {
+				t.Fatal("the release after a handoff woke no one, though c waits")
 			}
 		})
 	}

@@ -53,12 +53,14 @@ func TestNotifyCluster(t *testing.T) {
 // checkNoLostWakeup releases the lock while a waiter is between its failed
 // attempt and its subscription (and everywhere around that moment): the
 // waiter must still be granted long before its 5 s backoff, which it would
-// only sleep through if the release went unnoticed.
+// only sleep through if the release went unnoticed. The holder alternates
+// between the waiter's Client (a handoff) and another Client (a wake-up).
 func checkNoLostWakeup(t *testing.T, rdb redis.UniversalClient, rounds int, opts ...redislock.Option) {
 	c := newClient(t, rdb, opts...)
+	holders := []*redislock.Client{c, newClient(t, rdb, opts...)}
 	for i := range rounds {
 		key := fmt.Sprintf("%s-lost-wakeup-%d", t.Name(), i)
-		holder, err := c.Obtain(ctxT(t, 5*time.Second), key, time.Minute)
+		holder, err := holders[(i+i/10)%2].Obtain(ctxT(t, 5*time.Second), key, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,8 @@
 -- ARGV[5]  the waiter's ticket: its identity in the queue, the same for all
 --          attempts of one Obtain call
 --
--- The lock key holds "token:fence". Replies:
+-- The lock key holds "token:fence" ("*" appended: someone waits; see
+-- obtain.lua). Replies:
 --   {1, fence}   granted (or a replay of this same grant)
 --   {0, pttl}    held by another grant: its PTTL
 --   {0, wait}    free but the head of the queue is another waiter: the
@@ -28,7 +29,7 @@ end
 local prefix = ARGV[1] .. ':'
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #prefix) == prefix then
-  return {1, tonumber(string.sub(v, #prefix + 1))}
+  return {1, tonumber(string.match(v, ':(%d+)'))}
 end
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -59,6 +60,9 @@ if v then
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl ~= -1 then
     enqueue()
+    if string.sub(v, -1) ~= '*' then
+      redis.call('APPEND', KEYS[1], '*')
+    end
   end
   return {0, pttl}
 end

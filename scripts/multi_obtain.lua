@@ -7,7 +7,8 @@
 -- ARGV[2]     lock TTL in milliseconds (> 0)
 -- ARGV[3]     fence counter TTL in milliseconds (> 0)
 --
--- Each lock key holds "token:fence". Replies:
+-- Each lock key holds "token:fence" ("*" appended: someone waits; see
+-- obtain.lua). Replies:
 --   {1, fence1, ..., fencen}  granted; a key that already holds ARGV[1] (a
 --                             replay of this request) keeps its fence
 --   {0, i, pttl}              lock key i is held by another grant; nothing
@@ -21,9 +22,13 @@ for i = 1, #KEYS / 2 do
   local v = redis.call('GET', KEYS[2 * i - 1])
   if v then
     if string.sub(v, 1, #prefix) ~= prefix then
-      return {0, i, redis.call('PTTL', KEYS[2 * i - 1])}
+      local pttl = redis.call('PTTL', KEYS[2 * i - 1])
+      if pttl >= 0 and string.sub(v, -1) ~= '*' then
+        redis.call('APPEND', KEYS[2 * i - 1], '*')
+      end
+      return {0, i, pttl}
     end
-    mine[i] = tonumber(string.sub(v, #prefix + 1))
+    mine[i] = tonumber(string.match(v, ':(%d+)'))
   end
 end
 local t = redis.call('TIME')

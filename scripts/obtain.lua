@@ -13,7 +13,9 @@
 --          without its wake-up: the lock stays held). When KEYS[1] holds it,
 --          the lock passes to ARGV[1] as if released and obtained at once.
 --
--- The lock key holds "token:fence". Replies:
+-- The lock key holds "token:fence", with a "*" appended once an attempt
+-- found it held: someone waits, and its release must wake them (release.lua).
+-- Replies:
 --   {1, fence}    granted; also when KEYS[1] already holds ARGV[1] (a replay
 --                 of this same request), with the fence minted the first time
 --   {0, pttl}     held by another grant (pttl as PTTL reports it)
@@ -35,19 +37,24 @@ local function releasedBefore()
   local c = redis.call('GET', KEYS[2]) or ''
   return string.find(c .. ' ', ' ' .. from .. ' ', 1, true) and 1 or 0
 end
+-- GET, not MGET: a key of another type must fail (WRONGTYPE), not look free.
 local v = redis.call('GET', KEYS[1])
 if v then
   if string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
     if from then
       handed = releasedBefore()
     end
-    return reply(1, tonumber(string.sub(v, #ARGV[1] + 2)))
+    return reply(1, tonumber(string.match(v, ':(%d+)')))
   end
   if not from or string.sub(v, 1, #from + 1) ~= from .. ':' then
     if from then
       handed = releasedBefore()
     end
-    return reply(0, redis.call('PTTL', KEYS[1]))
+    local pttl = redis.call('PTTL', KEYS[1])
+    if pttl >= 0 and string.sub(v, -1) ~= '*' then
+      redis.call('APPEND', KEYS[1], '*')
+    end
+    return reply(0, pttl)
   end
   handed = 1
 end
@@ -84,5 +91,10 @@ elseif fence <= counter then
 end
 local f = string.format('%d', fence)
 redis.call('SET', KEYS[2], f .. released, 'PX', ARGV[4])
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f, 'PX', ARGV[2])
+-- A handoff keeps the mark of the waiters of other clients.
+local mark = ''
+if v and string.sub(v, -1) == '*' then
+  mark = '*'
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f .. mark, 'PX', ARGV[2])
 return reply(1, fence)

@@ -1,7 +1,8 @@
 -- release: delete the lock only if it still holds this grant, and wake the
 -- lock's waiters in the same atomic step.
 --
--- KEYS[1]  lock key (its value is "token:fence")
+-- KEYS[1]  lock key (its value is "token:fence", "*" appended when someone
+--          waits: see obtain.lua)
 -- KEYS[2]  fence counter key (same hash slot)
 -- KEYS[3]  wake channel (same hash slot)
 -- KEYS[4]  fair-mode queue (a sorted set of waiters' tickets)
@@ -29,14 +30,15 @@ if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
   local n = redis.call('APPEND', KEYS[2], tok)
   if n == #tok then
     -- The counter was gone (evicted, flushed): restore it, fence and TTL.
-    redis.call('SET', KEYS[2], string.sub(v, #ARGV[1] + 2) .. tok, 'PX', ARGV[3])
+    redis.call('SET', KEYS[2], string.match(v, ':(%d+)') .. tok, 'PX', ARGV[3])
   elseif n > 16 * #tok then
     -- Trim to the fence and the newest 8 tokens.
     local c = redis.call('GET', KEYS[2])
     local sp = string.find(c, ' ', 1, true)
     redis.call('SET', KEYS[2], string.sub(c, 1, sp - 1) .. string.sub(c, -8 * #tok), 'KEEPTTL')
   end
-  if ARGV[2] == 'p' or ARGV[2] == 's' then
+  -- Wake waiters, if an attempt marked the lock (fair mode: always).
+  if (ARGV[2] == 'p' or ARGV[2] == 's') and (string.sub(v, -1) == '*' or ARGV[4] == 'q') then
     local msg = 'r'
     if ARGV[4] == 'q' then
       msg = redis.call('ZRANGE', KEYS[4], 0, 0)[1] or 'r'
