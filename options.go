@@ -26,6 +26,7 @@ type options struct {
 	releaseTimeout  time.Duration
 	maxWait         time.Duration // 0: the TTL
 	notify          bool          // notified waiting (wait.go)
+	autoPipeline    bool          // batch calls under load (pipeline.go)
 	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
 	fair            bool          // FIFO queue (fair.go)
 	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
@@ -55,6 +56,7 @@ func defaultOptions() options {
 		driftFactor:    DefaultDriftFactor,
 		releaseTimeout: DefaultReleaseTimeout,
 		notify:         true,
+		autoPipeline:   true,
 		queueTTL:       DefaultQueueTTL,
 	}
 }
@@ -190,6 +192,19 @@ func (o *options) drift(ttl time.Duration) time.Duration {
 // *redis.Ring, which always poll. Releases publish a wake-up in both cases.
 func WithNotify(on bool) Option {
 	return optionFunc(func(o *options) { o.notify = on })
+}
+
+// WithAutoPipeline sets whether calls are batched under load: while more
+// than 16 calls of the Client are in flight to one node, further ones go
+// through go-redis' AutoPipeliner for that node (Client.AutoPipeline, an
+// EXPERIMENTAL go-redis API), which sends the calls waiting at that moment
+// in one pipeline. Default: on. It applies to nodes that are a *redis.Client
+// (standalone, or a Sentinel failover client); other clients are always
+// called directly. The AutoPipeliner is cached by go-redis and closed with
+// the go-redis client; with AutoPipelineOptions set on that client, those
+// apply.
+func WithAutoPipeline(on bool) Option {
+	return optionFunc(func(o *options) { o.autoPipeline = on })
 }
 
 // WithShardedPubSub makes releases wake waiters with SPUBLISH and waiters

@@ -59,7 +59,7 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 		}
 	}
-	c := &Client{nodes: append([]redis.UniversalClient(nil), rdbs...), quorum: true, deadlines: true, opts: defaultOptions()}
+	c := &Client{nodes: append([]redis.UniversalClient(nil), rdbs...), pipes: make([]pipe, len(rdbs)), quorum: true, deadlines: true, opts: defaultOptions()}
 	for _, rdb := range rdbs {
 		c.deadlines = c.deadlines && honoursDeadlines(rdb)
 	}
@@ -96,7 +96,10 @@ func (c *Client) callNode(ctx context.Context, timeout time.Duration, i int, o o
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	a, b, r, err := o.run(ctx, c.nodes[i])
+	p := &c.pipes[i]
+	n := p.inflight.Add(1)
+	a, b, r, err := o.run(ctx, c.scripter(&o.l.opts, i, n))
+	p.inflight.Add(-1)
 	if err != nil {
 		err = &NodeError{Node: i, Err: err}
 	}

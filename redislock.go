@@ -25,6 +25,7 @@ import (
 // Redis masters (NewQuorum). It is safe for concurrent use.
 type Client struct {
 	nodes     []redis.UniversalClient
+	pipes     []pipe // per node (pipeline.go)
 	quorum    bool
 	deadlines bool // every node's go-redis client applies ctx deadlines to its socket
 	opts      options
@@ -43,7 +44,7 @@ type Client struct {
 // invalid option is reported, matching ErrInvalidArgument, by every call.
 // Close never closes rdb.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{nodes: []redis.UniversalClient{rdb}, opts: defaultOptions()}
+	c := &Client{nodes: []redis.UniversalClient{rdb}, pipes: make([]pipe, 1), opts: defaultOptions()}
 	c.opts.add(opts)
 	if rdb == nil {
 		c.err = invalid("nil redis client")

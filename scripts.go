@@ -86,7 +86,7 @@ var fenceCounterTTLms any = fenceCounterTTL.Milliseconds()
 
 // run sends the op to rdb. Obtain replies two integers, a handoff three
 // (see obtain.lua); the others one, in a.
-func (o op) run(ctx context.Context, rdb redis.UniversalClient) (a, b, c int64, err error) {
+func (o op) run(ctx context.Context, rdb redis.Scripter) (a, b, c int64, err error) {
 	l := o.l
 	switch o.kind {
 	case opObtain:
