@@ -189,7 +189,7 @@ func (o *options) drift(ttl time.Duration) time.Duration {
 // wait, so a lost wake-up or a dead subscription connection costs at most
 // one backoff. Off: waiters only sleep their backoff (polling). It has no
 // effect with NoRetry, which never waits, and none in quorum mode or on a
-// *redis.Ring, which always poll. Releases publish a wake-up in both cases.
+// *redis.Ring, which always poll. Releases wake waiters in both cases.
 func WithNotify(on bool) Option {
 	return optionFunc(func(o *options) { o.notify = on })
 }

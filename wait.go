@@ -14,7 +14,9 @@ import (
 // Notified waiting.
 //
 // A release publishes a wake-up on the lock's channel ("<prefix>{key}:wake")
-// in the same script that deletes the lock. A waiter whose attempt failed
+// in the same script that deletes the lock, if an attempt found the lock
+// held (the attempt marks the lock's value, atomically with finding it
+// held; an uncontended release publishes nothing). A waiter whose attempt failed
 // subscribes to that channel, waits for Redis to confirm the subscription,
 // tries once more (a release between the failed attempt and the
 // subscription is not missed), and then waits for the first of: a wake-up,
