@@ -65,6 +65,22 @@ func (c *Client) handOff(l *Lock) (err error, ok bool) {
 	return nil, true
 }
 
+// wakeLocal wakes the longest-waiting caller of this Client for the key of
+// l, just released: callers queued behind one another make no attempts of
+// their own (waitState.behind), so the lock may carry no mark that makes
+// the release publish a wake-up (the release that ends a chain of handoffs).
+func (c *Client) wakeLocal(l *Lock) {
+	if !l.opts.notify || l.opts.sharded || c.quorum {
+		return
+	}
+	c.mu.Lock()
+	w := c.wakers[""]
+	c.mu.Unlock()
+	if w != nil {
+		w.notify(l.keys.wake(), "")
+	}
+}
+
 // claim picks the longest-waiting caller on channel that can take a handoff
 // and is not already taking one, and marks it as taking one.
 func (w *waker) claim(channel string) *waitSub {

@@ -176,3 +176,65 @@ func TestHandoffLeavingWaiters(t *testing.T) {
 		}
 	})
 }
+
+// TestHandoffQueue: callers of one Client waiting for a key are granted in
+// arrival order, each by a handoff, and only the longest-waiting one makes
+// attempts (however short the others' backoff): from the first grant to the last release of 8 waiters, Redis
+// runs one script per grant plus the first waiter's two attempts.
+func TestHandoffQueue(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newClient(t, b.rdb)
+		ctx := ctxT(t, 30*time.Second)
+		warm, err := c.Obtain(ctx, "warm", time.Minute) // load the scripts: no NOSCRIPT round below
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = warm.Release(ctx)
+		before := scriptCalls(t, b)
+		held, err := c.Obtain(ctx, "queue", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const waiters = 8
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range waiters {
+			wg.Go(func() {
+				// The first waiter polls rarely, the others often: an
+				// attempt by any of those would show in the count.
+				backoff := 10 * time.Millisecond
+				if i == 0 {
+					backoff = 10 * time.Second
+				}
+				l, err := c.Obtain(ctx, "queue", time.Minute, redislock.WithRetry(redislock.LinearBackoff(backoff)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+			// The next one arrives after this one queued (and, for the
+			// first, made its attempt and its recheck).
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		for i, w := range order {
+			if w != i {
+				t.Fatalf("grant order %v, want arrival order", order)
+			}
+		}
+		// 1 obtain + 2 attempts of the first waiter + 8 handoffs + 1 release.
+		if n := scriptCalls(t, b) - before; b.real != nil && n != waiters+4 {
+			t.Fatalf("%d script calls, want %d: waiters behind the first made attempts, or a handoff took more than one call", n, waiters+4)
+		}
+	})
+}

@@ -191,10 +191,11 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	for attempt := 1; ; attempt++ {
 		var l *Lock
 		var err error
-		if attempt == 1 && c.queueBehindLocalWaiters(&o, req.keys) {
-			// Other callers of this Client already wait for this key: wait
-			// behind them instead of overtaking them (a release wakes the
-			// longest-waiting one), as if this attempt found the lock held.
+		if attempt == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() {
+			// Other callers of this Client wait for this key, longer than
+			// this one: wait behind them instead of overtaking them (a
+			// release wakes or hands the lock to the longest-waiting one),
+			// as if this attempt found the lock held.
 			err = heldFor(req.keys, -1)
 		} else {
 			l, err = c.obtainOnce(ctx, &req)
@@ -430,7 +431,9 @@ func (l *Lock) Release(_ context.Context) error {
 	}
 	err, handed := l.c.handOff(l)
 	if !handed {
-		err = l.c.verdict(l.c.releaseAll(l))
+		if err = l.c.verdict(l.c.releaseAll(l)); err == nil {
+			l.c.wakeLocal(l)
+		}
 	}
 	l.mu.Lock()
 	l.until, l.released = time.Time{}, err == nil

@@ -184,6 +184,21 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 	return nil
 }
 
+// behind reports whether another caller of the Client has waited longer for
+// the same key (notified, not fair): the longest-waiting caller makes the
+// attempts for all of them, the others wait for a release to wake them or
+// hand them the lock.
+func (w *waitState) behind() bool {
+	if w == nil || w.sub == nil || w.fairCap > 0 {
+		return false
+	}
+	s := w.sub
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	ch := s.w.chans[s.channel]
+	return ch != nil && len(ch.waiters) > 0 && ch.waiters[0] != s
+}
+
 // stop leaves the subscription, if any, and the fair queue.
 func (w *waitState) stop() {
 	if w != nil {
