@@ -221,7 +221,11 @@ func TestHandoffQueue(t *testing.T) {
 			})
 			// The next one arrives after this one queued (and, for the
 			// first, made its attempt and its recheck).
-			time.Sleep(50 * time.Millisecond)
+			eventually(t, 5*time.Second, "the waiter queued", func() bool {
+				n, ready := redislock.LocalWaiters(c, "queue")
+				return n == i+1 && ready
+			})
+			time.Sleep(20 * time.Millisecond)
 		}
 		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)

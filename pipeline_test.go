@@ -2,8 +2,10 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,4 +63,94 @@ func TestAutoPipeline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAutoPipelineFaults: 64 callers through the auto-pipeliner while the
+// server pauses writes and then cuts every connection: no call hangs or
+// panics, every error is a named outcome, a key is never granted to two
+// callers at once, and nothing stays locked after Close but locks whose
+// Release reported an error.
+func TestAutoPipelineFaults(t *testing.T) {
+	if !redistest.Available(t) {
+		return
+	}
+	srv := redistest.Start(t)
+	rdb := srv.Client(nil)
+	admin := srv.Client(nil)
+	c := New(rdb, WithRetry(LinearBackoff(time.Millisecond)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const keys = 64 // mostly one key per worker: many calls in flight
+	var holders [keys]atomic.Int32
+	var grants, failures atomic.Int64
+	var mu sync.Mutex
+	unreleased := map[string]bool{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := (w + i) % keys
+				octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
+				l, err := c.Obtain(octx, "fault-"+strconv.Itoa(k), 5*time.Second)
+				ocancel()
+				if err != nil {
+					var ne *NodeError
+					if !errors.Is(err, ErrNotObtained) && !errors.As(err, &ne) {
+						t.Errorf("unnamed error: %v", err)
+					}
+					failures.Add(1)
+					continue
+				}
+				if !holders[k].CompareAndSwap(0, int32(w+1)) {
+					t.Errorf("key %d granted while held by worker %d", k, holders[k].Load()-1)
+				}
+				grants.Add(1)
+				holders[k].Store(0)
+				if err := l.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+					var ne *NodeError
+					if !errors.As(err, &ne) {
+						t.Errorf("unnamed release error: %v", err)
+					}
+					mu.Lock()
+					unreleased[l.keys.lock] = true // reported: it may stay until its TTL
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	// Writes paused for longer than the Obtain contexts (2 s) and the
+	// clients' 1 s ReadTimeout; every connection cut in the middle of the
+	// pause and after it.
+	admin.Do(ctx, "CLIENT", "PAUSE", "3000", "WRITE")
+	time.Sleep(1500 * time.Millisecond)
+	admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+	time.Sleep(1800 * time.Millisecond)
+	admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	_ = c.Close()
+	if c.pipes[0].ap == nil {
+		t.Fatal("the auto-pipeliner was never used: the test exercised nothing")
+	}
+	if grants.Load() == 0 {
+		t.Fatal("no grants")
+	}
+	left, err := admin.Keys(context.Background(), DefaultPrefix+"{fault-*}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range left {
+		if !unreleased[k] {
+			t.Errorf("%s still locked after Close, though no Release of it failed", k)
+		}
+	}
+	t.Logf("%d grants, %d failed attempts", grants.Load(), failures.Load())
 }

@@ -1,0 +1,20 @@
+package redislock
+
+// LocalWaiters reports how many callers of c wait, notified, for key, and
+// whether their channel's subscription is confirmed (for tests that must
+// order callers).
+func LocalWaiters(c *Client, key string) (n int, ready bool) {
+	c.mu.Lock()
+	w := c.wakers[""]
+	c.mu.Unlock()
+	if w == nil {
+		return 0, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := w.chans[makeKeys(c.opts.prefix, key).wake()]
+	if ch == nil {
+		return 0, false
+	}
+	return len(ch.waiters), ch.isReady
+}
