@@ -45,9 +45,9 @@ func (c *Client) handOff(l *Lock) (err error, ok bool) {
 		op{kind: opObtain, l: next, ms: s.req.ttl.Milliseconds(), from: l})
 	switch {
 	case r.err != nil:
-		// Unknown outcome: the waiter may hold the lock; release it.
+		// Unknown outcome: the waiter's token may hold the lock.
 		w.deliver(s, nil)
-		c.background(func() { c.releaseAll(next) })
+		c.giveBack(next)
 		return r.err, true
 	case r.a == 1:
 		next.fence = r.b
@@ -55,7 +55,7 @@ func (c *Client) handOff(l *Lock) (err error, ok bool) {
 			break
 		}
 		w.deliver(s, nil)
-		c.background(func() { c.releaseAll(next) })
+		c.giveBack(next)
 	default:
 		w.deliver(s, nil)
 	}
@@ -79,6 +79,17 @@ func (c *Client) wakeLocal(l *Lock) {
 	if w != nil {
 		w.notify(l.keys.wake(), "")
 	}
+}
+
+// giveBack releases, in the background, a grant that no caller will use (a
+// handoff to a waiter that left, or whose outcome is unknown), and wakes the
+// Client's next waiter for the key.
+func (c *Client) giveBack(l *Lock) {
+	c.background(func() {
+		if released, _ := c.releaseAll(l); released > 0 {
+			c.wakeLocal(l)
+		}
+	})
 }
 
 // claim picks the longest-waiting caller on channel that can take a handoff
@@ -121,7 +132,7 @@ func (s *waitSub) take() *Lock {
 	s.handed = nil
 	s.w.mu.Unlock()
 	if l != nil && !time.Now().Before(l.validUntil()) {
-		l.c.background(func() { l.c.releaseAll(l) })
+		l.c.giveBack(l)
 		return nil
 	}
 	return l

@@ -70,7 +70,7 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// reply is one node's answer: the script's one or two integers, or an error
+// reply is one node's answer: the script's one to three integers, or an error
 // (a *NodeError).
 type reply struct {
 	node    int

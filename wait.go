@@ -185,11 +185,11 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 }
 
 // behind reports whether another caller of the Client has waited longer for
-// the same key (notified, not fair): the longest-waiting caller makes the
-// attempts for all of them, the others wait for a release to wake them or
-// hand them the lock.
+// the same key (notified, not fair, not sharded): the longest-waiting caller
+// makes the attempts for all of them, the others wait for a release to wake
+// them or hand them the lock.
 func (w *waitState) behind() bool {
-	if w == nil || w.sub == nil || w.fairCap > 0 {
+	if w == nil || w.sub == nil || w.fairCap > 0 || w.sharded {
 		return false
 	}
 	s := w.sub
@@ -430,7 +430,7 @@ func (s *waitSub) stop() {
 	}
 	s.once.Do(func() {
 		if l := s.leave(); l != nil {
-			l.c.background(func() { l.c.releaseAll(l) })
+			l.c.giveBack(l)
 		}
 	})
 }
