@@ -44,8 +44,10 @@ const (
 	// clockDriftFloor is added to every drift: 1 ms for Redis' expiry
 	// precision plus 1 ms of minimum clock drift, as the Redlock spec does.
 	clockDriftFloor = 2 * time.Millisecond
-	// fenceCounterTTL keeps the per-key fence counter alive this long after
-	// the last grant; afterwards fences fall back to the server clock alone.
+	// fenceCounterTTL is the lifetime of a per-key fence counter (from its
+	// creation in single mode, from the last grant in quorum mode) and of a
+	// key's list of released tokens; afterwards the next fence is seeded
+	// from the server clock again.
 	fenceCounterTTL = 24 * time.Hour
 )
 

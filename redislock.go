@@ -331,13 +331,13 @@ func (l *Lock) Token() string {
 // seen (FencedSet does that on Redis). Zero for a nil Lock.
 //
 // Single mode: the first fence of a key is the server's clock in µs, each
-// later one the last fence + 1 (kept in a counter key for 24 h after the
-// last grant). Since a key is granted far less often than once per µs, the
+// later one the last fence + 1 (a counter key, which expires 24 h after it
+// was created). Since a key is granted far less often than once per µs, the
 // counter stays below the clock, so a fence minted from the clock after
 // Redis lost the counter (a restart without persistence, FLUSHALL,
 // eviction, expiry) is still higher, as long as the server's clock did not
-// step back by more than the time since the last grant. Quorum mode: see
-// NewQuorum.
+// step back by more than the time since the counter was seeded. Quorum
+// mode: see NewQuorum.
 func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0

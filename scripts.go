@@ -91,18 +91,18 @@ func (o op) run(ctx context.Context, rdb redis.Scripter) (a, b, c int64, err err
 	switch o.kind {
 	case opObtain:
 		if o.from != nil {
-			return ints(obtainScript.Run(ctx, rdb, l.keys.all[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms, o.from.arg).Slice())
+			return ints(obtainScript.Run(ctx, rdb, l.keys.obtain[:], l.arg, o.ms, o.proposal, fenceCounterTTLms, o.from.arg).Slice())
 		}
-		return ints(obtainScript.Run(ctx, rdb, l.keys.all[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice())
+		return ints(obtainScript.Run(ctx, rdb, l.keys.obtain[:], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice())
 	case opFairObtain:
 		return ints(fairObtainScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.fence, l.keys.queue(), l.keys.qexp()},
 			l.arg, o.ms, fenceCounterTTLms, l.opts.queueTTL.Milliseconds(), l.opts.ticket.id).Slice())
 	case opRefresh:
-		a, err = refreshScript.Run(ctx, rdb, l.keys.all[:1], l.arg, o.ms).Int64()
+		a, err = refreshScript.Run(ctx, rdb, l.keys.obtain[:1], l.arg, o.ms).Int64()
 	case opRelease:
-		a, err = releaseScript.Run(ctx, rdb, l.keys.all[:], l.arg, l.opts.publish(l.c.quorum), fenceCounterTTLms, l.opts.queueArg()).Int64()
+		a, err = releaseScript.Run(ctx, rdb, l.keys.release[:], l.arg, l.opts.publish(l.c.quorum), fenceCounterTTLms, l.opts.queueArg()).Int64()
 	case opTTL:
-		a, err = ttlScript.Run(ctx, rdb, l.keys.all[:1], l.arg).Int64()
+		a, err = ttlScript.Run(ctx, rdb, l.keys.obtain[:1], l.arg).Int64()
 	}
 	return a, 0, 0, err
 }

@@ -25,7 +25,7 @@ func TestObtainScriptReplay(t *testing.T) {
 			k := makeKeys(DefaultPrefix, "replay")
 			run := func(token string, proposal int64) []int64 {
 				t.Helper()
-				res, err := obtainScript.Run(ctx, rdb, []string{k.lock, k.fence}, token, 10000, proposal, 60000).Int64Slice()
+				res, err := obtainScript.Run(ctx, rdb, k.obtain[:], token, 10000, proposal, 60000).Int64Slice()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -56,7 +56,7 @@ func TestObtainScriptReplay(t *testing.T) {
 			}
 			// Zero or negative TTLs are refused by the script itself.
 			rdb.Del(ctx, k.lock)
-			if err := obtainScript.Run(ctx, rdb, []string{k.lock, k.fence}, "t", 0, 0, 60000).Err(); err == nil {
+			if err := obtainScript.Run(ctx, rdb, k.obtain[:], "t", 0, 0, 60000).Err(); err == nil {
 				t.Fatal("obtain with TTL 0 accepted")
 			}
 			if err := refreshScript.Run(ctx, rdb, []string{k.lock}, "t", -1).Err(); err == nil {
@@ -79,13 +79,13 @@ func TestReleaseScriptReplay(t *testing.T) {
 			defer rdb.Close()
 			ctx := context.Background()
 			k := makeKeys(DefaultPrefix, "rel")
-			res, err := obtainScript.Run(ctx, rdb, k.all[:2], "tok", 10000, 0, 60000).Int64Slice()
+			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], "tok", 10000, 0, 60000).Int64Slice()
 			if err != nil || res[0] != 1 {
 				t.Fatal(res, err)
 			}
 			release := func(token string) int64 {
 				t.Helper()
-				n, err := releaseScript.Run(ctx, rdb, k.all[:], token, "p", 60000, "").Int64()
+				n, err := releaseScript.Run(ctx, rdb, k.release[:], token, "p", 60000, "").Int64()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -100,7 +100,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 			if ttl := rdb.PTTL(ctx, k.fence).Val(); ttl <= 0 {
 				t.Fatalf("counter lost its TTL: %v", ttl)
 			}
-			next, err := obtainScript.Run(ctx, rdb, k.all[:2], "tok2", 10000, 0, 60000).Int64Slice()
+			next, err := obtainScript.Run(ctx, rdb, k.obtain[:], "tok2", 10000, 0, 60000).Int64Slice()
 			if err != nil || next[0] != 1 || next[1] <= res[1] {
 				t.Fatalf("next grant %v after fence %d: %v", next, res[1], err)
 			}
@@ -108,7 +108,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 			// release, up to 8 releases back.
 			cycle := func(tok string) {
 				t.Helper()
-				if r, err := obtainScript.Run(ctx, rdb, k.all[:2], tok, 10000, 0, 60000).Int64Slice(); err != nil || r[0] != 1 {
+				if r, err := obtainScript.Run(ctx, rdb, k.obtain[:], tok, 10000, 0, 60000).Int64Slice(); err != nil || r[0] != 1 {
 					t.Fatal(r, err)
 				}
 				if release(tok) != 1 {
@@ -133,21 +133,29 @@ func TestReleaseScriptReplay(t *testing.T) {
 					}
 				}
 			}
-			if c := rdb.Get(ctx, k.fence).Val(); len(c) > 20+16*27 {
-				t.Fatalf("counter %q grows without bound", c)
+			if c := rdb.Get(ctx, k.release[1]).Val(); len(c) > 16*27 {
+				t.Fatalf("released tokens %q grow without bound", c)
+			}
+			if ttl := rdb.PTTL(ctx, k.release[1]).Val(); ttl <= 0 {
+				t.Fatalf("released tokens without TTL: %v", ttl)
 			}
 			if release(toks[0]) != 0 {
 				t.Fatal("a release 40 back is still remembered")
 			}
-			// Without a counter (evicted, flushed), a release still leaves one
-			// with a TTL.
+			// Without a counter (evicted, flushed, expired), the next grant
+			// starts it again from the server clock, with a TTL, above every
+			// earlier fence.
+			before, _ := rdb.Get(ctx, k.fence).Int64()
 			rdb.Del(ctx, k.fence)
-			if r, _ := obtainScript.Run(ctx, rdb, k.all[:2], "x", 10000, 0, 60000).Int64Slice(); r[0] != 1 {
-				t.Fatal("obtain x")
+			r, _ := obtainScript.Run(ctx, rdb, k.obtain[:], "x", 10000, 0, 60000).Int64Slice()
+			if r[0] != 1 || r[1] <= before {
+				t.Fatalf("grant after the counter was lost: %v, after fence %d", r, before)
 			}
-			rdb.Del(ctx, k.fence)
-			if release("x") != 1 || rdb.PTTL(ctx, k.fence).Val() <= 0 {
+			if rdb.PTTL(ctx, k.fence).Val() <= 0 {
 				t.Fatalf("counter written without TTL: %v", rdb.PTTL(ctx, k.fence).Val())
+			}
+			if release("x") != 1 {
+				t.Fatal("release x")
 			}
 			if low := run2(t, rdb, k, 1); low[0] != -1 {
 				t.Fatalf("proposal check after a release: %v", low)
@@ -159,7 +167,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 func run2(t *testing.T, rdb *redis.Client, k keys, proposal int64) []int64 {
 	t.Helper()
 	rdb.Del(context.Background(), k.lock)
-	res, err := obtainScript.Run(context.Background(), rdb, k.all[:2], "q", 10000, proposal, 60000).Int64Slice()
+	res, err := obtainScript.Run(context.Background(), rdb, k.obtain[:], "q", 10000, proposal, 60000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,9 +176,10 @@ func run2(t *testing.T, rdb *redis.Client, k keys, proposal int64) []int64 {
 
 func TestMakeKeys(t *testing.T) {
 	k := makeKeys("p:", "a}b")
-	want := [4]string{"p:{a%7Db}", "p:{a%7Db}:fence", "p:{a%7Db}:wake", "p:{a%7Db}:queue"}
-	if k.all != want || k.lock != want[0] || k.fence != want[1] || k.wake() != want[2] || k.queue() != want[3] {
-		t.Fatalf("makeKeys = %q", k.all)
+	const l = "p:{a%7Db}"
+	if k.obtain != [3]string{l, l + ":fence", l + ":rel"} || k.release != [4]string{l, l + ":rel", l + ":wake", l + ":queue"} ||
+		k.lock != l || k.fence != l+":fence" || k.wake() != l+":wake" || k.queue() != l+":queue" {
+		t.Fatalf("makeKeys = %q %q", k.obtain, k.release)
 	}
 }
 
@@ -197,7 +206,7 @@ func TestHandoffScript(t *testing.T) {
 			run := func(token string, from ...any) []int64 {
 				t.Helper()
 				args := append([]any{token, 10000, 0, 60000}, from...)
-				res, err := obtainScript.Run(ctx, rdb, k.all[:2], args...).Int64Slice()
+				res, err := obtainScript.Run(ctx, rdb, k.obtain[:], args...).Int64Slice()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -214,7 +223,7 @@ func TestHandoffScript(t *testing.T) {
 			if v := rdb.Get(ctx, k.lock).Val(); v != "w:"+strconv.FormatInt(want[1], 10) {
 				t.Fatalf("lock holds %q", v)
 			}
-			if n, _ := releaseScript.Run(ctx, rdb, k.all[:], "r", "p", 60000, "").Int64(); n != 1 {
+			if n, _ := releaseScript.Run(ctx, rdb, k.release[:], "r", "p", 60000, "").Int64(); n != 1 {
 				t.Fatal("a replayed release of the handed-over grant answered not held")
 			}
 			if got := run("x", "y"); got[0] != 0 || got[1] <= 0 || got[2] != 0 {
@@ -244,7 +253,7 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 			}
 			obtain := func(token string, from ...any) int64 {
 				t.Helper()
-				res, err := obtainScript.Run(ctx, rdb, k.all[:2], append([]any{token, 10000, 0, 60000}, from...)...).Int64Slice()
+				res, err := obtainScript.Run(ctx, rdb, k.obtain[:], append([]any{token, 10000, 0, 60000}, from...)...).Int64Slice()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -252,7 +261,7 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 			}
 			release := func(token string) {
 				t.Helper()
-				if n, err := releaseScript.Run(ctx, rdb, k.all[:], token, "p", 60000, "").Int64(); n != 1 || err != nil {
+				if n, err := releaseScript.Run(ctx, rdb, k.release[:], token, "p", 60000, "").Int64(); n != 1 || err != nil {
 					t.Fatal(n, err)
 				}
 			}
@@ -283,3 +292,32 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		})
 	}
 }
+
+// A fence counter in the format of an earlier version ("fence tok1 tok2"),
+// or one that is not a number at all, does not fail the grant: the fence
+// continues from its leading number, or from the server clock.
+func TestObtainScriptOldCounter(t *testing.T) {
+	for name, addr := range scriptTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			defer rdb.Close()
+			ctx := context.Background()
+			k := makeKeys(DefaultPrefix, "old")
+			for _, tc := range []struct {
+				counter string
+				min     int64
+			}{{"123 TOKA TOKB", 124}, {"garbage", 1_000_000_000_000_000}} {
+				rdb.Del(ctx, k.lock)
+				rdb.Set(ctx, k.fence, tc.counter, time.Hour)
+				res, err := obtainScript.Run(ctx, rdb, k.obtain[:], "t", 10000, 0, 60000).Int64Slice()
+				if err != nil || res[0] != 1 || res[1] < tc.min || (tc.min == 124 && res[1] != 124) {
+					t.Fatalf("counter %q: obtain = %v, %v", tc.counter, res, err)
+				}
+				if c, err := rdb.Get(ctx, k.fence).Int64(); err != nil || c != res[1] {
+					t.Fatalf("counter %q: now %v (%v), want %d", tc.counter, c, err, res[1])
+				}
+			}
+		})
+	}
+}
+

@@ -73,15 +73,9 @@ if head and head ~= ARGV[5] then
 end
 redis.call('ZREM', KEYS[3], ARGV[5])
 redis.call('ZREM', KEYS[4], ARGV[5])
--- The counter holds "fence" and the tokens of recent releases (release.lua).
-local c = redis.call('GET', KEYS[2]) or '0'
-local released = ''
-local sp = string.find(c, ' ', 1, true)
-if sp then
-  released = string.sub(c, sp)
-  c = string.sub(c, 1, sp - 1)
-end
-local f = string.format('%d', math.max((tonumber(c) or 0) + 1, nowus))
-redis.call('SET', KEYS[2], f .. released, 'PX', ARGV[3])
+-- The counter holds the last fence minted (obtain.lua).
+local c = tonumber((string.match(redis.call('GET', KEYS[2]) or '', '^%d+'))) or 0
+local f = string.format('%d', math.max(c + 1, nowus))
+redis.call('SET', KEYS[2], f, 'PX', ARGV[3])
 redis.call('SET', KEYS[1], prefix .. f, 'PX', ARGV[2])
 return {1, tonumber(f)}

@@ -37,17 +37,11 @@ local reply = {1}
 for i = 1, #KEYS / 2 do
   local fence = mine[i]
   if not fence then
-    -- The counter holds "fence" and the tokens of recent releases.
-    local c = redis.call('GET', KEYS[2 * i]) or '0'
-    local released = ''
-    local sp = string.find(c, ' ', 1, true)
-    if sp then
-      released = string.sub(c, sp)
-      c = string.sub(c, 1, sp - 1)
-    end
-    fence = math.max((tonumber(c) or 0) + 1, now)
+    -- The counter holds the last fence minted (obtain.lua).
+    local c = tonumber((string.match(redis.call('GET', KEYS[2 * i]) or '', '^%d+'))) or 0
+    fence = math.max(c + 1, now)
     local f = string.format('%d', fence)
-    redis.call('SET', KEYS[2 * i], f .. released, 'PX', ARGV[3])
+    redis.call('SET', KEYS[2 * i], f, 'PX', ARGV[3])
     redis.call('SET', KEYS[2 * i - 1], prefix .. f, 'PX', ARGV[2])
   end
   reply[i + 1] = fence

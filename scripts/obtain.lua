@@ -3,12 +3,15 @@
 -- over: release the grant ARGV[5] and grant ARGV[1] in the same step.
 --
 -- KEYS[1]  lock key
--- KEYS[2]  fence counter key (same hash slot)
+-- KEYS[2]  fence counter key (same hash slot): the last fence minted
+-- KEYS[3]  released tokens key (same hash slot; see release.lua)
 -- ARGV[1]  token (never contains ':')
 -- ARGV[2]  lock TTL in milliseconds (> 0)
 -- ARGV[3]  proposed fence; 0 = mint here: counter + 1, or the server time in
---          µs when there is no counter (first grant, or the counter was lost)
--- ARGV[4]  fence counter TTL in milliseconds (> 0)
+--          µs when there is no counter (first grant, or the counter was lost
+--          or expired)
+-- ARGV[4]  fence counter TTL in milliseconds (> 0), set when the counter is
+--          created (and by each proposal)
 -- ARGV[5]  optional, handoff: the token of a grant being released (release.lua
 --          without its wake-up: the lock stays held). When KEYS[1] holds it,
 --          the lock passes to ARGV[1] as if released and obtained at once.
@@ -24,77 +27,80 @@
 -- this run or an earlier run of this same request), else 0.
 local from = ARGV[5]
 local handed = 0
--- reply adds, for a handoff, whether the grant "from" was released.
-local function reply(a, b)
-  if from then
-    return {a, b, handed}
-  end
-  return {a, b}
-end
--- releasedBefore: did an earlier run of this request release "from" (its
--- reply lost, and go-redis re-sent it)? See release.lua's tombstones.
-local function releasedBefore()
-  local c = redis.call('GET', KEYS[2]) or ''
-  return string.find(c .. ' ', ' ' .. from .. ' ', 1, true) and 1 or 0
-end
--- GET, not MGET: a key of another type must fail (WRONGTYPE), not look free.
 local v = redis.call('GET', KEYS[1])
 if v then
-  if string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
+  local mine = string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':'
+  if not mine and from and string.sub(v, 1, #from + 1) == from .. ':' then
+    handed = 1
+  else
     if from then
-      handed = releasedBefore()
+      -- Released already (a replay whose first run's reply was lost)?
+      local rel = redis.call('GET', KEYS[3]) or ''
+      handed = string.find(rel .. ' ', ' ' .. from .. ' ', 1, true) and 1 or 0
     end
-    return reply(1, tonumber(string.match(v, ':(%d+)')))
-  end
-  if not from or string.sub(v, 1, #from + 1) ~= from .. ':' then
+    local a, b = 1, tonumber(string.match(v, ':(%d+)'))
+    if not mine then
+      a, b = 0, redis.call('PTTL', KEYS[1])
+      if b >= 0 and string.sub(v, -1) ~= '*' then
+        redis.call('APPEND', KEYS[1], '*')
+      end
+    end
     if from then
-      handed = releasedBefore()
+      return {a, b, handed}
     end
-    local pttl = redis.call('PTTL', KEYS[1])
-    if pttl >= 0 and string.sub(v, -1) ~= '*' then
-      redis.call('APPEND', KEYS[1], '*')
-    end
-    return reply(0, pttl)
+    return {a, b}
   end
-  handed = 1
 end
 if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[4]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
--- The counter holds "fence" and the tokens of recent releases (release.lua).
-local c = redis.call('GET', KEYS[2]) or '0'
-local released = ''
-local sp = string.find(c, ' ', 1, true)
-if sp then
-  released = string.sub(c, sp)
-  c = string.sub(c, 1, sp - 1)
+-- counterValue reads a counter that INCR refused: one written by an earlier
+-- version as "fence tok1 tok2 ..." (its fence is the leading number).
+local function counterValue()
+  return tonumber((string.match(redis.call('GET', KEYS[2]) or '', '^%d+'))) or 0
+end
+local fence = tonumber(ARGV[3])
+if fence == 0 then
+  fence = redis.pcall('INCR', KEYS[2])
+  local reset = type(fence) == 'table' or fence == 1
+  if type(fence) == 'table' then
+    fence = counterValue() + 1
+  end
+  if fence == 1 then
+    -- No counter: start it at the server clock in µs. It grows by one per
+    -- grant, far slower than the clock, so it stays below the clock, and a
+    -- fence minted from the clock after the counter is lost or expired is
+    -- still higher than every earlier one.
+    local t = redis.call('TIME')
+    fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  if reset then
+    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[4])
+  end
+else
+  local counter = counterValue()
+  if fence <= counter then
+    return {-1, counter}
+  end
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 end
 if handed == 1 then
   -- The handed-over grant's release, remembered as release.lua does.
-  released = released .. ' ' .. from
-  if #released > 16 * (#from + 1) then
-    released = string.sub(released, -8 * (#from + 1))
+  local tok = ' ' .. from
+  local n = redis.call('APPEND', KEYS[3], tok)
+  if n == #tok then
+    redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  elseif n > 16 * #tok then
+    redis.call('SET', KEYS[3], string.sub(redis.call('GET', KEYS[3]), -8 * #tok), 'PX', ARGV[4])
   end
 end
-local counter = tonumber(c) or 0
-local fence = tonumber(ARGV[3])
-if fence == 0 and counter > 0 then
-  -- The counter started at the server clock in µs and grows by one per
-  -- grant, far slower than the clock: it stays below the clock, so a fence
-  -- minted from the clock after the counter is lost is still higher.
-  fence = counter + 1
-elseif fence == 0 then
-  local t = redis.call('TIME')
-  fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
-elseif fence <= counter then
-  return {-1, counter}
-end
-local f = string.format('%d', fence)
-redis.call('SET', KEYS[2], f .. released, 'PX', ARGV[4])
 -- A handoff keeps the mark of the waiters of other clients.
 local mark = ''
 if v and string.sub(v, -1) == '*' then
   mark = '*'
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f .. mark, 'PX', ARGV[2])
-return reply(1, fence)
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', fence) .. mark, 'PX', ARGV[2])
+if from then
+  return {1, fence, handed}
+end
+return {1, fence}

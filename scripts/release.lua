@@ -3,23 +3,23 @@
 --
 -- KEYS[1]  lock key (its value is "token:fence", "*" appended when someone
 --          waits: see obtain.lua)
--- KEYS[2]  fence counter key (same hash slot)
+-- KEYS[2]  released tokens key (same hash slot)
 -- KEYS[3]  wake channel (same hash slot)
 -- KEYS[4]  fair-mode queue (a sorted set of waiters' tickets)
 -- ARGV[1]  the grant's token
 -- ARGV[2]  how to wake waiters: "p" PUBLISH, "s" SPUBLISH (sharded, Redis 7+),
 --          "" = no wake-up
--- ARGV[3]  fence counter TTL in milliseconds (> 0)
+-- ARGV[3]  TTL of the released tokens key in milliseconds (> 0)
 -- ARGV[4]  "q": name the fair queue's head in the wake-up; "" = no queue
 --
--- The counter holds "fence tok1 tok2 ...": the fence, then the tokens of
--- recent releases, oldest first (obtain carries them over; tokens all have
--- one length). It keeps at least the last 8, so that a replay of this same
--- release (go-redis re-sends a command whose reply was lost to EOF) finds its
--- token and still answers 1, even when other grants came in between,
--- instead of "not held". The wake-up's payload is the ticket at the head of
--- the fair-mode queue, so that the head's client wakes that waiter; "r"
--- when there is no queue or no one in it.
+-- KEYS[2] holds " tok1 tok2 ...": the tokens of recent releases, oldest
+-- first (tokens all have one length). It keeps at least the last 8, so that
+-- a replay of this same release (go-redis re-sends a command whose reply
+-- was lost to EOF) finds its token and still answers 1, even when other
+-- grants came in between, instead of "not held". Its TTL is set when it is
+-- created and when it is trimmed. The wake-up's payload is the ticket at the
+-- head of the fair-mode queue, so that the head's client wakes that waiter;
+-- "r" when there is no queue or no one in it.
 --
 -- Replies 1 when deleted (or already deleted by this token), 0 when the key
 -- holds no grant with this token.
@@ -29,13 +29,10 @@ if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
   redis.call('DEL', KEYS[1])
   local n = redis.call('APPEND', KEYS[2], tok)
   if n == #tok then
-    -- The counter was gone (evicted, flushed): restore it, fence and TTL.
-    redis.call('SET', KEYS[2], string.match(v, ':(%d+)') .. tok, 'PX', ARGV[3])
+    redis.call('PEXPIRE', KEYS[2], ARGV[3])
   elseif n > 16 * #tok then
-    -- Trim to the fence and the newest 8 tokens.
-    local c = redis.call('GET', KEYS[2])
-    local sp = string.find(c, ' ', 1, true)
-    redis.call('SET', KEYS[2], string.sub(c, 1, sp - 1) .. string.sub(c, -8 * #tok), 'KEEPTTL')
+    -- Trim to the newest 8 tokens.
+    redis.call('SET', KEYS[2], string.sub(redis.call('GET', KEYS[2]), -8 * #tok), 'PX', ARGV[3])
   end
   -- Wake waiters, if an attempt marked the lock (fair mode: always).
   if (ARGV[2] == 'p' or ARGV[2] == 's') and (string.sub(v, -1) == '*' or ARGV[4] == 'q') then
@@ -51,8 +48,8 @@ if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ':' then
   end
   return 1
 end
-local c = redis.call('GET', KEYS[2])
-if c and string.find(c .. ' ', tok .. ' ', 1, true) then
+local rel = redis.call('GET', KEYS[2])
+if rel and string.find(rel .. ' ', tok .. ' ', 1, true) then
   return 1
 end
 return 0
