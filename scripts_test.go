@@ -320,4 +320,3 @@ func TestObtainScriptOldCounter(t *testing.T) {
 		})
 	}
 }
-
