@@ -7,8 +7,8 @@ import "strings"
 type keys struct {
 	lock  string // "token:fence" with the lease TTL
 	fence string // the per-key fence counter
-	// The KEYS of the scripts: obtain takes {lock, fence, rel}, release
-	// {lock, rel, wake, queue}; the others obtain[:1].
+	// The KEYS of the scripts: obtain takes {lock, fence} and, for a
+	// handoff, rel; release {lock, rel, wake, queue}; the others obtain[:1].
 	obtain  [3]string
 	release [4]string
 }

@@ -93,7 +93,7 @@ func (o op) run(ctx context.Context, rdb redis.Scripter) (a, b, c int64, err err
 		if o.from != nil {
 			return ints(obtainScript.Run(ctx, rdb, l.keys.obtain[:], l.arg, o.ms, o.proposal, fenceCounterTTLms, o.from.arg).Slice())
 		}
-		return ints(obtainScript.Run(ctx, rdb, l.keys.obtain[:], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice())
+		return ints(obtainScript.Run(ctx, rdb, l.keys.obtain[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice())
 	case opFairObtain:
 		return ints(fairObtainScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.fence, l.keys.queue(), l.keys.qexp()},
 			l.arg, o.ms, fenceCounterTTLms, l.opts.queueTTL.Milliseconds(), l.opts.ticket.id).Slice())

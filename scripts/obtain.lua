@@ -4,7 +4,8 @@
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fence counter key (same hash slot): the last fence minted
--- KEYS[3]  released tokens key (same hash slot; see release.lua)
+-- KEYS[3]  released tokens key (same hash slot; see release.lua); only read
+--          or written with ARGV[5]
 -- ARGV[1]  token (never contains ':')
 -- ARGV[2]  lock TTL in milliseconds (> 0)
 -- ARGV[3]  proposed fence; 0 = mint here: counter + 1, or the server time in
