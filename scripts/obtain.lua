@@ -12,7 +12,7 @@
 --          µs when there is no counter (first grant, or the counter was lost
 --          or expired)
 -- ARGV[4]  fence counter TTL in milliseconds (> 0), set when the counter is
---          created (and by each proposal)
+--          created (and by each proposal); also the TTL of KEYS[3]
 -- ARGV[5]  optional, handoff: the token of a grant being released (release.lua
 --          without its wake-up: the lock stays held). When KEYS[1] holds it,
 --          the lock passes to ARGV[1] as if released and obtained at once.
@@ -55,8 +55,9 @@ end
 if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[4]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
--- counterValue reads a counter that INCR refused: one written by an earlier
--- version as "fence tok1 tok2 ..." (its fence is the leading number).
+-- counterValue reads the counter's fence: a plain integer, or the leading
+-- number of "fence tok1 tok2 ...", as an earlier version wrote it (INCR
+-- refuses that one); 0 when there is no counter or no number.
 local function counterValue()
   return tonumber((string.match(redis.call('GET', KEYS[2]) or '', '^%d+'))) or 0
 end
