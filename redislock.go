@@ -415,7 +415,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Release gives the lock back, only if this grant still holds it; in quorum
 // mode it asks every node and succeeds when a majority held it. ErrNotHeld
-// otherwise: a stale holder never deletes a newer holder's lock. Release
+// otherwise: a stale holder never deletes a newer holder's lock. While other
+// callers of the same Client wait for the key (single mode, notified, not
+// fair), the same call hands the lock to the longest-waiting one instead, up
+// to 16 times in a row (see handoff.go). Release
 // runs on a context detached from ctx (it ignores ctx's cancellation and
 // deadline), bounded by the release timeout (default 3 s), so
 // `defer l.Release(ctx)` cleans up after ctx was cancelled.
