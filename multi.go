@@ -80,14 +80,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		opts:   o,
 	}
 
-	deadline, bounded := ctx.Deadline()
-	if !bounded {
-		wait := o.maxWait
-		if wait == 0 {
-			wait = ttl
-		}
-		deadline = time.Now().Add(wait)
-	}
+	deadline := o.waitDeadline(ctx, ttl)
 	ws := c.newWaitState(&o, func(ctx context.Context) error { return m.obtainOnce(ctx, ttl) }, nil)
 	defer ws.stop()
 	for attempt := 1; ; attempt++ {
@@ -101,22 +94,13 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 			}
 			return m, nil
 		}
-		wait, ok := o.retry.Backoff(attempt)
-		if !ok {
-			return nil, ErrNotObtained
+		wait, werr := deadline.next(&o, attempt, ErrNotObtained)
+		if werr != nil {
+			return nil, werr
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			if bounded {
-				return nil, errors.Join(ErrNotObtained, context.DeadlineExceeded)
-			}
-			return nil, ErrNotObtained
-		}
-		switch err := ws.wait(ctx, min(wait, left), err); {
-		case err == errGranted:
+		switch granted, err := ws.waitRetry(ctx, wait, err); {
+		case granted:
 			return m, nil
-		case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
-			return nil, errors.Join(err, ctx.Err())
 		case err != nil:
 			return nil, err
 		}

@@ -173,14 +173,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 	req := request{c: c, key: key, keys: makeKeys(o.prefix, key), opts: o, ttl: ttl}
 
-	deadline, bounded := ctx.Deadline()
-	if !bounded {
-		wait := o.maxWait
-		if wait == 0 {
-			wait = ttl
-		}
-		deadline = time.Now().Add(wait)
-	}
+	deadline := o.waitDeadline(ctx, ttl)
 	// The wait state is made at the first wait; in fair mode at once, so
 	// that every way out of Obtain leaves the queue.
 	var ws *waitState
@@ -212,31 +205,59 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			return nil, err
 		}
 		// err matches ErrNotObtained, and may carry failing nodes' causes.
-		wait, ok := o.retry.Backoff(attempt)
-		if !ok {
-			return nil, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			if bounded {
-				return nil, errors.Join(err, context.DeadlineExceeded)
-			}
-			return nil, err
+		wait, werr := deadline.next(&o, attempt, err)
+		if werr != nil {
+			return nil, werr
 		}
 		// Wait for the backoff, a release (notified mode: see wait.go) or
 		// the end of ctx.
 		if ws == nil {
 			ws = c.obtainWaiter(req)
 		}
-		switch err := ws.wait(ctx, min(wait, left), err); {
-		case err == errGranted:
+		switch granted, err := ws.waitRetry(ctx, wait, err); {
+		case granted:
 			return ws.granted, nil
-		case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
-			return nil, errors.Join(err, ctx.Err())
 		case err != nil:
 			return nil, err
 		}
 	}
+}
+
+// waitDeadline is when an Obtain call stops waiting for a contended lock:
+// ctx's deadline (bounded), else now plus WithMaxWait, by default the TTL.
+type waitDeadline struct {
+	at      time.Time
+	bounded bool
+}
+
+func (o *options) waitDeadline(ctx context.Context, ttl time.Duration) waitDeadline {
+	if at, ok := ctx.Deadline(); ok {
+		return waitDeadline{at: at, bounded: true}
+	}
+	wait := o.maxWait
+	if wait == 0 {
+		wait = ttl
+	}
+	return waitDeadline{at: time.Now().Add(wait)}
+}
+
+// next returns how long to wait after the attempt-th attempt failed with
+// held, or the error that ends the call: held when the retry strategy gives
+// up or the wait has no time left, joined with context.DeadlineExceeded when
+// that time was ctx's.
+func (d waitDeadline) next(o *options, attempt int, held error) (time.Duration, error) {
+	wait, ok := o.retry.Backoff(attempt)
+	if !ok {
+		return 0, held
+	}
+	left := time.Until(d.at)
+	switch {
+	case left <= 0 && d.bounded:
+		return 0, errors.Join(held, context.DeadlineExceeded)
+	case left <= 0:
+		return 0, held
+	}
+	return min(wait, left), nil
 }
 
 // nodeTimeout bounds one node's request for a lease of ttl.

@@ -184,6 +184,20 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 	return nil
 }
 
+// waitRetry waits as wait does and reports its outcome as Obtain returns it:
+// granted, or the error that ends the call (one that is not contention is
+// joined with the ctx error that ended the wait), or neither: try again.
+func (w *waitState) waitRetry(ctx context.Context, wait time.Duration, held error) (granted bool, err error) {
+	switch err := w.wait(ctx, wait, held); {
+	case err == errGranted:
+		return true, nil
+	case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
+		return false, errors.Join(err, ctx.Err())
+	default:
+		return false, err
+	}
+}
+
 // behind reports whether another caller of the Client has waited longer for
 // the same key (notified, not fair, not sharded): the longest-waiting caller
 // makes the attempts for all of them, the others wait for a release to wake
@@ -216,14 +230,23 @@ var timerPool = sync.Pool{New: func() any {
 	return t
 }}
 
-// sleep waits d, or until wake receives (nil channel: never) or ctx ends.
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+// pooledTimer returns a timer from timerPool set to fire after d; give it
+// back with putTimer.
+func pooledTimer(d time.Duration) *time.Timer {
 	t := timerPool.Get().(*time.Timer)
 	t.Reset(d)
-	defer func() {
-		t.Stop()
-		timerPool.Put(t)
-	}()
+	return t
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timerPool.Put(t)
+}
+
+// sleep waits d, or until wake receives (nil channel: never) or ctx ends.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	t := pooledTimer(d)
+	defer putTimer(t)
 	select {
 	case <-ctx.Done():
 		return errors.Join(ErrNotObtained, ctx.Err())
@@ -393,12 +416,8 @@ func (s *waitSub) confirmed(ctx context.Context, d time.Duration) (ok bool, err 
 	s.w.mu.Lock()
 	ready := s.ready
 	s.w.mu.Unlock()
-	t := timerPool.Get().(*time.Timer)
-	t.Reset(d)
-	defer func() {
-		t.Stop()
-		timerPool.Put(t)
-	}()
+	t := pooledTimer(d)
+	defer putTimer(t)
 	select {
 	case <-ctx.Done():
 		return false, errors.Join(ErrNotObtained, ctx.Err())
