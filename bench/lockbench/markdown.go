@@ -15,17 +15,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if !rep.Target.Real {
 		b.WriteString("\n**miniredis: NOT a real measurement.**\n")
 	}
-	var unc, hot, ren [][]*Result
-	for _, g := range groupsOf(rep) {
-		switch {
-		case g[0].Scenario == Renew:
-			ren = append(ren, g)
-		case isHot(g[0].Scenario):
-			hot = append(hot, g)
-		default:
-			unc = append(unc, g)
-		}
-	}
+	unc, hot, ren := scenarioGroups(rep)
 	if len(unc) > 0 {
 		b.WriteString("\n**Uncontended** (each worker: Obtain + Release on its own key)\n\n")
 		b.WriteString("| nodes | workers | library | pairs/s | × first | p50 | p99 | allocs/pair | Redis calls/pair | sent/pair |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")

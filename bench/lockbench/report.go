@@ -128,17 +128,7 @@ func WriteTable(w io.Writer, rep *Report) {
 	if !rep.Target.Real {
 		fmt.Fprintln(w, "*** miniredis: NOT a real measurement ***")
 	}
-	var unc, hot, ren [][]*Result
-	for _, g := range groupsOf(rep) {
-		switch {
-		case g[0].Scenario == Renew:
-			ren = append(ren, g)
-		case isHot(g[0].Scenario):
-			hot = append(hot, g)
-		default:
-			unc = append(unc, g)
-		}
-	}
+	unc, hot, ren := scenarioGroups(rep)
 	if len(unc) > 0 {
 		fmt.Fprintln(w, "\nUncontended: Obtain+Release pairs, each worker on its own key")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -333,4 +323,20 @@ func WriteHTML(w io.Writer, rep *Report) error {
 </body></html>
 `, html.EscapeString(rep.Command), SVG(rep), html.EscapeString(tbl.String()), html.EscapeString(js.String()))
 	return err
+}
+
+// scenarioGroups splits the report's result groups by kind of table:
+// uncontended (and quorum-uncontended), hot key, renew.
+func scenarioGroups(rep *Report) (unc, hot, ren [][]*Result) {
+	for _, g := range groupsOf(rep) {
+		switch {
+		case g[0].Scenario == Renew:
+			ren = append(ren, g)
+		case isHot(g[0].Scenario):
+			hot = append(hot, g)
+		default:
+			unc = append(unc, g)
+		}
+	}
+	return unc, hot, ren
 }
