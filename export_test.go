@@ -4,9 +4,7 @@ package redislock
 // whether their channel's subscription is confirmed (for tests that must
 // order callers).
 func LocalWaiters(c *Client, key string) (n int, ready bool) {
-	c.mu.Lock()
-	w := c.wakers[""]
-	c.mu.Unlock()
+	w := c.localWaker()
 	if w == nil {
 		return 0, false
 	}

@@ -28,9 +28,7 @@ func (c *Client) handOff(l *Lock) (err error, ok bool) {
 	if l.handoffs >= maxHandoffs || !l.opts.notify || l.opts.fair || l.opts.sharded || c.quorum {
 		return nil, false
 	}
-	c.mu.Lock()
-	w := c.wakers[""]
-	c.mu.Unlock()
+	w := c.localWaker()
 	if w == nil {
 		return nil, false
 	}
@@ -73,9 +71,7 @@ func (c *Client) wakeLocal(l *Lock) {
 	if !l.opts.notify || l.opts.sharded || c.quorum {
 		return
 	}
-	c.mu.Lock()
-	w := c.wakers[""]
-	c.mu.Unlock()
+	w := c.localWaker()
 	if w != nil {
 		w.notify(l.keys.wake(), "")
 	}

@@ -305,6 +305,15 @@ func (c *Client) wakerFor(channel string, sharded bool) *waker {
 	return w
 }
 
+// localWaker returns the Client's waker for plain (not sharded) pub/sub,
+// nil if no caller has waited yet: the one that handoffs and the in-Client
+// queue work with.
+func (c *Client) localWaker() *waker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wakers[""]
+}
+
 // closeWakers stops every waker of the client; called by Close.
 func (c *Client) closeWakers() {
 	c.mu.Lock()
@@ -711,9 +720,7 @@ func (c *Client) queueBehindLocalWaiters(o *options, k keys) bool {
 	if _, ok := o.retry.Backoff(1); !ok {
 		return false // a single attempt must try
 	}
-	c.mu.Lock()
-	w := c.wakers[""]
-	c.mu.Unlock()
+	w := c.localWaker()
 	if w == nil {
 		return false
 	}
