@@ -16,3 +16,7 @@ func LocalWaiters(c *Client, key string) (n int, ready bool) {
 	}
 	return len(ch.waiters), ch.isReady
 }
+
+// Handoffs reports how many handoffs in a row led to l's grant (0: l was
+// granted by an attempt of its own).
+func Handoffs(l *Lock) int { return l.handoffs }
