@@ -25,6 +25,7 @@ func TestHandoff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		base := scriptCalls(t, b)
 		got := make(chan *redislock.Lock, 1)
 		go func() {
 			l, err := c.Obtain(ctx, "ho", 30*time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
@@ -35,7 +36,8 @@ func TestHandoff(t *testing.T) {
 		}()
 		channel := redislock.DefaultPrefix + "{ho}:wake"
 		eventually(t, 5*time.Second, "the waiter subscribed", func() bool { return numSub(t, b.rdb, channel) == 1 })
-		time.Sleep(50 * time.Millisecond) // its recheck after subscribing is done
+		// Its attempt and its recheck after subscribing are done.
+		eventually(t, 5*time.Second, "the waiter's two attempts", func() bool { return b.real == nil || scriptCalls(t, b)-base == 2 })
 		before := scriptCalls(t, b)
 		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
