@@ -19,8 +19,9 @@ import (
 // Obtain asks all nodes in parallel, each request bounded by the node timeout
 // (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as soon as a
 // majority granted, with validity = TTL - elapsed - (TTL * drift factor +
-// 2 ms). Nodes that grant later are released in the background (Close waits
-// for that). Without a valid majority it releases on every node that granted
+// 2 ms). Nodes that grant later keep their grant, as part of the lock
+// (Release releases it; one that arrives after Release began is released in
+// the background, and Close waits for that). Without a valid majority it releases on every node that granted
 // or did not answer, then retries or fails: ErrNoQuorum (joined with each
 // node's *NodeError) when fewer than a majority of the nodes answered,
 // ErrNotObtained (joined with the causes of any failing nodes) when a
@@ -222,20 +223,26 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 			failed = append(failed, r.node)
 			return false
 		})
-		// Nodes that failed or answer late may hold the grant (a lost reply):
-		// release them in the background, as they may be slow to answer.
-		if late > 0 || len(failed) > 0 {
-			c.background(func() {
-				c.releaseNodes(l, failed)
-				c.releaseLate(l, ch, late)
-			})
-		}
+		var expired error
 		if granted >= q {
 			l.fence = proposal
 			c.noteSeen(proposal)
-			if err := l.confirmFrom(&l.opts, start, ttl); err != nil {
+			expired = l.confirmFrom(&l.opts, start, ttl)
+		}
+		// Nodes that failed may hold the grant (a lost reply): release them,
+		// and settle the late ones, in the background, as they may be slow
+		// to answer.
+		if late > 0 || len(failed) > 0 {
+			keep := granted >= q && expired == nil
+			c.background(func() {
+				c.releaseNodes(l, failed)
+				c.settleLate(l, ch, late, keep)
+			})
+		}
+		if granted >= q {
+			if expired != nil {
 				c.releaseNodes(l, grants)
-				return nil, err
+				return nil, expired
 			}
 			return l, nil
 		}
@@ -277,11 +284,14 @@ func (c *Client) releaseNodes(l *Lock, nodes []int) {
 	wg.Wait()
 }
 
-// releaseLate waits for the replies still due after an attempt was decided
-// and releases the nodes that granted late or failed.
-func (c *Client) releaseLate(l *Lock, ch <-chan reply, late int) {
+// settleLate waits for the replies still due after an attempt was decided
+// and releases the nodes that failed (they may hold the grant) and those
+// that granted late, unless keep (the attempt won) and the grant is not
+// being released: a Release that reached a node before the grant ran there
+// missed it.
+func (c *Client) settleLate(l *Lock, ch <-chan reply, late int, keep bool) {
 	for range late {
-		if r := <-ch; r.err != nil || r.a == 1 {
+		if r := <-ch; r.err != nil || r.a == 1 && !(keep && !l.releasing()) {
 			c.callNode(context.Background(), l.opts.releaseTimeout, r.node, op{kind: opRelease, l: l})
 		}
 	}

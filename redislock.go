@@ -285,6 +285,7 @@ type Lock struct {
 
 	lease
 	released bool // a Release succeeded: a second one is ErrNotHeld (guarded by mu)
+	called   bool // Release was called (guarded by mu; see settleLate)
 	handoffs int  // how many handoffs in a row led to this grant (handoff.go)
 }
 
@@ -449,6 +450,7 @@ func (l *Lock) Release(_ context.Context) error {
 	}
 	l.mu.Lock()
 	released := l.released
+	l.called = true
 	l.mu.Unlock()
 	if released {
 		return ErrNotHeld
@@ -463,6 +465,13 @@ func (l *Lock) Release(_ context.Context) error {
 	l.until, l.released = time.Time{}, err == nil
 	l.mu.Unlock()
 	return err
+}
+
+// releasing reports whether Release was called.
+func (l *Lock) releasing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.called
 }
 
 // releaseAll deletes the grant on every node (compare-and-delete), each
