@@ -19,9 +19,10 @@ import (
 // Obtain asks all nodes in parallel, each request bounded by the node timeout
 // (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as soon as a
 // majority granted, with validity = TTL - elapsed - (TTL * drift factor +
-// 2 ms). Nodes that grant later keep their grant, as part of the lock
-// (Release releases it; one that arrives after Release began is released in
-// the background, and Close waits for that). Without a valid majority it releases on every node that granted
+// 2 ms). Nodes that answer later are settled in the background: a late
+// grant is kept as part of the lock, and Release first waits for them (at
+// most the release timeout) so that its release reaches each node after the
+// grant did. Without a valid majority it releases on every node that granted
 // or did not answer, then retries or fails: ErrNoQuorum (joined with each
 // node's *NodeError) when fewer than a majority of the nodes answered,
 // ErrNotObtained (joined with the causes of any failing nodes) when a
@@ -234,7 +235,12 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		// to answer.
 		if late > 0 || len(failed) > 0 {
 			keep := granted >= q && expired == nil
+			settled := make(chan struct{})
+			if keep {
+				l.settled = settled
+			}
 			c.background(func() {
+				defer close(settled)
 				c.releaseNodes(l, failed)
 				c.settleLate(l, ch, late, keep)
 			})
@@ -284,14 +290,24 @@ func (c *Client) releaseNodes(l *Lock, nodes []int) {
 	wg.Wait()
 }
 
+// awaitLate waits, at most the release timeout, until the nodes that
+// answered the grant late are settled, so that a release reaches them after
+// their grant did.
+func (l *Lock) awaitLate() {
+	if l.settled != nil {
+		select {
+		case <-l.settled:
+		case <-time.After(l.opts.releaseTimeout):
+		}
+	}
+}
+
 // settleLate waits for the replies still due after an attempt was decided
-// and releases the nodes that failed (they may hold the grant) and those
-// that granted late, unless keep (the attempt won) and the grant is not
-// being released: a Release that reached a node before the grant ran there
-// missed it.
+// and releases the nodes that failed (they may hold the grant) and, unless
+// keep (the attempt won), those that granted late.
 func (c *Client) settleLate(l *Lock, ch <-chan reply, late int, keep bool) {
 	for range late {
-		if r := <-ch; r.err != nil || r.a == 1 && !(keep && !l.releasing()) {
+		if r := <-ch; r.err != nil || r.a == 1 && !keep {
 			c.callNode(context.Background(), l.opts.releaseTimeout, r.node, op{kind: opRelease, l: l})
 		}
 	}

@@ -187,8 +187,9 @@ func TestQuorumStalledNode(t *testing.T) {
 	}
 }
 
-// A grant that reaches a node after Release ran there (a slow node may run
-// the two in either order) is released all the same.
+// Release waits for a node that grants late, so that its release does not
+// run there before the grant (a slow node may run the two in either order)
+// and leave the grant behind.
 func TestQuorumLateGrantAfterRelease(t *testing.T) {
 	q := startQuorum(t, 5)
 	// Node 4 holds the obtain script (2 keys; the release has 4) of key
@@ -201,11 +202,17 @@ func TestQuorumLateGrantAfterRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Release(ctx); err != nil {
+	released := make(chan error, 1)
+	go func() { released <- l.Release(ctx) }()
+	select {
+	case err := <-released:
+		t.Fatalf("Release returned (%v) before the late node answered", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold) // the grant runs on node 4
+	if err := <-released; err != nil {
 		t.Fatal(err)
 	}
-	close(hold)   // the grant runs on node 4 after the Release did
-	_ = c.Close() // wait for the late grant to settle
 	if n := q.holders(t, "lr", l.Token()); n != 0 {
 		t.Fatalf("the grant is left on %d nodes", n)
 	}
@@ -222,7 +229,11 @@ func (holdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if a := cmd.Args(); len(a) > 3 && fmt.Sprint(a[2]) == "2" && a[3] == h.key {
-			<-h.hold
+			select {
+			case <-h.hold:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		return next(ctx, cmd)
 	}

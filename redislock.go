@@ -284,9 +284,9 @@ type Lock struct {
 	opts  options
 
 	lease
-	released bool // a Release succeeded: a second one is ErrNotHeld (guarded by mu)
-	called   bool // Release was called (guarded by mu; see settleLate)
-	handoffs int  // how many handoffs in a row led to this grant (handoff.go)
+	released bool          // a Release succeeded: a second one is ErrNotHeld (guarded by mu)
+	settled  chan struct{} // quorum: closed when the late nodes are settled (nil: none were late)
+	handoffs int           // how many handoffs in a row led to this grant (handoff.go)
 }
 
 // lease is the validity a grant last confirmed, safe for concurrent use
@@ -436,7 +436,8 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release gives the lock back, only if this grant still holds it; in quorum
-// mode it asks every node and succeeds when a majority held it. ErrNotHeld
+// mode it asks every node (after the nodes that answered the grant late,
+// waiting at most the release timeout) and succeeds when a majority held it. ErrNotHeld
 // otherwise: a stale holder never deletes a newer holder's lock. While other
 // callers of the same Client wait for the key (single mode, notified, not
 // fair), the same call hands the lock to the longest-waiting one instead, up
@@ -450,11 +451,11 @@ func (l *Lock) Release(_ context.Context) error {
 	}
 	l.mu.Lock()
 	released := l.released
-	l.called = true
 	l.mu.Unlock()
 	if released {
 		return ErrNotHeld
 	}
+	l.awaitLate()
 	err, handed := l.c.handOff(l)
 	if !handed {
 		if err = l.c.verdict(l.c.releaseAll(l)); err == nil {
@@ -465,13 +466,6 @@ func (l *Lock) Release(_ context.Context) error {
 	l.until, l.released = time.Time{}, err == nil
 	l.mu.Unlock()
 	return err
-}
-
-// releasing reports whether Release was called.
-func (l *Lock) releasing() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.called
 }
 
 // releaseAll deletes the grant on every node (compare-and-delete), each
