@@ -68,7 +68,7 @@ func (c *Client) handOff(l *Lock) (err error, ok bool) {
 // their own (waitState.behind), so the lock may carry no mark that makes
 // the release publish a wake-up (the release that ends a chain of handoffs).
 func (c *Client) wakeLocal(l *Lock) {
-	if !l.opts.notify || l.opts.sharded || c.quorum {
+	if !l.opts.notify || c.sharded(&l.opts) {
 		return
 	}
 	w := c.localWaker()

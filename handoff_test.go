@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 )
 
@@ -76,8 +77,13 @@ func scriptCalls(t *testing.T, b backend) int {
 	if b.real == nil {
 		return 0
 	}
+	return evalCalls(b.rdb)
+}
+
+// evalCalls counts the scripts the server of rdb ran (commandstats).
+func evalCalls(rdb *redis.Client) int {
 	var n int
-	for _, line := range strings.Split(b.rdb.Info(context.Background(), "commandstats").Val(), "\n") {
+	for _, line := range strings.Split(rdb.Info(context.Background(), "commandstats").Val(), "\n") {
 		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
 			var calls int
 			if i := strings.Index(line, "calls="); i >= 0 {

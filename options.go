@@ -190,8 +190,12 @@ func (o *options) drift(ttl time.Duration) time.Duration {
 // retry strategy still decides how many attempts are made and bounds each
 // wait, so a lost wake-up or a dead subscription connection costs at most
 // one backoff. Off: waiters only sleep their backoff (polling). It has no
-// effect with NoRetry, which never waits, and none in quorum mode or on a
-// *redis.Ring, which always poll. Releases wake waiters in both cases.
+// effect with NoRetry, which never waits, and none on a *redis.Ring, which
+// always polls. Quorum mode has no pub/sub: there it only queues the
+// callers of one Client that wait for the same key (the longest-waiting
+// one makes the attempts, and the Client's own Release wakes it), and
+// releases by other Clients are found by polling. Releases wake waiters in
+// every case.
 func WithNotify(on bool) Option {
 	return optionFunc(func(o *options) { o.notify = on })
 }

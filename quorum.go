@@ -259,7 +259,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		c.releaseNodes(l, grants)
 		switch {
 		case held > n-q:
-			return nil, ErrNotObtained
+			return nil, heldFor(r.keys, -1)
 		case low > 0 && granted+low+late >= q:
 			continue // a higher proposal may win: propose again at once
 		}

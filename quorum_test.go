@@ -243,6 +243,68 @@ func (holdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	return next
 }
 
+// TestQuorumLocalQueue: in quorum mode, callers of one Client queue for a
+// key: only the longest-waiting one makes attempts, however short the
+// others' backoff, and a Release by the Client wakes it at once, so they
+// are granted in arrival order.
+func TestQuorumLocalQueue(t *testing.T) {
+	q := startQuorum(t, 3)
+	c := q.client(t)
+	ctx := ctxT(t, 30*time.Second)
+	held, err := c.Obtain(ctx, "lq", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := func() int { return evalCalls(q.rdbs[0].(*redis.Client)) }
+	before := calls()
+	const waiters = 8
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Go(func() {
+			// The first waiter's backoff outlasts the test: only the
+			// release's wake-up gets it the lock in time. The others
+			// would poll often, were they not queued behind it.
+			retry := redislock.LinearBackoff(5 * time.Millisecond)
+			if i == 0 {
+				retry = redislock.LinearBackoff(time.Minute)
+			}
+			l, err := c.Obtain(ctx, "lq", time.Minute, redislock.WithRetry(retry))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := l.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		eventually(t, 5*time.Second, "the waiter queued", func() bool {
+			n, _ := redislock.LocalWaiters(c, "lq")
+			return n == i+1
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := calls() - before; n != 1 {
+		t.Fatalf("%d attempts on node 0 while %d callers waited, want 1 (the first one's): waiters behind it made attempts", n, waiters)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(order) != waiters {
+		t.Fatalf("%d of %d waiters granted", len(order), waiters)
+	}
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("grant order %v, want arrival order", order)
+		}
+	}
+}
+
 // A failed attempt releases its minority grants before it returns.
 func TestQuorumPartialGrantReleased(t *testing.T) {
 	q := startQuorum(t, 5)

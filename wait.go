@@ -73,14 +73,14 @@ type waitState struct {
 }
 
 func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error, leave func()) *waitState {
-	w := &waitState{retry: retry, sharded: o.sharded, leave: leave}
+	w := &waitState{retry: retry, sharded: c.sharded(o), leave: leave}
 	if o.ticket != nil {
 		w.ticket = o.ticket.id
 	}
 	if o.fair {
 		w.fairCap = o.queueTTL / 3
 	}
-	if o.notify && !c.quorum {
+	if o.notify {
 		w.c = c
 	}
 	return w
@@ -142,8 +142,9 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 		// When the channel was already subscribed for other waiters of
 		// this client, a release since our attempt woke one of them, who
 		// tries: no recheck is needed. (Not in fair mode: the release may
-		// have been meant for this waiter, the queue's head.)
-		w.checked = w.sub.joined && w.fairCap == 0
+		// have been meant for this waiter, the queue's head.) A local
+		// waker subscribes nothing, so it misses nothing.
+		w.checked = w.sub.joined && w.fairCap == 0 || w.sub.w.local()
 	} else if w.sub.resubscribed() {
 		w.checked = false // a new connection: recheck once it confirms
 	}
@@ -270,7 +271,10 @@ func (c *Client) subscribe(channel, ticket string, req *request, sharded bool) *
 // Client, or in sharded mode on Redis Cluster one per master node (sharded
 // channels live on the node that owns their slot).
 func (c *Client) wakerFor(channel string, sharded bool) *waker {
-	rdb := c.nodes[0]
+	var rdb redis.UniversalClient // quorum mode: a local waker
+	if !c.quorum {
+		rdb = c.nodes[0]
+	}
 	if _, ring := rdb.(*redis.Ring); ring {
 		// A Ring cannot open an empty subscription (it would panic), and
 		// its shards hold different keys: waiters poll.
@@ -305,6 +309,10 @@ func (c *Client) wakerFor(channel string, sharded bool) *waker {
 	return w
 }
 
+// sharded reports whether waiting with o uses sharded pub/sub (never in
+// quorum mode, which has no pub/sub: see waker).
+func (c *Client) sharded(o *options) bool { return o.sharded && !c.quorum }
+
 // localWaker returns the Client's waker for plain (not sharded) pub/sub,
 // nil if no caller has waited yet: the one that handoffs and the in-Client
 // queue work with.
@@ -326,9 +334,11 @@ func (c *Client) closeWakers() {
 }
 
 // waker multiplexes the waiters of a Client over one subscription
-// connection.
+// connection. A local waker (quorum mode: no node's pub/sub can announce a
+// release of the majority) has no connection: it only queues the Client's
+// waiters, and only the Client's own releases wake them.
 type waker struct {
-	rdb     redis.UniversalClient
+	rdb     redis.UniversalClient // nil: a local waker
 	sharded bool
 
 	mu      sync.Mutex
@@ -383,6 +393,15 @@ func newWaker(rdb redis.UniversalClient, sharded bool) *waker {
 	}
 }
 
+func (w *waker) local() bool { return w.rdb == nil }
+
+// closedChan is the ready channel of a local waker's channels.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 func (w *waker) newPubSub() *redis.PubSub {
 	if w.sharded {
 		return w.rdb.SSubscribe(context.Background())
@@ -397,7 +416,7 @@ func (w *waker) add(channel, ticket string, req *request) *waitSub {
 	if w.closed {
 		return nil
 	}
-	if !w.started {
+	if !w.started && !w.local() {
 		w.started = true
 		w.ps = w.newPubSub()
 		w.wg.Add(2)
@@ -409,7 +428,11 @@ func (w *waker) add(channel, ticket string, req *request) *waitSub {
 		ch = &wakeChan{}
 		w.chans[channel] = ch
 	}
-	if len(ch.waiters) == 0 {
+	switch {
+	case len(ch.waiters) > 0:
+	case w.local():
+		ch.ready, ch.isReady = closedChan, true
+	default:
 		ch.pending++
 		ch.ready, ch.isReady = make(chan struct{}), false
 		w.enqueue(subOp{gen: w.gen, sub: true, channels: []string{channel}})
@@ -485,7 +508,7 @@ func (s *waitSub) leave() (handed *Lock) {
 	if len(ch.waiters) > 0 {
 		return handed
 	}
-	if w.closed {
+	if w.closed || w.local() {
 		delete(w.chans, s.channel)
 		return handed
 	}
@@ -714,7 +737,7 @@ func (w *waker) close() {
 // one per release then grants in arrival order within the Client, and a
 // caller that just released cannot re-take the lock ahead of them.
 func (c *Client) queueBehindLocalWaiters(o *options, k keys) bool {
-	if !o.notify || o.fair || o.sharded || c.quorum {
+	if !o.notify || o.fair || c.sharded(o) {
 		return false
 	}
 	if _, ok := o.retry.Backoff(1); !ok {

@@ -347,9 +347,9 @@ func TestNotifyDeadSubscription(t *testing.T) {
 	}
 }
 
-// TestWaitPollingClients: quorum mode and Ring clients poll (notified
-// waiting is on by default but does not apply); contended waits still end
-// in a grant after the release.
+// TestWaitPollingClients: Ring clients poll, and so does quorum mode, but
+// for the queue within the Client (it has no pub/sub); contended waits
+// still end in a grant after the release.
 func TestWaitPollingClients(t *testing.T) {
 	var nodes []redis.UniversalClient
 	addrs := map[string]string{}
