@@ -61,7 +61,8 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 		}
 	}
-	c := &Client{nodes: append([]redis.UniversalClient(nil), rdbs...), pipes: make([]pipe, len(rdbs)), quorum: true, deadlines: true, opts: defaultOptions()}
+	c := makeClient(append([]redis.UniversalClient(nil), rdbs...))
+	c.quorum, c.deadlines = true, true
 	for _, rdb := range rdbs {
 		c.deadlines = c.deadlines && honoursDeadlines(rdb)
 	}

@@ -35,8 +35,15 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	bg     sync.WaitGroup    // background clean-up of partial or unknown grants
+	bg     sync.WaitGroup    // background workers: quorum calls, clean-up of partial or unknown grants
+	work   chan func()       // to an idle background worker
+	stop   chan struct{}     // closed by Close: idle workers exit
 	wakers map[string]*waker // notified waiting (wait.go); closed by Close
+}
+
+func makeClient(nodes []redis.UniversalClient) *Client {
+	return &Client{nodes: nodes, pipes: make([]pipe, len(nodes)), opts: defaultOptions(),
+		work: make(chan func()), stop: make(chan struct{})}
 }
 
 // New returns a Client for one Redis: standalone, Sentinel (a failover
@@ -44,7 +51,7 @@ type Client struct {
 // invalid option is reported, matching ErrInvalidArgument, by every call.
 // Close never closes rdb.
 func New(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{nodes: []redis.UniversalClient{rdb}, pipes: make([]pipe, 1), opts: defaultOptions()}
+	c := makeClient([]redis.UniversalClient{rdb})
 	c.opts.add(opts)
 	if rdb == nil {
 		c.err = invalid("nil redis client")
@@ -80,16 +87,30 @@ func honoursDeadlines(rdb redis.UniversalClient) bool {
 // backoff. It never closes the caller's redis clients.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	c.closed = true
+	if !c.closed {
+		c.closed = true
+		close(c.stop)
+	}
 	c.mu.Unlock()
 	c.closeWakers()
 	c.bg.Wait()
 	return nil
 }
 
-// background runs f on a goroutine that Close waits for; after Close, f
-// runs inline.
+// workerIdle is how long a background worker waits for more work before it
+// exits.
+const workerIdle = time.Second
+
+// background runs f on a background worker, which Close waits for; after
+// Close, f runs inline. Workers are reused: a goroutine's stack, once grown
+// by a call into go-redis, is kept (a fresh goroutine per node call spent
+// about a fifth of a quorum Obtain+Release's CPU growing stacks).
 func (c *Client) background(f func()) {
+	select {
+	case c.work <- f:
+		return
+	default:
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -98,10 +119,26 @@ func (c *Client) background(f func()) {
 	}
 	c.bg.Add(1)
 	c.mu.Unlock()
-	go func() {
-		defer c.bg.Done()
+	go c.worker(f)
+}
+
+// worker runs f, then whatever work comes, until it has been idle for
+// workerIdle or the Client is closed.
+func (c *Client) worker(f func()) {
+	defer c.bg.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
 		f()
-	}()
+		idle.Reset(workerIdle)
+		select {
+		case f = <-c.work:
+		case <-idle.C:
+			return
+		case <-c.stop:
+			return
+		}
+	}
 }
 
 // callOptions resolves per-call options over the client's defaults.
