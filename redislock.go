@@ -464,6 +464,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		if errors.Is(err, ErrNotHeld) {
 			l.lost()
 			if l.c.quorum {
+				l.awaitLate()
 				l.c.releaseAll(l) // undo the minority's extensions
 			}
 		}
@@ -474,14 +475,14 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Release gives the lock back, only if this grant still holds it; in quorum
 // mode it asks every node (after the nodes that answered the grant late,
-// waiting at most the release timeout) and succeeds when a majority held it. ErrNotHeld
-// otherwise: a stale holder never deletes a newer holder's lock. While other
-// callers of the same Client wait for the key (single mode, notified, not
-// fair), the same call hands the lock to the longest-waiting one instead, up
-// to 16 times in a row (see handoff.go). Release
-// runs on a context detached from ctx (it ignores ctx's cancellation and
-// deadline), bounded by the release timeout (default 3 s), so
-// `defer l.Release(ctx)` cleans up after ctx was cancelled.
+// waiting at most the release timeout) and succeeds when a majority held
+// it. ErrNotHeld otherwise: a stale holder never deletes a newer holder's
+// lock. While other callers of the same Client wait for the key (single
+// mode, notified, not fair), the same call hands the lock to the
+// longest-waiting one instead, up to 16 times in a row (see handoff.go).
+// Release runs on a context detached from ctx (it ignores ctx's
+// cancellation and deadline), bounded by the release timeout (default 3 s),
+// so `defer l.Release(ctx)` cleans up after ctx was cancelled.
 func (l *Lock) Release(_ context.Context) error {
 	if l == nil {
 		return ErrNotHeld
