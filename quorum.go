@@ -277,16 +277,17 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 	return nil, ErrNotObtained
 }
 
-// releaseNodes releases the grant on the given nodes in parallel and waits,
-// each bounded by the release timeout.
+// releaseNodes releases the grant on the given nodes in parallel, on the
+// background workers as fanout does, and waits, each bounded by the release
+// timeout.
 func (c *Client) releaseNodes(l *Lock, nodes []int) {
 	var wg sync.WaitGroup
 	for _, i := range nodes {
 		wg.Add(1)
-		go func() {
+		c.background(func() {
 			defer wg.Done()
 			c.callNode(context.Background(), l.opts.releaseTimeout, i, op{kind: opRelease, l: l})
-		}()
+		})
 	}
 	wg.Wait()
 }
