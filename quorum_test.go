@@ -257,6 +257,9 @@ func TestQuorumLocalQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Obtain returns at a majority: wait until the third node ran its
+	// grant too, so that it is not counted below as a waiter's attempt.
+	eventually(t, 5*time.Second, "the grant on every node", func() bool { return q.holders(t, "lq", held.Token()) == 3 })
 	calls := func() int { return evalCalls(q.rdbs[0].(*redis.Client)) }
 	before := calls()
 	const waiters = 8
