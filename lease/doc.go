@@ -1,0 +1,31 @@
+// Package lease is the contract that every lock backend of this project
+// implements and that the patterns built on locks (leader election,
+// per-job deduplication) are written against: a Locker that grants leases,
+// the Lock it returns, a Store of fenced records, the errors they share,
+// and Hold and Run, written once for every backend.
+//
+// It imports nothing from the rest of the repository and no backend's
+// driver. The Redis client (redislock.Client.Locker) and the PostgreSQL
+// backend (pglock) implement it; lease/leasetest holds the conformance
+// suite they all pass and an in-memory Locker with an injectable clock, for
+// fast and deterministic tests of code built on locks.
+//
+// # Leases and fences
+//
+// A lease ends at its TTL whether or not its holder is done: a holder paused
+// past its lease (GC, SIGSTOP, a slow network) still believes it holds the
+// lock while another does. Lock.ValidUntil is the holder's conservative view
+// of its lease, and Hold and Run cancel the holder's context at that time at
+// the latest. Only the protected resource can refuse a stale holder's write
+// that is already in flight: send Lock.Fence with every write and have the
+// resource refuse fences below the newest it has accepted (Store.Put does
+// that for records; in SQL, "UPDATE ... SET ..., fence = $1 WHERE id = $2
+// AND fence <= $1").
+//
+// # Errors
+//
+// Contention is ErrNotObtained, never an unreachable backend; a grant that
+// is gone is ErrNotHeld; work that lost its lock is ErrLockLost; bad input
+// is ErrInvalidArgument. Backends wrap these (errors.Is matches across
+// backends) and keep a context's error next to them.
+package lease

@@ -1,0 +1,127 @@
+package lease
+
+import "time"
+
+// An Option configures one call of a Locker (Obtain), of Hold or of Run.
+// Invalid values are reported as errors matching ErrInvalidArgument by the
+// call that uses them, never silently corrected.
+type Option func(*Options)
+
+// Options is what the Options of a call set. Backends read it with Apply.
+type Options struct {
+	// Retry decides how Obtain waits while the lock is held by another.
+	// Default: NoRetry, one attempt.
+	Retry RetryStrategy
+	// Holder is the identity the grant records, readable by Inspect:
+	// "host:pid", a service name. Default: "" (none).
+	Holder string
+	// RefreshInterval is how often Hold and Run renew the lease. Default:
+	// 0, meaning a third of the TTL.
+	RefreshInterval time.Duration
+
+	err error // the first invalid value, reported by Apply
+}
+
+// MaxHolderLen bounds the length of a holder identity.
+const MaxHolderLen = 256
+
+// Apply returns the Options that opts set, or the first invalid value's
+// error.
+func Apply(opts []Option) (Options, error) {
+	o := Options{Retry: NoRetry()}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.err != nil {
+		return Options{}, o.err
+	}
+	if err := CheckRetry(o.Retry); err != nil {
+		return Options{}, err
+	}
+	if err := CheckHolder(o.Holder); err != nil {
+		return Options{}, err
+	}
+	return o, nil
+}
+
+// WithRetry sets how Obtain retries while the lock is held by another.
+func WithRetry(s RetryStrategy) Option { return func(o *Options) { o.Retry = s } }
+
+// WithHolder records id as the holder of the grant (Info.Holder).
+func WithHolder(id string) Option { return func(o *Options) { o.Holder = id } }
+
+// WithRefreshInterval sets how often Hold and Run renew the lease; it must
+// be positive and shorter than the TTL minus drift.
+func WithRefreshInterval(d time.Duration) Option {
+	return func(o *Options) {
+		if d <= 0 && o.err == nil {
+			o.err = Invalid("refresh interval %v must be positive", d)
+		}
+		o.RefreshInterval = d
+	}
+}
+
+// CheckHolder returns an error matching ErrInvalidArgument for a holder
+// identity longer than MaxHolderLen bytes.
+func CheckHolder(id string) error {
+	if len(id) > MaxHolderLen {
+		return Invalid("holder identity of %d bytes is longer than %d", len(id), MaxHolderLen)
+	}
+	return nil
+}
+
+// DefaultDriftFactor is the share of a TTL that a grant's validity gives up
+// for clock drift, unless a backend is configured otherwise.
+const DefaultDriftFactor = 0.01
+
+// driftFloor is added to every drift: 1 ms for the expiry precision of the
+// backend plus 1 ms of minimum clock drift, as the Redlock spec does.
+const driftFloor = 2 * time.Millisecond
+
+// Drift is the part of a lease of ttl that its validity gives up for clock
+// drift: ttl * factor + 2 ms.
+func Drift(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + driftFloor
+}
+
+// ValidUntil is the end of the validity of a lease of ttl (rounded down to
+// whole milliseconds, as backends store it) asked for at start: start +
+// ttl - Drift(ttl, factor). It carries start's monotonic clock reading.
+func ValidUntil(start time.Time, ttl time.Duration, factor float64) time.Time {
+	return start.Add(ttl.Truncate(time.Millisecond) - Drift(ttl, factor))
+}
+
+// CheckKey returns an error matching ErrInvalidArgument for an empty key.
+func CheckKey(key string) error {
+	if key == "" {
+		return Invalid("empty key")
+	}
+	return nil
+}
+
+// CheckTTL returns an error matching ErrInvalidArgument for a TTL below
+// 1 ms or one that leaves no validity after Drift(ttl, factor).
+func CheckTTL(ttl time.Duration, factor float64) error {
+	if ttl < time.Millisecond {
+		return Invalid("TTL %v is below 1ms", ttl)
+	}
+	if d := Drift(ttl, factor); ttl.Truncate(time.Millisecond) <= d {
+		return Invalid("TTL %v leaves no validity after drift %v", ttl, d)
+	}
+	return nil
+}
+
+// RenewInterval returns how often a lease of ttl is renewed: interval, or a
+// third of ttl when interval is 0. An interval that leaves no time to renew
+// before the validity ends is an error matching ErrInvalidArgument.
+func RenewInterval(ttl, interval time.Duration, factor float64) (time.Duration, error) {
+	if interval == 0 {
+		interval = ttl / 3
+	}
+	if interval <= 0 || interval >= ttl-Drift(ttl, factor) {
+		return 0, Invalid("refresh interval %v leaves no time to renew a TTL of %v", interval, ttl)
+	}
+	return interval, nil
+}
