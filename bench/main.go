@@ -1,17 +1,17 @@
-// Command bench measures redislock: uncontended and hot-key throughput,
-// hand-off latency, fairness, Redis commands per grant, quorum mode and the
-// cost of auto-renewal. Run `go run ./bench -h` for flags; see README.md.
-//
-// The same scenarios against other Go lock libraries run from the separate
-// module in ./peers (`cd bench/peers && go run .`).
+// Command bench measures redislock beside the other Go lock libraries:
+// uncontended and hot-key throughput, hand-off latency, fairness, Redis
+// commands per grant, quorum mode and the cost of auto-renewal. From the
+// repository root: `go -C bench run . -h` for flags; see README.md.
 package main
 
 import (
 	"os"
 
 	"github.com/redislock-go/redislock/bench/lockbench"
+	"github.com/redislock-go/redislock/bench/peers"
 )
 
 func main() {
-	os.Exit(lockbench.Main("go run ./bench", os.Args[1:], lockbench.Ours(), os.Stdout, os.Stderr))
+	libs := append(lockbench.Ours(), peers.Libraries()...)
+	os.Exit(lockbench.Main("go -C bench run .", os.Args[1:], libs, os.Stdout, os.Stderr))
 }
