@@ -3,46 +3,59 @@ package redislock
 import (
 	"errors"
 	"fmt"
+
+	"github.com/redislock-go/redislock/lease"
 )
 
+// The errors shared by every backend are those of package lease, so that
+// errors.Is matches across backends.
 var (
 	// ErrNotObtained means the lock is held by someone else: it was still held
 	// when the retry strategy gave up or the context ended (then the error also
 	// matches the context's error). It never stands for an unreachable Redis.
-	ErrNotObtained = errors.New("redislock: not obtained, held by another")
+	ErrNotObtained = lease.ErrNotObtained
 
 	// ErrNotHeld is returned by Refresh, Release and TTL when this Lock's grant
 	// is no longer held: it expired, was released, or was never confirmed on a
 	// majority. Methods on a nil *Lock return it too.
-	ErrNotHeld = errors.New("redislock: lock not held")
+	ErrNotHeld = lease.ErrNotHeld
 
 	// ErrLockLost is returned by Run when the lock was lost while fn ran: a
-	// renewal found it gone, or renewals could not get through before its
-	// validity ended. fn's context was cancelled no later than ValidUntil.
-	ErrLockLost = errors.New("redislock: lock lost")
+	// renewal found it gone (the cause matches ErrNotHeld), or renewals could
+	// not get through before its validity ended (ErrLeaseExpired, joined with
+	// the last renewal's error). fn's context was cancelled no later than
+	// ValidUntil.
+	ErrLockLost = lease.ErrLockLost
+
+	// ErrLeaseExpired is the cause of a loss when the validity ended before
+	// a renewal got through: Redis was unreachable, slow or paused.
+	ErrLeaseExpired = lease.ErrLeaseExpired
+
+	// ErrGrantExpired means a grant or refresh was confirmed only after the
+	// validity it asked for had passed (the round trip took longer than TTL
+	// minus drift). The partial grant was released; nothing is held.
+	ErrGrantExpired = lease.ErrGrantExpired
+
+	// ErrInvalidArgument is matched by every error about bad input: an empty
+	// key, a TTL that leaves no validity, a nil client, an invalid option.
+	// Such errors are returned before any call to Redis.
+	ErrInvalidArgument = lease.ErrInvalidArgument
+
+	// ErrClosed is returned by a Client's methods after Close.
+	ErrClosed = lease.ErrClosed
+
+	// ErrStaleFence is returned by FencedSet and the Store when a newer fence
+	// has already written the resource: the writer's lock was superseded.
+	ErrStaleFence = lease.ErrStaleFence
+
+	// ErrNotFound is returned by the Store's Get for a key without record.
+	ErrNotFound = lease.ErrNotFound
 
 	// ErrNoQuorum means a majority of the nodes could not be reached or
 	// answered with errors, so the outcome of the operation is unknown or the
 	// operation could not be done. The per-node causes are joined to it as
 	// *NodeError values.
 	ErrNoQuorum = errors.New("redislock: no majority of nodes reachable")
-
-	// ErrGrantExpired means a grant arrived after the validity it was asked
-	// for had already passed (the round trip took longer than TTL minus
-	// drift). The partial grant was released; nothing is held.
-	ErrGrantExpired = errors.New("redislock: grant arrived after its validity")
-
-	// ErrInvalidArgument is matched by every error about bad input: an empty
-	// key, a TTL that leaves no validity, a nil client, an invalid option.
-	// Such errors are returned before any call to Redis.
-	ErrInvalidArgument = errors.New("redislock: invalid argument")
-
-	// ErrClosed is returned by a Client's methods after Close.
-	ErrClosed = errors.New("redislock: client closed")
-
-	// ErrStaleFence is returned by FencedSet when a newer fence has already
-	// written the resource: the writer's lock was superseded.
-	ErrStaleFence = errors.New("redislock: stale fencing token")
 )
 
 // NodeError is the error of one Redis node: its index in the client list (0
@@ -58,6 +71,4 @@ func (e *NodeError) Error() string { return fmt.Sprintf("redislock: node %d: %v"
 // Unwrap returns the node's cause.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
-}
+func invalid(format string, args ...any) error { return lease.Invalid(format, args...) }

@@ -20,3 +20,6 @@ func LocalWaiters(c *Client, key string) (n int, ready bool) {
 // Handoffs reports how many handoffs in a row led to l's grant (0: l was
 // granted by an attempt of its own).
 func Handoffs(l *Lock) int { return l.handoffs }
+
+// LockKey is the Redis key of the lock on key with the default prefix.
+func LockKey(key string) string { return makeKeys(DefaultPrefix, key).lock }

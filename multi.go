@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/lease"
 )
 
 // MultiLock is one grant of several keys, obtained all or nothing by
@@ -24,7 +26,7 @@ type MultiLock struct {
 	token  string
 	opts   options
 
-	lease
+	validity
 }
 
 // ObtainMulti takes the locks on all keys at once, as one lock: either it
@@ -167,7 +169,7 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 			ks = append(ks, k.lock, k.fence)
 		}
 		cctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(&m.opts, ttl))
-		res, err := multiObtainScript.Run(cctx, rdb, ks, m.token, ms, fenceCounterTTL.Milliseconds()).Int64Slice()
+		res, err := multiObtainScript.Run(cctx, rdb, ks, m.token, ms, fenceCounterTTL.Milliseconds(), m.opts.holder).Int64Slice()
 		cancel()
 		switch {
 		case err != nil:
@@ -353,5 +355,12 @@ func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Durati
 	if err != nil {
 		return err
 	}
-	return runHeld(ctx, m, ttl, interval, func(ctx context.Context) error { return fn(ctx, m) })
+	return lease.RunLock(ctx, multiLease{m}, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
 }
+
+// multiLease is a MultiLock as lease.RunLock needs it: its renewal, release
+// and validity. (Its Key and Fence stand for the whole set.)
+type multiLease struct{ *MultiLock }
+
+func (m multiLease) Key() string  { return strings.Join(m.keys, ",") }
+func (m multiLease) Fence() int64 { return 0 }

@@ -3,6 +3,8 @@ package redislock
 import (
 	"strings"
 	"time"
+
+	"github.com/redislock-go/redislock/lease"
 )
 
 // An Option configures a Client (as a default for all its calls, given to New
@@ -30,6 +32,7 @@ type options struct {
 	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
 	fair            bool          // FIFO queue (fair.go)
 	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
+	holder          any           // the holder identity (a string), boxed once: a script argument
 	ticket          *ticket       // fair mode: per Obtain call (not an option), its queue entry
 	errs            []error       // invalid option values, reported on use
 }
@@ -57,6 +60,7 @@ func defaultOptions() options {
 		prefix:         DefaultPrefix,
 		driftFactor:    DefaultDriftFactor,
 		releaseTimeout: DefaultReleaseTimeout,
+		holder:         "",
 		notify:         true,
 		autoPipeline:   true,
 		queueTTL:       DefaultQueueTTL,
@@ -85,17 +89,26 @@ func (o *options) fail(err error) { o.errs = append(o.errs, err) }
 // context without deadline is bounded by WithMaxWait.
 func WithRetry(s RetryStrategy) Option {
 	return optionFunc(func(o *options) {
-		if s == nil {
-			o.fail(invalid("nil RetryStrategy"))
+		if err := lease.CheckRetry(s); err != nil {
+			o.fail(err)
 			return
 		}
-		if v, ok := s.(interface{ validate() error }); ok {
-			if err := v.validate(); err != nil {
-				o.fail(err)
-				return
-			}
-		}
 		o.retry = s
+	})
+}
+
+// WithHolder records id as the holder of the grant: readable by whoever
+// finds the lock held (Client.Inspect, the redislock command's inspect) and
+// by leader election's Leader. Default: "" (none). It may be at most 256
+// bytes; the token is never recorded in it, and it costs the lock value its
+// length in bytes.
+func WithHolder(id string) Option {
+	return optionFunc(func(o *options) {
+		if err := lease.CheckHolder(id); err != nil {
+			o.fail(err)
+			return
+		}
+		o.holder = id
 	})
 }
 

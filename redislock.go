@@ -320,21 +320,21 @@ type Lock struct {
 	fence int64
 	opts  options
 
-	lease
+	validity
 	released bool          // a Release succeeded: a second one is ErrNotHeld (guarded by mu)
 	settled  chan struct{} // quorum: closed when the late nodes are settled (nil: none were late)
 	handoffs int           // how many handoffs in a row led to this grant (handoff.go)
 }
 
-// lease is the validity a grant last confirmed, safe for concurrent use
+// validity is what a grant last confirmed, safe for concurrent use
 // (shared by Lock and MultiLock).
-type lease struct {
+type validity struct {
 	mu    sync.Mutex
 	ttl   time.Duration // last TTL asked for
 	until time.Time     // validity confirmed by the last grant or refresh
 }
 
-func (s *lease) validUntil() time.Time {
+func (s *validity) validUntil() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.until
@@ -343,7 +343,7 @@ func (s *lease) validUntil() time.Time {
 // confirmFrom records the validity of a lease of ttl asked for at start, or
 // returns ErrGrantExpired when that validity has already passed: a grant or
 // refresh is never confirmed late.
-func (s *lease) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
+func (s *validity) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
 	until := o.validUntil(start, ttl)
 	if !time.Now().Before(until) {
 		return ErrGrantExpired
@@ -355,13 +355,13 @@ func (s *lease) confirmFrom(o *options, start time.Time, ttl time.Duration) erro
 }
 
 // lost records that the grant is known not to be held.
-func (s *lease) lost() {
+func (s *validity) lost() {
 	s.mu.Lock()
 	s.until = time.Time{}
 	s.mu.Unlock()
 }
 
-func (s *lease) currentTTL() time.Duration {
+func (s *validity) currentTTL() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ttl

@@ -27,6 +27,10 @@ var (
 	ttlSrc    string
 	ttlScript = redis.NewScript(ttlSrc)
 
+	//go:embed scripts/inspect.lua
+	inspectSrc    string
+	inspectScript = redis.NewScript(inspectSrc)
+
 	//go:embed scripts/fenced_set.lua
 	fencedSetSrc    string
 	fencedSetScript = redis.NewScript(fencedSetSrc)
@@ -91,12 +95,12 @@ func (o op) run(ctx context.Context, rdb redis.Scripter) (a, b, c int64, err err
 	switch o.kind {
 	case opObtain:
 		if o.from != nil {
-			return ints(obtainScript.Run(ctx, rdb, l.keys.obtain[:], l.arg, o.ms, o.proposal, fenceCounterTTLms, o.from.arg).Slice())
+			return ints(obtainScript.Run(ctx, rdb, l.keys.obtain[:], l.arg, o.ms, o.proposal, fenceCounterTTLms, l.opts.holder, o.from.arg).Slice())
 		}
-		return ints(obtainScript.Run(ctx, rdb, l.keys.obtain[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms).Slice())
+		return ints(obtainScript.Run(ctx, rdb, l.keys.obtain[:2], l.arg, o.ms, o.proposal, fenceCounterTTLms, l.opts.holder).Slice())
 	case opFairObtain:
 		return ints(fairObtainScript.Run(ctx, rdb, []string{l.keys.lock, l.keys.fence, l.keys.queue(), l.keys.qexp()},
-			l.arg, o.ms, fenceCounterTTLms, l.opts.queueTTL.Milliseconds(), l.opts.ticket.id).Slice())
+			l.arg, o.ms, fenceCounterTTLms, l.opts.queueTTL.Milliseconds(), l.opts.ticket.id, l.opts.holder).Slice())
 	case opRefresh:
 		a, err = refreshScript.Run(ctx, rdb, l.keys.obtain[:1], l.arg, o.ms).Int64()
 	case opRelease:

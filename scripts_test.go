@@ -22,7 +22,7 @@ func TestObtainScriptReplay(t *testing.T) {
 		k := makeKeys(DefaultPrefix, "replay")
 		run := func(token string, proposal int64) []int64 {
 			t.Helper()
-			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], token, 10000, proposal, 60000).Int64Slice()
+			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], token, 10000, proposal, 60000, "").Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func TestObtainScriptReplay(t *testing.T) {
 		}
 		// Zero or negative TTLs are refused by the script itself.
 		rdb.Del(ctx, k.lock)
-		if err := obtainScript.Run(ctx, rdb, k.obtain[:], "t", 0, 0, 60000).Err(); err == nil {
+		if err := obtainScript.Run(ctx, rdb, k.obtain[:], "t", 0, 0, 60000, "").Err(); err == nil {
 			t.Fatal("obtain with TTL 0 accepted")
 		}
 		if err := refreshScript.Run(ctx, rdb, []string{k.lock}, "t", -1).Err(); err == nil {
@@ -72,7 +72,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := makeKeys(DefaultPrefix, "rel")
-		res, err := obtainScript.Run(ctx, rdb, k.obtain[:], "tok", 10000, 0, 60000).Int64Slice()
+		res, err := obtainScript.Run(ctx, rdb, k.obtain[:], "tok", 10000, 0, 60000, "").Int64Slice()
 		if err != nil || res[0] != 1 {
 			t.Fatal(res, err)
 		}
@@ -93,7 +93,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 		if ttl := rdb.PTTL(ctx, k.fence).Val(); ttl <= 0 {
 			t.Fatalf("counter lost its TTL: %v", ttl)
 		}
-		next, err := obtainScript.Run(ctx, rdb, k.obtain[:], "tok2", 10000, 0, 60000).Int64Slice()
+		next, err := obtainScript.Run(ctx, rdb, k.obtain[:], "tok2", 10000, 0, 60000, "").Int64Slice()
 		if err != nil || next[0] != 1 || next[1] <= res[1] {
 			t.Fatalf("next grant %v after fence %d: %v", next, res[1], err)
 		}
@@ -101,7 +101,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 		// release, up to 8 releases back.
 		cycle := func(tok string) {
 			t.Helper()
-			if r, err := obtainScript.Run(ctx, rdb, k.obtain[:], tok, 10000, 0, 60000).Int64Slice(); err != nil || r[0] != 1 {
+			if r, err := obtainScript.Run(ctx, rdb, k.obtain[:], tok, 10000, 0, 60000, "").Int64Slice(); err != nil || r[0] != 1 {
 				t.Fatal(r, err)
 			}
 			if release(tok) != 1 {
@@ -140,7 +140,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 		// earlier fence.
 		before, _ := rdb.Get(ctx, k.fence).Int64()
 		rdb.Del(ctx, k.fence)
-		r, _ := obtainScript.Run(ctx, rdb, k.obtain[:], "x", 10000, 0, 60000).Int64Slice()
+		r, _ := obtainScript.Run(ctx, rdb, k.obtain[:], "x", 10000, 0, 60000, "").Int64Slice()
 		if r[0] != 1 || r[1] <= before {
 			t.Fatalf("grant after the counter was lost: %v, after fence %d", r, before)
 		}
@@ -159,7 +159,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 func run2(t *testing.T, rdb *redis.Client, k keys, proposal int64) []int64 {
 	t.Helper()
 	rdb.Del(context.Background(), k.lock)
-	res, err := obtainScript.Run(context.Background(), rdb, k.obtain[:], "q", 10000, proposal, 60000).Int64Slice()
+	res, err := obtainScript.Run(context.Background(), rdb, k.obtain[:], "q", 10000, proposal, 60000, "").Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestHandoffScript(t *testing.T) {
 		k := makeKeys(DefaultPrefix, "handoff")
 		run := func(token string, from ...any) []int64 {
 			t.Helper()
-			args := append([]any{token, 10000, 0, 60000}, from...)
+			args := append([]any{token, 10000, 0, 60000, ""}, from...)
 			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], args...).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
@@ -244,7 +244,7 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		}
 		obtain := func(token string, from ...any) int64 {
 			t.Helper()
-			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], append([]any{token, 10000, 0, 60000}, from...)...).Int64Slice()
+			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], append([]any{token, 10000, 0, 60000, ""}, from...)...).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ func TestObtainScriptOldCounter(t *testing.T) {
 		}{{"123 TOKA TOKB", 124}, {"garbage", 1_000_000_000_000_000}} {
 			rdb.Del(ctx, k.lock)
 			rdb.Set(ctx, k.fence, tc.counter, time.Hour)
-			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], "t", 10000, 0, 60000).Int64Slice()
+			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], "t", 10000, 0, 60000, "").Int64Slice()
 			if err != nil || res[0] != 1 || res[1] < tc.min || (tc.min == 124 && res[1] != 124) {
 				t.Fatalf("counter %q: obtain = %v, %v", tc.counter, res, err)
 			}

@@ -39,8 +39,9 @@ type Held struct {
 //
 // A Lock that implements Keeper is renewed by its backend; others by one
 // Refresh per interval on a timer (no goroutine between renewals). Bad
-// options or an interval that leaves no time to renew are errors matching
-// ErrInvalidArgument; the lock is left as it is.
+// options or an interval not shorter than ttl are errors matching
+// ErrInvalidArgument; the lock is left as it is. (Run checks the interval
+// against the validity, ttl minus drift, before it obtains the lock.)
 func Hold(ctx context.Context, l Lock, ttl time.Duration, opts ...Option) (*Held, error) {
 	if l == nil {
 		return nil, Invalid("nil Lock")
@@ -49,9 +50,13 @@ func Hold(ctx context.Context, l Lock, ttl time.Duration, opts ...Option) (*Held
 	if err != nil {
 		return nil, err
 	}
-	interval, err := RenewInterval(ttl, o.RefreshInterval, DefaultDriftFactor)
-	if err != nil {
-		return nil, err
+	interval := o.RefreshInterval
+	if interval == 0 {
+		interval = ttl / 3
+	}
+	if interval <= 0 || interval >= ttl {
+		// Backends check the interval against their drift first.
+		return nil, Invalid("refresh interval %v leaves no time to renew a TTL of %v", interval, ttl)
 	}
 	h := &Held{lock: l}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)

@@ -10,10 +10,12 @@ type Option func(*Options)
 // Options is what the Options of a call set. Backends read it with Apply.
 type Options struct {
 	// Retry decides how Obtain waits while the lock is held by another.
-	// Default: NoRetry, one attempt.
+	// nil (the default) leaves it to the backend's own default, which is
+	// NoRetry, one attempt, unless the backend was configured otherwise.
 	Retry RetryStrategy
 	// Holder is the identity the grant records, readable by Inspect:
-	// "host:pid", a service name. Default: "" (none).
+	// "host:pid", a service name. "" (the default) leaves it to the
+	// backend's default, which is none unless configured otherwise.
 	Holder string
 	// RefreshInterval is how often Hold and Run renew the lease. Default:
 	// 0, meaning a third of the TTL.
@@ -28,7 +30,7 @@ const MaxHolderLen = 256
 // Apply returns the Options that opts set, or the first invalid value's
 // error.
 func Apply(opts []Option) (Options, error) {
-	o := Options{Retry: NoRetry()}
+	var o Options
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -37,27 +39,38 @@ func Apply(opts []Option) (Options, error) {
 	if o.err != nil {
 		return Options{}, o.err
 	}
-	if err := CheckRetry(o.Retry); err != nil {
-		return Options{}, err
-	}
-	if err := CheckHolder(o.Holder); err != nil {
-		return Options{}, err
-	}
 	return o, nil
 }
 
 // WithRetry sets how Obtain retries while the lock is held by another.
-func WithRetry(s RetryStrategy) Option { return func(o *Options) { o.Retry = s } }
+func WithRetry(s RetryStrategy) Option {
+	return func(o *Options) {
+		o.fail(CheckRetry(s))
+		o.Retry = s
+	}
+}
 
-// WithHolder records id as the holder of the grant (Info.Holder).
-func WithHolder(id string) Option { return func(o *Options) { o.Holder = id } }
+// WithHolder records id as the holder of the grant (Info.Holder); at most
+// MaxHolderLen bytes.
+func WithHolder(id string) Option {
+	return func(o *Options) {
+		o.fail(CheckHolder(id))
+		o.Holder = id
+	}
+}
+
+func (o *Options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
 
 // WithRefreshInterval sets how often Hold and Run renew the lease; it must
 // be positive and shorter than the TTL minus drift.
 func WithRefreshInterval(d time.Duration) Option {
 	return func(o *Options) {
-		if d <= 0 && o.err == nil {
-			o.err = Invalid("refresh interval %v must be positive", d)
+		if d <= 0 {
+			o.fail(Invalid("refresh interval %v must be positive", d))
 		}
 		o.RefreshInterval = d
 	}

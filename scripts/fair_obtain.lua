@@ -15,9 +15,10 @@
 -- ARGV[4]  queue entry TTL in milliseconds (> 0)
 -- ARGV[5]  the waiter's ticket: its identity in the queue, the same for all
 --          attempts of one Obtain call
+-- ARGV[6]  holder identity to record, "" for none
 --
--- The lock key holds "token:fence" ("*" appended: someone waits; see
--- obtain.lua). Replies:
+-- The lock key holds "token:fence" or "token:fence:holder;" ("*" appended:
+-- someone waits; see obtain.lua). Replies:
 --   {1, fence}   granted (or a replay of this same grant)
 --   {0, pttl}    held by another grant: its PTTL
 --   {0, wait}    free but the head of the queue is another waiter: the
@@ -77,5 +78,9 @@ redis.call('ZREM', KEYS[4], ARGV[5])
 local c = tonumber((string.match(redis.call('GET', KEYS[2]) or '', '^%d+'))) or 0
 local f = string.format('%d', math.max(c + 1, nowus))
 redis.call('SET', KEYS[2], f, 'PX', ARGV[3])
-redis.call('SET', KEYS[1], prefix .. f, 'PX', ARGV[2])
+local holder = ''
+if ARGV[6] ~= '' then
+  holder = ':' .. ARGV[6] .. ';'
+end
+redis.call('SET', KEYS[1], prefix .. f .. holder, 'PX', ARGV[2])
 return {1, tonumber(f)}

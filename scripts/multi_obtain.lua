@@ -6,9 +6,10 @@
 -- ARGV[1]     token (never contains ':')
 -- ARGV[2]     lock TTL in milliseconds (> 0)
 -- ARGV[3]     fence counter TTL in milliseconds (> 0)
+-- ARGV[4]     holder identity to record, "" for none
 --
--- Each lock key holds "token:fence" ("*" appended: someone waits; see
--- obtain.lua). Replies:
+-- Each lock key holds "token:fence" or "token:fence:holder;" ("*" appended:
+-- someone waits; see obtain.lua). Replies:
 --   {1, fence1, ..., fencen}  granted; a key that already holds ARGV[1] (a
 --                             replay of this request) keeps its fence
 --   {0, i, pttl}              lock key i is held by another grant; nothing
@@ -33,6 +34,10 @@ for i = 1, #KEYS / 2 do
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local holder = ''
+if ARGV[4] ~= '' then
+  holder = ':' .. ARGV[4] .. ';'
+end
 local reply = {1}
 for i = 1, #KEYS / 2 do
   local fence = mine[i]
@@ -42,7 +47,7 @@ for i = 1, #KEYS / 2 do
     fence = math.max(c + 1, now)
     local f = string.format('%d', fence)
     redis.call('SET', KEYS[2 * i], f, 'PX', ARGV[3])
-    redis.call('SET', KEYS[2 * i - 1], prefix .. f, 'PX', ARGV[2])
+    redis.call('SET', KEYS[2 * i - 1], prefix .. f .. holder, 'PX', ARGV[2])
   end
   reply[i + 1] = fence
 end

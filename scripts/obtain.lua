@@ -5,7 +5,7 @@
 -- KEYS[1]  lock key
 -- KEYS[2]  fence counter key (same hash slot): the last fence minted
 -- KEYS[3]  released tokens key (same hash slot; see release.lua); only read
---          or written with ARGV[5]
+--          or written with ARGV[6]
 -- ARGV[1]  token (never contains ':')
 -- ARGV[2]  lock TTL in milliseconds (> 0)
 -- ARGV[3]  proposed fence; 0 = mint here: counter + 1, or the server time in
@@ -13,20 +13,22 @@
 --          or expired)
 -- ARGV[4]  fence counter TTL in milliseconds (> 0), set when the counter is
 --          created (and by each proposal); also the TTL of KEYS[3]
--- ARGV[5]  optional, handoff: the token of a grant being released (release.lua
+-- ARGV[5]  holder identity to record, "" for none
+-- ARGV[6]  optional, handoff: the token of a grant being released (release.lua
 --          without its wake-up: the lock stays held). When KEYS[1] holds it,
 --          the lock passes to ARGV[1] as if released and obtained at once.
 --
--- The lock key holds "token:fence", with a "*" appended once an attempt
--- found it held: someone waits, and its release must wake them (release.lua).
+-- The lock key holds "token:fence", or "token:fence:holder;" with a holder,
+-- and a "*" appended once an attempt found it held: someone waits, and its
+-- release must wake them (release.lua). An unmarked value never ends in "*".
 -- Replies:
 --   {1, fence}    granted; also when KEYS[1] already holds ARGV[1] (a replay
 --                 of this same request), with the fence minted the first time
 --   {0, pttl}     held by another grant (pttl as PTTL reports it)
 --   {-1, counter} the proposal was not above the stored counter
--- With ARGV[5], a third element: 1 if the grant ARGV[5] was released (by
+-- With ARGV[6], a third element: 1 if the grant ARGV[5] was released (by
 -- this run or an earlier run of this same request), else 0.
-local from = ARGV[5]
+local from = ARGV[6]
 local handed = 0
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -101,7 +103,11 @@ local mark = ''
 if v and string.sub(v, -1) == '*' then
   mark = '*'
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', fence) .. mark, 'PX', ARGV[2])
+local holder = ''
+if ARGV[5] ~= '' then
+  holder = ':' .. ARGV[5] .. ';'
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', fence) .. holder .. mark, 'PX', ARGV[2])
 if from then
   return {1, fence, handed}
 end

@@ -114,6 +114,9 @@ func (m *Memory) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		if l != nil {
 			return l, nil
 		}
+		if o.Retry == nil {
+			return nil, lease.ErrNotObtained
+		}
 		wait, ok := o.Retry.Backoff(attempt)
 		if !ok {
 			return nil, lease.ErrNotObtained

@@ -1,0 +1,88 @@
+package redislock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/lease/leasetest"
+)
+
+// The Client passes the lease contract's conformance suite: single mode on
+// miniredis and on a real redis-server, quorum mode on three real ones.
+
+func TestLeaseMiniredis(t *testing.T) {
+	leasetest.Run(t, func(t *testing.T) leasetest.Env {
+		m := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return leasetest.Env{
+			Locker: newClient(t, rdb).Locker(),
+			Other:  newClient(t, rdb).Locker(),
+			Break:  func(key string) { m.Del(redislock.LockKey(key)) },
+			Sleep:  miniSleep(m),
+		}
+	})
+}
+
+func TestLeaseRedis(t *testing.T) {
+	leasetest.Run(t, func(t *testing.T) leasetest.Env {
+		srv := redistest.Start(t)
+		return leasetest.Env{
+			Locker: newClient(t, srv.Client(nil)).Locker(),
+			Other:  newClient(t, srv.Client(nil)).Locker(),
+			Break:  breakOn(srv),
+		}
+	})
+}
+
+func TestLeaseQuorum(t *testing.T) {
+	leasetest.Run(t, func(t *testing.T) leasetest.Env {
+		srvs := redistest.StartN(t, 3)
+		return leasetest.Env{
+			Locker: newQuorum(t, srvs).Locker(),
+			Other:  newQuorum(t, srvs).Locker(),
+			Break:  breakOn(srvs...),
+		}
+	})
+}
+
+func newQuorum(t *testing.T, srvs []*redistest.Server, opts ...redislock.Option) *redislock.Client {
+	t.Helper()
+	var rdbs []redis.UniversalClient
+	for _, s := range srvs {
+		rdbs = append(rdbs, s.Client(nil))
+	}
+	c, err := redislock.NewQuorum(rdbs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// breakOn deletes a lock on every server, as an operator's DEL would.
+func breakOn(srvs ...*redistest.Server) func(key string) {
+	return func(key string) {
+		for _, s := range srvs {
+			if _, err := s.Do("DEL", redislock.LockKey(key)); err != nil {
+				panic(err)
+			}
+		}
+	}
+}
+
+// miniSleep lets d pass for the client and for m, which expires keys only
+// when told to: in small steps, so that renewals keep up.
+func miniSleep(m *miniredis.Miniredis) func(time.Duration) {
+	return func(d time.Duration) {
+		const step = 10 * time.Millisecond
+		for ; d > 0; d -= step {
+			time.Sleep(min(step, d))
+			m.FastForward(min(step, d))
+		}
+	}
+}
