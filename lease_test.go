@@ -19,8 +19,10 @@ func TestLeaseMiniredis(t *testing.T) {
 		m := miniredis.RunT(t)
 		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		t.Cleanup(func() { _ = rdb.Close() })
+		c := newClient(t, rdb)
 		return leasetest.Env{
-			Locker: newClient(t, rdb).Locker(),
+			Locker: c.Locker(),
+			Store:  c.Store(),
 			Other:  newClient(t, rdb).Locker(),
 			Break:  func(key string) { m.Del(redislock.LockKey(key)) },
 			Sleep:  miniSleep(m),
@@ -31,8 +33,10 @@ func TestLeaseMiniredis(t *testing.T) {
 func TestLeaseRedis(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) leasetest.Env {
 		srv := redistest.Start(t)
+		c := newClient(t, srv.Client(nil))
 		return leasetest.Env{
-			Locker: newClient(t, srv.Client(nil)).Locker(),
+			Locker: c.Locker(),
+			Store:  c.Store(),
 			Other:  newClient(t, srv.Client(nil)).Locker(),
 			Break:  breakOn(srv),
 		}
@@ -42,8 +46,10 @@ func TestLeaseRedis(t *testing.T) {
 func TestLeaseQuorum(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) leasetest.Env {
 		srvs := redistest.StartN(t, 3)
+		c := newQuorum(t, srvs)
 		return leasetest.Env{
-			Locker: newQuorum(t, srvs).Locker(),
+			Locker: c.Locker(),
+			Store:  c.Store(),
 			Other:  newQuorum(t, srvs).Locker(),
 			Break:  breakOn(srvs...),
 		}

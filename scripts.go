@@ -31,6 +31,14 @@ var (
 	inspectSrc    string
 	inspectScript = redis.NewScript(inspectSrc)
 
+	//go:embed scripts/record_get.lua
+	recordGetSrc    string
+	recordGetScript = redis.NewScript(recordGetSrc)
+
+	//go:embed scripts/record_delete.lua
+	recordDeleteSrc    string
+	recordDeleteScript = redis.NewScript(recordDeleteSrc)
+
 	//go:embed scripts/fenced_set.lua
 	fencedSetSrc    string
 	fencedSetScript = redis.NewScript(fencedSetSrc)
