@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redislock-go/redislock/leader"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/leasetest"
-	"github.com/redislock-go/redislock/leader"
 )
 
 // The election on leasetest.Memory with a fake clock: fast and
