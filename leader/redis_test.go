@@ -14,8 +14,8 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
-	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/leader"
+	"github.com/redislock-go/redislock/lease"
 )
 
 // The election on real redis-servers: five candidates, each with its own
