@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redislock-go/redislock/leader"
@@ -25,13 +26,30 @@ const (
 )
 
 type memEnv struct {
+	t     *testing.T
 	clock *leasetest.FakeClock
 	m     *leasetest.Memory
 }
 
-func newMemEnv() memEnv {
+// waitTimers waits until n timers are pending on the fake clock: every
+// goroutine under test waits on it. Ten seconds without is a failure.
+func (env memEnv) waitTimers(n int) {
+	env.t.Helper()
+	done := make(chan struct{})
+	go func() {
+		env.clock.WaitTimers(n)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		env.t.Fatalf("%d timers pending on the fake clock, want %d: a goroutine under test is stuck or gone", env.clock.Timers(), n)
+	}
+}
+
+func newMemEnv(t *testing.T) memEnv {
 	c := leasetest.NewFakeClock(time.Time{})
-	return memEnv{clock: c, m: leasetest.NewMemory(leasetest.WithClock(c))}
+	return memEnv{t: t, clock: c, m: leasetest.NewMemory(leasetest.WithClock(c))}
 }
 
 // link returns a new candidate's own link to the Memory.
@@ -93,7 +111,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 // A resignation hands over at once: the waiting candidate wins at the same
 // instant of the fake clock, with a higher term, and Leader follows.
 func TestResignHandsOverAtOnce(t *testing.T) {
-	env := newMemEnv()
+	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.link(), "a")
 	b := env.candidate(t, env.link(), "b")
@@ -118,7 +136,7 @@ func TestResignHandsOverAtOnce(t *testing.T) {
 		}
 		won <- tb
 	}()
-	env.clock.WaitTimers(4) // a's renewal, its lease watchdog, its margin; b's wait
+	env.waitTimers(4) // a's renewal, its lease watchdog, its margin; b's wait
 	at := env.clock.Now()
 	if err := a.Resign(ctx); err != nil {
 		t.Fatalf("Resign: %v", err)
@@ -149,7 +167,7 @@ func TestResignHandsOverAtOnce(t *testing.T) {
 }
 
 func TestCampaignEndsWithContext(t *testing.T) {
-	env := newMemEnv()
+	env := newMemEnv(t)
 	a := env.candidate(t, env.link(), "a")
 	b := env.candidate(t, env.link(), "b")
 	ta, err := a.Campaign(ctxFor(t))
@@ -163,7 +181,7 @@ func TestCampaignEndsWithContext(t *testing.T) {
 		_, err := b.Campaign(ctx)
 		done <- err
 	}()
-	env.clock.WaitTimers(4)
+	env.waitTimers(4)
 	cancel()
 	wantIs(t, "Campaign after cancel", <-done, lease.ErrNotObtained, context.Canceled)
 	if b.Current() != nil {
@@ -183,7 +201,8 @@ func TestCampaignEndsWithContext(t *testing.T) {
 // candidate wakes at the end of a step and reads the clock there: nothing
 // reads a time that a longer Advance has already left behind.
 func (env memEnv) step(n int) {
-	env.clock.WaitTimers(n)
+	env.t.Helper()
+	env.waitTimers(n)
 	env.clock.Advance(memRetry)
 }
 
@@ -191,7 +210,7 @@ func (env memEnv) step(n int) {
 // its validity ends; the next candidate wins exactly when the lease ends
 // on the backend, one lease after the last renewal, and not before.
 func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
-	env := newMemEnv()
+	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	la := env.link()
 	a := env.candidate(t, la, "a")
@@ -237,7 +256,7 @@ func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
 	for env.clock.Now().Add(memRetry).Before(expiry) {
 		env.step(1) // b alone waits
 	}
-	env.clock.WaitTimers(1)
+	env.waitTimers(1)
 	select {
 	case tb := <-won:
 		t.Fatalf("b won %v before a's lease ended", expiry.Sub(tb.Started()))
@@ -261,7 +280,7 @@ func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
 
 // A renewal that finds the lock gone ends the term with ErrNotHeld.
 func TestBrokenLockEndsTerm(t *testing.T) {
-	env := newMemEnv()
+	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.m, "a")
 	ta, err := a.Campaign(ctx)
@@ -285,7 +304,7 @@ func TestBrokenLockEndsTerm(t *testing.T) {
 // Observe reports the vacancy, then each new term; it closes the channel
 // when its ctx ends.
 func TestObserve(t *testing.T) {
-	env := newMemEnv()
+	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.m, "a")
 	b := env.candidate(t, env.m, "b")
@@ -333,74 +352,82 @@ func TestObserve(t *testing.T) {
 
 // Run calls the callbacks in order, keeps the lock while the work runs
 // after its ctx was cancelled, and gives it back only once the work has
-// returned.
+// returned. It runs in a synctest bubble (leasetest.Memory on the bubble's
+// clock), so that synctest.Wait lets every goroutine Run started act on
+// the cancellation before the test looks at the lock.
 func TestRunWaitsForWork(t *testing.T) {
-	env := newMemEnv()
-	ctx := ctxFor(t)
-	a := env.candidate(t, env.m, "a")
-	rctx, cancel := context.WithCancel(ctx)
-	var (
-		mu     sync.Mutex
-		events []string
-	)
-	log := func(s string) {
+	synctest.Test(t, func(t *testing.T) {
+		m := leasetest.NewMemory()
+		ctx := ctxFor(t)
+		a, err := leader.New(m, "scheduler", leader.WithIdentity("a"), leader.WithLease(memLease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		var (
+			mu     sync.Mutex
+			events []string
+		)
+		log := func(s string) {
+			mu.Lock()
+			events = append(events, s)
+			mu.Unlock()
+		}
+		started := make(chan *leader.Term)
+		release := make(chan struct{})
+		newLeader := make(chan string, 1)
+		errWork := errors.New("work stopped")
+		done := make(chan error, 1)
+		go func() {
+			done <- a.Run(rctx, leader.Callbacks{
+				OnStartedLeading: func(ctx context.Context, term *leader.Term) error {
+					log("started")
+					started <- term
+					<-ctx.Done()
+					<-release
+					log("work returned")
+					return errWork
+				},
+				OnStoppedLeading: func() { log("stopped") },
+				OnNewLeader: func(id string) {
+					select {
+					case newLeader <- id:
+					default:
+					}
+				},
+			})
+		}()
+		term := recv(t, ctx, started, "OnStartedLeading")
+		if id := recv(t, ctx, newLeader, "OnNewLeader"); id != "a" {
+			t.Errorf("OnNewLeader(%q), want a", id)
+		}
+		cancel()
+		synctest.Wait()
+		// The work's ctx is cancelled; the term goes on until the work returns.
+		if info, err := m.Inspect(ctx, a.Key()); err != nil || !info.Held || info.Fence != term.Fence() || term.Err() != nil {
+			t.Fatalf("after Run's ctx ended, before the work returned: %+v, %v, term %v", info, err, term.Err())
+		}
+		close(release)
+		err = recv(t, ctx, done, "Run")
+		if !errors.Is(err, errWork) || errors.Is(err, lease.ErrLockLost) {
+			t.Errorf("Run: %v, want the work's error alone", err)
+		}
 		mu.Lock()
-		events = append(events, s)
+		got := strings.Join(events, ", ")
 		mu.Unlock()
-	}
-	started := make(chan *leader.Term)
-	release := make(chan struct{})
-	newLeader := make(chan string, 1)
-	errWork := errors.New("work stopped")
-	done := make(chan error, 1)
-	go func() {
-		done <- a.Run(rctx, leader.Callbacks{
-			OnStartedLeading: func(ctx context.Context, term *leader.Term) error {
-				log("started")
-				started <- term
-				<-ctx.Done()
-				<-release
-				log("work returned")
-				return errWork
-			},
-			OnStoppedLeading: func() { log("stopped") },
-			OnNewLeader: func(id string) {
-				select {
-				case newLeader <- id:
-				default:
-				}
-			},
-		})
-	}()
-	term := recv(t, ctx, started, "OnStartedLeading")
-	if id := recv(t, ctx, newLeader, "OnNewLeader"); id != "a" {
-		t.Errorf("OnNewLeader(%q), want a", id)
-	}
-	cancel()
-	// The work's ctx is cancelled; the term goes on until the work returns.
-	if info, err := env.m.Inspect(ctx, a.Key()); err != nil || !info.Held || info.Fence != term.Fence() || term.Err() != nil {
-		t.Fatalf("after Run's ctx ended, before the work returned: %+v, %v, term %v", info, err, term.Err())
-	}
-	close(release)
-	err := recv(t, ctx, done, "Run")
-	if !errors.Is(err, errWork) || errors.Is(err, lease.ErrLockLost) {
-		t.Errorf("Run: %v, want the work's error alone", err)
-	}
-	mu.Lock()
-	got := strings.Join(events, ", ")
-	mu.Unlock()
-	if want := "started, work returned, stopped"; got != want {
-		t.Errorf("callbacks: %s; want %s", got, want)
-	}
-	if info, err := env.m.Inspect(ctx, a.Key()); err != nil || info.Held {
-		t.Errorf("after Run: %+v, %v; want the lock given back", info, err)
-	}
-	wantIs(t, "term after Run", term.Err(), leader.ErrResigned)
+		if want := "started, work returned, stopped"; got != want {
+			t.Errorf("callbacks: %s; want %s", got, want)
+		}
+		if info, err := m.Inspect(ctx, a.Key()); err != nil || info.Held {
+			t.Errorf("after Run: %+v, %v; want the lock given back", info, err)
+		}
+		wantIs(t, "term after Run", term.Err(), leader.ErrResigned)
+	})
 }
 
 // A lost term cancels the work's ctx with ErrLockLost, and Run reports it.
 func TestRunReportsLoss(t *testing.T) {
-	env := newMemEnv()
+	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.m, "a")
 	errWork := errors.New("work stopped")
@@ -424,7 +451,7 @@ func TestRunReportsLoss(t *testing.T) {
 // A panicking leader gives the lock back and OnStoppedLeading runs before
 // the panic goes on.
 func TestRunReleasesOnPanic(t *testing.T) {
-	env := newMemEnv()
+	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.m, "a")
 	stopped := false
@@ -449,7 +476,7 @@ func TestRunReleasesOnPanic(t *testing.T) {
 }
 
 func TestRunEndsWithContext(t *testing.T) {
-	env := newMemEnv()
+	env := newMemEnv(t)
 	a := env.candidate(t, env.m, "a")
 	b := env.candidate(t, env.m, "b")
 	ta, err := a.Campaign(ctxFor(t))
@@ -465,7 +492,7 @@ func TestRunEndsWithContext(t *testing.T) {
 			OnStoppedLeading: func() { t.Error("OnStoppedLeading without leading") },
 		})
 	}()
-	env.clock.WaitTimers(4)
+	env.waitTimers(4)
 	cancel()
 	wantIs(t, "Run cancelled while campaigning", <-done, lease.ErrNotObtained, context.Canceled)
 }
@@ -478,7 +505,7 @@ func TestRunEndsWithContext(t *testing.T) {
 // refuses the old leader's late write and never sees two valid leaders.
 func TestFailoverStormMemory(t *testing.T) {
 	const candidates, rounds = 5, 500
-	env := newMemEnv()
+	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	rctx, stop := context.WithCancel(ctx)
 	s := &sink{now: env.clock.Now}
@@ -570,13 +597,13 @@ func TestFailoverStormMemory(t *testing.T) {
 		if err := s.write(old.Fence(), claimed); !errors.Is(err, lease.ErrStaleFence) {
 			t.Fatalf("round %d: the old leader's late write: %v, want ErrStaleFence", r, err)
 		}
-		env.clock.WaitTimers(leading + waiting - 1) // the old leader is off
+		env.waitTimers(leading + waiting - 1) // the old leader is off
 		cur.link.cut.Store(false)
 		select { // unless it has not yet found the link cut
 		case cur.back <- struct{}{}:
 		default:
 		}
-		env.clock.WaitTimers(leading + waiting)
+		env.waitTimers(leading + waiting)
 		cur = next
 	}
 	stop()
