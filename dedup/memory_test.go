@@ -383,7 +383,11 @@ func TestLostRunIsFencedOut(t *testing.T) {
 		_, err := a.Do(ctx, "j", func(ctx context.Context, fence int64) ([]byte, error) {
 			env.m.Break(dedup.DefaultPrefix + "j") // the lease is gone, as after a long pause
 			env.clock.Advance(memRenew)
-			<-ctx.Done()
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second): // a failure bound
+				t.Error("the job's ctx was not cancelled when its lock was lost")
+			}
 			close(lost)
 			<-resume // a stale run that does not stop at once
 			wrote <- env.m.Put(context.Background(), sinkKey, []byte("a"), fence, 0)
@@ -458,7 +462,7 @@ func TestWorkerPoolMemory(t *testing.T) {
 			for i := range groups {
 				groups[i] = env.group(append(opts, dedup.WithHolder(fmt.Sprintf("w%d", i)))...)
 			}
-			pool(t, groups, 1000, 3)
+			pool(t, groups, 1000, 3, nil)
 		})
 	}
 }
@@ -466,8 +470,8 @@ func TestWorkerPoolMemory(t *testing.T) {
 // pool runs jobs jobs, each delivered deliveries times, through workers
 // (one per Group) that redeliver a duplicate that found its job running,
 // and checks that every job ran exactly once and every delivery got its
-// value. It returns the counts of runs, stored outcomes and redeliveries.
-func pool(t *testing.T, workers []*dedup.Group, jobs, deliveries int) (ran, stored, redelivered int64) {
+// value. Each run also calls effect, if set.
+func pool(t *testing.T, workers []*dedup.Group, jobs, deliveries int, effect func(ctx context.Context, id string) error) {
 	t.Helper()
 	ctx := ctxFor(t)
 	queue := make(chan string, jobs*deliveries)
@@ -495,6 +499,11 @@ func pool(t *testing.T, workers []*dedup.Group, jobs, deliveries int) (ran, stor
 					mu.Lock()
 					runs[id]++
 					mu.Unlock()
+					if effect != nil {
+						if err := effect(ctx, id); err != nil {
+							return nil, err
+						}
+					}
 					return []byte("v:" + id), nil
 				})
 				switch {
@@ -524,7 +533,6 @@ func pool(t *testing.T, workers []*dedup.Group, jobs, deliveries int) (ran, stor
 	}
 	t.Logf("%d deliveries of %d jobs: %d runs, %d stored outcomes, %d redeliveries while running",
 		jobs*deliveries, jobs, n[0].Load(), n[1].Load(), n[2].Load())
-	return n[0].Load(), n[1].Load(), n[2].Load()
 }
 
 // shuffled returns 0..n-1 in a random order.
