@@ -30,6 +30,22 @@ type memEnv struct {
 	m     *leasetest.Memory
 }
 
+// waitTimers waits until n timers are pending on the fake clock: every
+// goroutine under test waits on it. Ten seconds without is a failure.
+func (env memEnv) waitTimers(n int) {
+	env.t.Helper()
+	done := make(chan struct{})
+	go func() {
+		env.clock.WaitTimers(n)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		env.t.Fatalf("%d timers pending on the fake clock, want %d: a goroutine under test is stuck or gone", env.clock.Timers(), n)
+	}
+}
+
 func newMemEnv(t *testing.T) memEnv {
 	c := leasetest.NewFakeClock(time.Time{})
 	return memEnv{t: t, clock: c, m: leasetest.NewMemory(leasetest.WithClock(c))}
@@ -280,7 +296,7 @@ func TestInProgress(t *testing.T) {
 		}
 		waited <- r
 	}()
-	env.clock.WaitTimers(3) // the run's renewal and lease watchdog; the waiter's wait
+	env.waitTimers(3) // the run's renewal and lease watchdog; the waiter's wait
 	close(finish)
 	r := recv(t, ctx, done, "the run")
 	w := recv(t, ctx, waited, "the waiting duplicate")
@@ -302,7 +318,7 @@ func TestInProgress(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { _, err := waiter.Do(wctx, "k", c.job("k")); errc <- err }()
-	env.clock.WaitTimers(3)
+	env.waitTimers(3)
 	cancel()
 	wantIs(t, "waiter after cancel", <-errc, dedup.ErrInProgress, context.Canceled)
 	close(finish2)
