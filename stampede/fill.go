@@ -56,8 +56,8 @@ func (g *Group) fillCold(ctx context.Context, f *flight) ([]byte, error) {
 					continue // released meanwhile
 				}
 				seen = info.Fence
+				hook(evWait, f.key)
 			}
-			hook(evWait, f.key)
 			l, err = g.locker.Obtain(ctx, k, g.o.lockTTL, g.lockOpts(g.o.wait)...)
 			if errors.Is(err, lease.ErrNotObtained) && ctx.Err() == nil {
 				continue // the Locker's own wait limit: the callers still wait

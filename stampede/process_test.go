@@ -132,16 +132,23 @@ type line struct {
 	text string
 }
 
-// fanIn merges the children's lines.
-func fanIn(procs []*proctest.Proc) <-chan line {
+// fanIn merges the children's lines until t ends.
+func fanIn(t *testing.T, procs []*proctest.Proc) <-chan line {
 	out := make(chan line)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
 	for i, p := range procs {
-		go func() {
+		wg.Go(func() {
 			for l := range p.Lines() {
-				out <- line{i, l}
+				select {
+				case out <- line{i, l}:
+				case <-stop:
+					return
+				}
 			}
-		}()
+		})
 	}
+	t.Cleanup(func() { close(stop); wg.Wait() })
 	return out
 }
 
@@ -165,7 +172,7 @@ func startCallers(t *testing.T, srv *redistest.Server, key string, lockTTL time.
 		procs = append(procs, proctest.Start(t, "TestCallerProcess", callerRole,
 			fmt.Sprintf("%s|%s|%d|%d", srv.Addr(), key, n, lockTTL.Milliseconds())))
 	}
-	lines := fanIn(procs)
+	lines := fanIn(t, procs)
 	filler, joined, waiting := -1, 0, 0
 	for joined < len(procs) || waiting < len(procs)-1 || filler < 0 {
 		l := next(t, lines)

@@ -125,6 +125,10 @@ func Start(t testing.TB, test, role, spec string) *Proc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = stdin.Close()
+		go func() { // lines nobody read must not block the reader
+			for range p.lines {
+			}
+		}()
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
