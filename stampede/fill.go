@@ -84,7 +84,7 @@ func (g *Group) underLock(ctx context.Context, f *flight, l lease.Lock, seen *in
 		switch {
 		case !ok:
 		case kind == kindValue || kind == kindMissing:
-			g.release(l, f.key)
+			g.releaseAsync(l, f.key) // the callers need not wait for it
 			val, err, _ := cached(f.key, rec)
 			return val, err, false
 		case *seen > 0 && rec.Fence >= *seen:
@@ -214,6 +214,16 @@ func (g *Group) callFill(ctx context.Context, l lease.Lock, k string, cold bool,
 		normal = true
 	}()
 	return val, err
+}
+
+// releaseAsync releases l in a goroutine of the Group's (Close waits for
+// it).
+func (g *Group) releaseAsync(l lease.Lock, key string) {
+	g.wg.Add(1) // the flight's own count keeps the group's above zero
+	go func() {
+		defer g.wg.Done()
+		g.release(l, key)
+	}()
 }
 
 // release gives the lock back after a read under it; an error (the lease
