@@ -207,8 +207,11 @@ func TestProcessesStoppedHolders(t *testing.T) {
 	}
 	go func() { fan.Wait(); close(lines) }()
 	var events []event
+	deadline := time.After(time.Minute) // a failure bound: the test takes about a second
 	next := func() event {
 		select {
+		case <-deadline:
+			t.Fatal("the test did not reach its end within a minute")
 		case e, ok := <-lines:
 			if !ok {
 				t.Fatal("the children exited")

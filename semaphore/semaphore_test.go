@@ -91,6 +91,12 @@ func watchQueued(t testing.TB) *queued {
 	return q
 }
 
+func (q *queued) count() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
 func (q *queued) wait(t testing.TB, n int) {
 	t.Helper()
 	timeout := time.After(waitBound)
@@ -119,7 +125,9 @@ func TestFIFO(t *testing.T) {
 	got := make(chan int, 5)
 	var wg sync.WaitGroup
 	for i := range 5 {
-		s := newSem(t, srv.Client(nil), "fifo", 1) // a process each
+		// A process each; with a queue TTL so long that the waiters'
+		// timers never fire, each is woken by the release before it.
+		s := newSem(t, srv.Client(nil), "fifo", 1, semaphore.WithQueueTTL(time.Minute))
 		wg.Go(func() {
 			p, err := s.Acquire(ctx, time.Minute)
 			if err != nil {
@@ -143,6 +151,9 @@ func TestFIFO(t *testing.T) {
 	}
 	if !slices.Equal(order, []int{0, 1, 2, 3, 4}) {
 		t.Errorf("grant order %v, want arrival order", order)
+	}
+	if n := q.count(); n != 10 {
+		t.Errorf("%d queued attempts, want 10: each waiter's first and the one after subscribing, then woken once", n)
 	}
 }
 
@@ -270,27 +281,35 @@ func TestKeysExpire(t *testing.T) {
 	s := newSem(t, rdb, "keys{x}", 1) // a brace in the name: still one slot
 	ctx := context.Background()
 	p := try(t, s, time.Minute)
+	noPersistent := func(when string) []string {
+		keys, err := rdb.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+				t.Errorf("%s: key %q has no expiry (PTTL %v)", when, k, ttl)
+			}
+		}
+		return keys
+	}
+	noPersistent("after a grant")
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { _, err := s.Acquire(wctx, time.Minute); done <- err }()
 	q.wait(t, 1)
-	keys, err := rdb.Keys(ctx, "*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) < 4 {
+	keys := noPersistent("with a waiter")
+	if len(keys) != 5 {
 		t.Errorf("keys %v, want state, holders, queue, qdead and fence", keys)
 	}
 	for _, k := range keys {
-		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
-			t.Errorf("key %q has no expiry (PTTL %v)", k, ttl)
-		}
 		if !strings.HasPrefix(k, semaphore.DefaultPrefix+"{keys{x%7D}") {
 			t.Errorf("key %q is not hash-tagged by the name", k)
 		}
 	}
 	cancel()
 	<-done
+	noPersistent("after the waiter left")
 	if err := p.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -428,6 +447,7 @@ func TestExpiredPermitCannotRefresh(t *testing.T) {
 	s := newSem(t, srv.Client(nil), "expired", 2)
 	ctx := context.Background()
 	p := try(t, s, 100*time.Millisecond)
+	other := try(t, s, time.Minute) // keeps the keys alive: only the scripts judge p
 	time.Sleep(150 * time.Millisecond) // the lease runs out: the behaviour under test
 	if err := p.Refresh(ctx, time.Minute); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("Refresh after the lease ended: %v, want ErrNotHeld", err)
@@ -435,7 +455,7 @@ func TestExpiredPermitCannotRefresh(t *testing.T) {
 	if _, err := p.TTL(ctx); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("TTL after the lease ended: %v, want ErrNotHeld", err)
 	}
-	if info, _ := s.Inspect(ctx); len(info.Holders) != 0 {
-		t.Errorf("Inspect lists %+v after the lease ended", info.Holders)
+	if info, _ := s.Inspect(ctx); len(info.Holders) != 1 || info.Holders[0].Fence != other.Fence() {
+		t.Errorf("Inspect lists %+v after the lease ended, want only the live permit", info.Holders)
 	}
 }
