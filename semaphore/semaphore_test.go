@@ -447,7 +447,7 @@ func TestExpiredPermitCannotRefresh(t *testing.T) {
 	s := newSem(t, srv.Client(nil), "expired", 2)
 	ctx := context.Background()
 	p := try(t, s, 100*time.Millisecond)
-	other := try(t, s, time.Minute) // keeps the keys alive: only the scripts judge p
+	other := try(t, s, time.Minute)    // keeps the keys alive: only the scripts judge p
 	time.Sleep(150 * time.Millisecond) // the lease runs out: the behaviour under test
 	if err := p.Refresh(ctx, time.Minute); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("Refresh after the lease ended: %v, want ErrNotHeld", err)
