@@ -127,7 +127,7 @@ func TestFIFO(t *testing.T) {
 	for i := range 5 {
 		// A process each; with a queue TTL so long that the waiters'
 		// timers never fire, each is woken by the release before it.
-		s := newSem(t, srv.Client(nil), "fifo", 1, semaphore.WithQueueTTL(time.Minute))
+		s := newSem(t, srv.Client(nil), "fifo", 1, semaphore.WithQueueTTL(3*waitBound))
 		wg.Go(func() {
 			p, err := s.Acquire(ctx, time.Minute)
 			if err != nil {
@@ -143,12 +143,16 @@ func TestFIFO(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	close(got)
 	var order []int
-	for i := range got {
-		order = append(order, i)
+	for range 5 {
+		select {
+		case i := <-got:
+			order = append(order, i)
+		case <-time.After(waitBound): // before any waiter's timer
+			t.Fatalf("grants %v, then none: the releases did not wake the waiters", order)
+		}
 	}
+	wg.Wait()
 	if !slices.Equal(order, []int{0, 1, 2, 3, 4}) {
 		t.Errorf("grant order %v, want arrival order", order)
 	}
