@@ -127,7 +127,7 @@ func TestFIFO(t *testing.T) {
 	for i := range 5 {
 		// A process each; with a queue TTL so long that the waiters'
 		// timers never fire, each is woken by the release before it.
-		s := newSem(t, srv.Client(nil), "fifo", 1, semaphore.WithQueueTTL(3*waitBound))
+		s := newSem(t, srv.Client(nil), "fifo", 1, semaphore.WithQueueTTL(6*waitBound))
 		wg.Go(func() {
 			p, err := s.Acquire(ctx, time.Minute)
 			if err != nil {
