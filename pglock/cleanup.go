@@ -1,0 +1,5 @@
+package pglock
+
+type Cleaner struct{}
+
+func (c *Cleaner) Close() error { return nil }
