@@ -96,6 +96,9 @@ func (w *waiter) stop() {
 	l.mu.Unlock()
 }
 
+// sleep returns after d or with ctx's error.
+func sleep(ctx context.Context, d time.Duration) error { return (*waiter)(nil).wait(ctx, d) }
+
 // wait returns after d, a notification for w's key, or with ctx's error.
 // A nil waiter only sleeps.
 func (w *waiter) wait(ctx context.Context, d time.Duration) error {

@@ -126,16 +126,23 @@ func (d waitDeadline) next(o *options, attempt int, held error) (time.Duration, 
 func (c *Client) obtainOnce(ctx context.Context, key string, ttl time.Duration, o *options, mark bool) (*Lock, time.Duration, error) {
 	token := rand.Text()
 	start := c.clock.Now()
+	pc, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("redislock: obtain %q: %w", key, err)
+	}
+	pid := pc.Conn().PgConn().PID()
 	var fence, leftUS int64
-	err := c.pool.QueryRow(ctx, c.sql.acquire, key, token, o.holder, ttl.Milliseconds(), mark).Scan(&fence, &leftUS)
+	err = pc.QueryRow(ctx, c.sql.acquire, key, token, o.holder, ttl.Milliseconds(), mark).Scan(&fence, &leftUS)
+	pc.Release()
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, 0, lease.ErrNotObtained
 	case err != nil:
 		if unknownOutcome(err) {
-			// The statement may have run (a reply lost to ctx or a broken
-			// connection): release whatever it may have granted.
-			c.background(func() { c.releaseToken(key, token, o.releaseTimeout) })
+			// The statement may still run to COMMIT (cut off by ctx or a
+			// broken connection, the server does not know): release
+			// whatever it grants, once it has ended.
+			c.background(func() { c.settle(key, token, pid, ttl, o.releaseTimeout) })
 		}
 		return nil, 0, fmt.Errorf("redislock: obtain %q: %w", key, err)
 	case fence == 0:
@@ -143,7 +150,7 @@ func (c *Client) obtainOnce(ctx context.Context, key string, ttl time.Duration, 
 	}
 	l := &Lock{c: c, key: key, token: token, fence: fence, opts: *o}
 	if err := l.confirm(start, ttl); err != nil {
-		c.releaseToken(key, token, o.releaseTimeout)
+		_, _ = c.releaseToken(key, token, o.releaseTimeout)
 		return nil, 0, err
 	}
 	return l, 0, nil
@@ -155,6 +162,27 @@ func (c *Client) obtainOnce(ctx context.Context, key string, ttl time.Duration, 
 func unknownOutcome(err error) bool {
 	var pgErr *pgconn.PgError
 	return !errors.As(err, &pgErr) && !pgconn.SafeToRetry(err)
+}
+
+// settle releases the grant to token that an acquire statement cut off on
+// the client may still make. A release statement that ran before that
+// statement's end would not see its grant (its snapshot is older), so
+// settle first waits, up to ttl plus the release timeout or until Close,
+// for the server backend that ran it (pid) to end: pgx closed the
+// connection, so the backend exits once its statement is done. Behind a
+// pooler the pid is not the server's; then the wait ends at once and the
+// release is best effort: a late grant lapses after its TTL.
+func (c *Client) settle(key, token string, pid uint32, ttl, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(c.ctx, ttl+timeout)
+	defer cancel()
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		var alive bool
+		err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, int32(pid)).Scan(&alive)
+		if err != nil || !alive || sleep(ctx, wait) != nil {
+			break
+		}
+	}
+	_, _ = c.releaseToken(key, token, timeout)
 }
 
 // releaseToken releases key's grant to token if there is one, on a context
