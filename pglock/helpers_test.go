@@ -3,6 +3,7 @@ package pglock_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -121,4 +122,120 @@ func ctxFor(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// appPool returns a pool whose connections carry application_name app, so
+// that tests can find their backends in pg_stat_activity.
+func appPool(t testing.TB, app string, tweak ...func(*pgxpool.Config)) *pgxpool.Pool {
+	return newPool(t, append([]func(*pgxpool.Config){func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.RuntimeParams["application_name"] = app
+	}}, tweak...)...)
+}
+
+// blockedBackend waits until a backend of application app waits for a
+// lock, and returns its pid.
+func blockedBackend(t testing.TB, admin *pgxpool.Pool, app string) int32 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var pid int32
+		err := admin.QueryRow(context.Background(),
+			`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&pid)
+		if err == nil {
+			return pid
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the server's view; bounded by the deadline
+	}
+	t.Fatalf("no backend of %s waits for a lock", app)
+	return 0
+}
+
+func terminate(t testing.TB, admin *pgxpool.Pool, pid int32) {
+	t.Helper()
+	var ok bool
+	if err := admin.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend(%d): %v %v", pid, ok, err)
+	}
+}
+
+// leaseRow is a lease row as the table holds it.
+type leaseRow struct {
+	Token, Holder string
+	Fence         int64
+	Live          bool
+}
+
+func readRow(t testing.TB, pool *pgxpool.Pool, table, key string) (leaseRow, bool) {
+	t.Helper()
+	var r leaseRow
+	err := pool.QueryRow(context.Background(), `SELECT token, holder, fence, token <> '' AND expires_at > clock_timestamp() FROM `+table+` WHERE name = $1`, key).
+		Scan(&r.Token, &r.Holder, &r.Fence, &r.Live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, true
+}
+
+// untilFree waits (bounded) until key is not held on c.
+func untilFree(t testing.TB, c *pglock.Client, key string, bound time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		info, err := c.Inspect(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q still held after %v: %+v", key, bound, info)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the database's view; bounded
+	}
+}
+
+// dbNow is the database's clock.
+func dbNow(t testing.TB, admin *pgxpool.Pool) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := admin.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// ranAfter waits until a backend of application app other than pid has
+// finished, after since, a statement containing one of texts, and returns
+// which.
+func ranAfter(t testing.TB, admin *pgxpool.Pool, app string, pid int32, since time.Time, texts ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		rows, err := admin.Query(context.Background(),
+			`SELECT query FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2 AND state = 'idle' AND state_change > $3`, app, pid, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queries, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range queries {
+			for _, s := range texts {
+				if strings.Contains(q, s) {
+					return s
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // polling the server's view; bounded by the deadline
+	}
+	t.Fatalf("no backend of %s ran any of %q", app, texts)
+	return ""
 }
