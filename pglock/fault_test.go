@@ -285,11 +285,10 @@ func TestExclusionSeveralPools(t *testing.T) {
 		clients = append(clients, newClient(t, newPool(t), table))
 	}
 	for _, notify := range []bool{true, false} {
-		i := 0
-		var next = make(chan int, 1)
+		next := make(chan int, 1)
 		next <- 0
 		leasetest.Exclusion(t, 6, 8, func(ctx context.Context) (func(), error) {
-			i = <-next
+			i := <-next
 			next <- i + 1
 			l, err := clients[i%len(clients)].Obtain(ctx, "hot", 10*time.Second,
 				pglock.WithRetry(pglock.ExponentialBackoff(time.Millisecond, 20*time.Millisecond)), pglock.WithNotify(notify))
