@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# CI of the PostgreSQL backend: make sure the local PostgreSQL is up
+# (127.0.0.1:5432, database "test", trust auth for "postgres"; the tests
+# create and drop their own schemas), then vet, staticcheck and the tests
+# with -race, with the PostgreSQL tests mandatory. Exits non-zero on failure.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+dsn=${REDISLOCK_POSTGRES_DSN:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
+export REDISLOCK_POSTGRES_DSN=$dsn
+
+up() { pg_isready -q -d "$dsn" 2>/dev/null; }
+if ! up; then
+	if command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; then
+		echo "pglock ci: starting PostgreSQL"
+		pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+	fi
+	for _ in $(seq 1 30); do up && break; sleep 1; done
+fi
+if ! up; then
+	echo "pglock ci: no PostgreSQL answers at $dsn" >&2
+	exit 1
+fi
+
+go vet ./...
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+REDISLOCK_REQUIRE_POSTGRES=1 go test -race -count=1 ./...
