@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,13 +16,17 @@ import (
 // wait and stopped by Close; it reconnects with a backoff while the Client
 // is open. Waiters register by key; a notification wakes the waiters of its
 // key, a (re)connection wakes every waiter (notifications may have been
-// missed while it was down). While it is down, waiters sleep their backoff.
+// missed while it was down). A notification wakes the Client's
+// longest-waiting waiter of the key only: one attempt per release instead
+// of a herd; the others keep their backoff and their place, and the woken
+// one, if it loses the lock to another client, waits again at the front.
+// While it is down, waiters sleep their backoff.
 type listener struct {
 	c *Client
 
 	mu      sync.Mutex
-	up      bool                            // LISTEN is in effect
-	waiters map[string]map[*waiter]struct{} // by md5 hex of the key
+	up      bool                 // LISTEN is in effect
+	waiters map[string][]*waiter // by md5 hex of the key, oldest first
 }
 
 // waiter is one Obtain call waiting for a key's release.
@@ -59,7 +64,7 @@ func (c *Client) waitFor(key string) *waiter {
 	}
 	l := c.listener
 	if l == nil {
-		l = &listener{c: c, waiters: map[string]map[*waiter]struct{}{}}
+		l = &listener{c: c, waiters: map[string][]*waiter{}}
 		c.listener = l
 		c.bg.Add(1)
 		go func() {
@@ -70,12 +75,7 @@ func (c *Client) waitFor(key string) *waiter {
 	c.mu.Unlock()
 	w := &waiter{l: l, id: payload(key), ch: make(chan struct{}, 1)}
 	l.mu.Lock()
-	set := l.waiters[w.id]
-	if set == nil {
-		set = map[*waiter]struct{}{}
-		l.waiters[w.id] = set
-	}
-	set[w] = struct{}{}
+	l.waiters[w.id] = append(l.waiters[w.id], w)
 	l.mu.Unlock()
 	return w
 }
@@ -87,11 +87,11 @@ func (w *waiter) stop() {
 	}
 	l := w.l
 	l.mu.Lock()
-	if set := l.waiters[w.id]; set != nil {
-		delete(set, w)
-		if len(set) == 0 {
-			delete(l.waiters, w.id)
-		}
+	ws := slices.DeleteFunc(l.waiters[w.id], func(x *waiter) bool { return x == w })
+	if len(ws) == 0 {
+		delete(l.waiters, w.id)
+	} else {
+		l.waiters[w.id] = ws
 	}
 	l.mu.Unlock()
 }
@@ -126,15 +126,19 @@ func (l *listener) isUp() bool {
 	return l.up
 }
 
-// wake wakes the waiters of id, or all of them for id == "".
+// wake wakes the longest-waiting waiter of id, or every waiter for id ==
+// "".
 func (l *listener) wake(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for key, set := range l.waiters {
-		if id != "" && key != id {
+	for key, ws := range l.waiters {
+		if id != "" && key != id || len(ws) == 0 {
 			continue
 		}
-		for w := range set {
+		if id != "" {
+			ws = ws[:1]
+		}
+		for _, w := range ws {
 			select {
 			case w.ch <- struct{}{}:
 			default:
