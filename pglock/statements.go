@@ -27,12 +27,18 @@ func (n names) statements() statements {
 		// g inserts the row or takes over a released or expired one. A
 		// takeover draws its fence under the row's lock, after the
 		// previous grant committed, so it is higher than that grant's.
+		// g does nothing when the statement's snapshot shows the lease
+		// held: ON CONFLICT DO UPDATE locks the row even when its WHERE is
+		// false, which would give every failed attempt a transaction id,
+		// a commit record and a WAL flush; so a contended attempt is
+		// read-only. The decision is still made under the row's lock.
 		// m marks a held row wanted (a waiter asks the release to notify)
 		// and returns nothing; it runs after g (it reads g) and only when
 		// g granted nothing.
 		acquire: r.Replace(`WITH g AS (
 	INSERT INTO LEASES AS l (name, token, holder, fence, acquired_at, expires_at)
-	VALUES ($1, $2, $3, nextval(FENCE), clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 millisecond')
+	SELECT $1, $2, $3, nextval(FENCE), clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 millisecond'
+	WHERE NOT EXISTS (SELECT FROM LEASES WHERE name = $1 AND token <> '' AND expires_at > clock_timestamp())
 	ON CONFLICT (name) DO UPDATE SET
 		token = EXCLUDED.token, holder = EXCLUDED.holder, fence = nextval(FENCE),
 		wanted = false, acquired_at = clock_timestamp(),
