@@ -25,3 +25,9 @@ fi
 go vet ./...
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 REDISLOCK_REQUIRE_POSTGRES=1 go test -race -count=1 ./...
+
+# A short smoke of the bench tool on PostgreSQL (seconds).
+go -C ../bench run . --backend postgres --scenarios uncontended,hotkey,renew \
+	--duration 250ms --warmup 50ms --reps 1 --workers 1,8 --hot-workers 4 \
+	--renew-locks 20 --renew-ttl 300ms --strict >/dev/null
+echo "pglock ci: ok"

@@ -195,7 +195,7 @@ func TestInvalidInput(t *testing.T) {
 		}
 	}
 	c := newClient(t, p, newTable(t))
-	for _, key := range []string{"", "nul\x00", "\xff\xfe"} {
+	for _, key := range []string{"", "nul\x00", "\xff\xfe", strings.Repeat("k", pglock.MaxKeyLen+1)} {
 		if _, err := c.Obtain(ctx, key, time.Second); !errors.Is(err, pglock.ErrInvalidArgument) {
 			t.Errorf("Obtain(%q): %v", key, err)
 		}

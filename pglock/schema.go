@@ -96,9 +96,16 @@ func checkText(what, s string) error {
 	return nil
 }
 
+// MaxKeyLen bounds a key's length in bytes: the lease table's primary key
+// is a B-tree, whose entries must fit a third of a page.
+const MaxKeyLen = 2048
+
 func checkKey(key string) error {
 	if err := lease.CheckKey(key); err != nil {
 		return err
+	}
+	if len(key) > MaxKeyLen {
+		return lease.Invalid("key of %d bytes is longer than %d", len(key), MaxKeyLen)
 	}
 	return checkText("key", key)
 }

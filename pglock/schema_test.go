@@ -2,6 +2,7 @@ package pglock_test
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -58,4 +59,19 @@ func TestSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Release(ctx)
+}
+
+// The README shows the schema SQL exactly as Schema returns it.
+func TestSchemaInReadme(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql, err := pglock.Schema("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```sql\n"+sql+"```") {
+		t.Fatalf("README.md's schema differs from pglock.Schema(\"\"):\n%s", sql)
+	}
 }
