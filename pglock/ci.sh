@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # CI of the PostgreSQL backend: make sure the local PostgreSQL is up
 # (127.0.0.1:5432, database "test", trust auth for "postgres"; the tests
-# create and drop their own schemas), then vet, staticcheck and the tests
-# with -race, with the PostgreSQL tests mandatory. Exits non-zero on failure.
+# create and drop their own schemas) and pgbouncer is installed (the tests
+# start their own on a free port), then vet, staticcheck and the tests with
+# -race, with the PostgreSQL and PgBouncer tests mandatory, and a smoke of
+# the bench tool on PostgreSQL. Exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -21,6 +23,14 @@ if ! up; then
 	echo "pglock ci: no PostgreSQL answers at $dsn" >&2
 	exit 1
 fi
+
+# PgBouncer (transaction pooling) for the tests behind a pooler.
+if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
+	echo "pglock ci: installing pgbouncer"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+fi
+export REDISLOCK_REQUIRE_PGBOUNCER=1
 
 go vet ./...
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
