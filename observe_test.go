@@ -86,17 +86,21 @@ func (r *recorder) RefreshStart(ctx context.Context, e redislock.RefreshStartEve
 	r.add("refreshStart", e)
 	return ctx
 }
-func (r *recorder) RefreshDone(_ context.Context, e redislock.RefreshDoneEvent) { r.add("refreshDone", e) }
+func (r *recorder) RefreshDone(_ context.Context, e redislock.RefreshDoneEvent) {
+	r.add("refreshDone", e)
+}
 func (r *recorder) ReleaseStart(ctx context.Context, e redislock.ReleaseStartEvent) context.Context {
 	r.add("releaseStart", e)
 	return ctx
 }
-func (r *recorder) ReleaseDone(_ context.Context, e redislock.ReleaseDoneEvent) { r.add("releaseDone", e) }
-func (r *recorder) LockLost(_ context.Context, e redislock.LossEvent)           { r.add("lost", e) }
-func (r *recorder) NodeFailed(_ context.Context, e redislock.NodeEvent)         { r.add("node", e) }
-func (r *recorder) Resubscribed(e redislock.SubscriptionEvent)                  { r.add("resubscribed", e) }
-func (r *recorder) CleanupFailed(_ context.Context, e redislock.CleanupEvent)   { r.add("cleanup", e) }
-func (r *recorder) StaleFence(_ context.Context, e redislock.StaleFenceEvent)   { r.add("stale", e) }
+func (r *recorder) ReleaseDone(_ context.Context, e redislock.ReleaseDoneEvent) {
+	r.add("releaseDone", e)
+}
+func (r *recorder) LockLost(_ context.Context, e redislock.LossEvent)         { r.add("lost", e) }
+func (r *recorder) NodeFailed(_ context.Context, e redislock.NodeEvent)       { r.add("node", e) }
+func (r *recorder) Resubscribed(e redislock.SubscriptionEvent)                { r.add("resubscribed", e) }
+func (r *recorder) CleanupFailed(_ context.Context, e redislock.CleanupEvent) { r.add("cleanup", e) }
+func (r *recorder) StaleFence(_ context.Context, e redislock.StaleFenceEvent) { r.add("stale", e) }
 
 // Each observer event fires for the action it names.
 func TestObserverEvents(t *testing.T) {
