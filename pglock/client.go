@@ -26,7 +26,6 @@ type Client struct {
 	mu       sync.Mutex
 	closed   bool
 	bg       sync.WaitGroup // background releases of unknown grants, the listener, cleaners
-	stop     chan struct{}  // closed by Close
 	listener *listener      // notified waiting; started at the first wait
 	cleaners map[*Cleaner]struct{}
 
@@ -64,7 +63,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...ClientOption) (*Client
 	if err := n.migrate(ctx, pool, o.migrate); err != nil {
 		return nil, err
 	}
-	c := &Client{pool: pool, n: n, sql: n.statements(), opts: o, clock: o.clock, stop: make(chan struct{}),
+	c := &Client{pool: pool, n: n, sql: n.statements(), opts: o, clock: o.clock,
 		cleaners: map[*Cleaner]struct{}{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if c.clock == nil {
@@ -90,13 +89,13 @@ func (c *Client) Channel() string { return c.n.channel }
 // listening connection, cleaners started by StartCleanup, and background
 // releases of grants whose outcome was unknown (each bounded by the
 // release timeout). Later calls fail with ErrClosed; locks already
-// obtained can still be refreshed and released. Obtain calls still waiting
+// obtained (leases and advisory locks) stay held and can still be
+// refreshed and released. Obtain calls still waiting
 // fall back to their backoff. It never closes the pool.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
-		close(c.stop)
 		c.cancel()
 	}
 	cleaners := make([]*Cleaner, 0, len(c.cleaners))
