@@ -14,6 +14,29 @@ import (
 	"github.com/redislock-go/redislock/pglock"
 )
 
+// lockedRow makes key's lease row (released) and returns a transaction of
+// admin that holds the row's lock, as a grant in progress would; it is
+// rolled back at the end of t unless committed.
+func lockedRow(t *testing.T, ctx context.Context, c *pglock.Client, admin *pgxpool.Pool, table, key string) pgx.Tx {
+	t.Helper()
+	l, err := c.Obtain(ctx, key, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+table+` WHERE name = $1 FOR UPDATE`, key); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 // A takeover whose statement waited for the row's lock gets a fence above
 // the grant that committed while it waited: the fence is drawn under the
 // row's lock, not when the statement started.
@@ -23,22 +46,8 @@ func TestTakeoverFenceDrawnUnderRowLock(t *testing.T) {
 	c := newClient(t, appPool(t, "pglock-fence"), table)
 	ctx := ctxFor(t)
 	key := "fence-race"
-	l, err := c.Obtain(ctx, key, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// Another client's grant is in progress: it holds the row's lock.
-	tx, err := admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+table+` WHERE name = $1 FOR UPDATE`, key); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockedRow(t, ctx, c, admin, table, key)
 	got := make(chan *pglock.Lock, 1)
 	go func() {
 		l, err := c.Obtain(ctx, key, 10*time.Second)
@@ -75,21 +84,7 @@ func TestTerminateDuringObtain(t *testing.T) {
 	c := newClient(t, appPool(t, "pglock-term-obtain"), table)
 	ctx := ctxFor(t)
 	key := "terminated"
-	l, err := c.Obtain(ctx, key, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+table+` WHERE name = $1 FOR UPDATE`, key); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockedRow(t, ctx, c, admin, table, key)
 	type result struct {
 		l   *pglock.Lock
 		err error
@@ -126,21 +121,7 @@ func TestCutOffObtainIsReleased(t *testing.T) {
 	c := newClient(t, appPool(t, "pglock-cutoff"), table)
 	ctx := ctxFor(t)
 	key := "cut-off"
-	l, err := c.Obtain(ctx, key, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+table+` WHERE name = $1 FOR UPDATE`, key); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockedRow(t, ctx, c, admin, table, key)
 	octx, cancel := context.WithCancel(ctx)
 	res := make(chan error, 1)
 	go func() {
