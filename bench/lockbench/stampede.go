@@ -62,6 +62,9 @@ func (*stampedeNodes) Close() error { return nil }
 // configuration of every library.
 func stampedeCells(cfg *Config, libs []Library) []*cell {
 	var g []*cell
+	if cfg.Backend == BackendPostgres {
+		return nil // the scenario keeps its cache in Redis
+	}
 	for _, l := range libs {
 		if l.Primary && strings.HasPrefix(l.Name, "redislock/") && len(g) == 0 {
 			g = append(g, &cell{scenario: Stampede, workers: cfg.StampedeCallers, nodes: 1, lib: stampedeLib})
