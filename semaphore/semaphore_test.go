@@ -463,3 +463,26 @@ func TestExpiredPermitCannotRefresh(t *testing.T) {
 		t.Errorf("Inspect lists %+v after the lease ended, want only the live permit", info.Holders)
 	}
 }
+
+// A permit taken away behind its holder's back (an operator's DEL) is
+// reported lost by lease.RunLock: the work's ctx ends with ErrLockLost.
+func TestRunLockReportsLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newSem(t, srv.Client(nil), "lost", 2)
+	ctx := context.Background()
+	p := try(t, s, 300*time.Millisecond)
+	err := lease.RunLock(ctx, p, 300*time.Millisecond, func(ctx context.Context) error {
+		if _, err := srv.Do("DEL", semaphore.Keys(s)[1]); err != nil { // the holders
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(waitBound):
+			return errors.New("the loss was not noticed")
+		}
+	})
+	if !errors.Is(err, lease.ErrLockLost) || !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("RunLock = %v, want ErrLockLost caused by ErrNotHeld", err)
+	}
+}
