@@ -1,13 +1,13 @@
 module github.com/redislock-go/redislock/examples/fencedsql
 
-go 1.26.0
+go 1.25.0
 
 replace github.com/redislock-go/redislock => ../..
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/jackc/pgx/v5 v5.13.0
-	github.com/redis/go-redis/v9 v9.23.0
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redislock-go/redislock v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
@@ -20,6 +20,6 @@ require (
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.30.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
