@@ -23,10 +23,11 @@ const (
 	DefaultMaxRefreshes = 16
 )
 
-// DefaultWait is how a flight waits for the lock while another process
-// fills: the Locker's notified waiting wakes it when the filler releases,
-// and the backoff only bounds each wait in case a wake-up is lost.
-var DefaultWait lease.RetryStrategy = lease.ExponentialBackoff(10*time.Millisecond, 250*time.Millisecond)
+// defaultWait is how a flight waits for the lock while another process
+// fills (see WithWait): the Locker's notified waiting wakes it when the
+// filler releases, and the backoff only bounds each wait in case a
+// wake-up is lost.
+var defaultWait = lease.ExponentialBackoff(10*time.Millisecond, 250*time.Millisecond)
 
 // An Option configures a Group. Invalid values make New return an error
 // matching lease.ErrInvalidArgument.
@@ -52,7 +53,7 @@ func defaults() options {
 		lockTTL:      DefaultLockTTL,
 		fillTimeout:  DefaultFillTimeout,
 		namespace:    DefaultNamespace,
-		wait:         DefaultWait,
+		wait:         defaultWait,
 		maxRefreshes: DefaultMaxRefreshes,
 		onError:      func(string, error) {},
 	}
@@ -95,7 +96,7 @@ func WithNamespace(ns string) Option {
 }
 
 // WithWait sets how a flight waits for the lock while another process
-// fills (default DefaultWait). With a Locker that wakes waiters on release
+// fills (default lease.ExponentialBackoff(10ms, 250ms)). With a Locker that wakes waiters on release
 // (the Redis Client's notified waiting, leasetest.Memory), the strategy
 // only bounds each wait; with a polling Locker it is the polling interval.
 // The wait as a whole lasts as long as the callers wait: it ends when the
