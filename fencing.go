@@ -8,19 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// A lease can end while its holder still works (a GC pause, SIGSTOP, a slow
-// network): the holder cannot know. Fencing makes the protected resource
-// the judge: every write carries the writer's Lock.Fence, and the resource
-// rejects a write whose fence is below the highest it has accepted. Writes
-// with an equal fence (the same grant writing again) are accepted.
-//
-// Where the resource is a SQL row, the same rule is one statement:
-//
-//	UPDATE accounts SET balance = $1, fence = $2 WHERE id = $3 AND fence <= $2
-//
-// and zero rows updated means the writer's lock was superseded.
+	"github.com/redislock-go/redislock/internal/script"
+)
 
 // FencedSet writes value to the Redis hash at key (fields "v" and "f") only
 // if fence is not below the fence of the last accepted write, and returns
@@ -38,15 +28,12 @@ func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence
 	case ttl < 0 || (ttl > 0 && ttl < time.Millisecond):
 		return invalid("TTL %v must be 0 or at least 1ms", ttl)
 	}
-	res, err := fencedSetScript.Run(ctx, rdb, []string{key}, value, fence, ttl.Milliseconds()).Int64Slice()
+	written, newest, err := script.FencedSet(ctx, rdb, []string{key}, value, fence, ttl.Milliseconds())
 	if err != nil {
 		return err
 	}
-	if len(res) != 2 {
-		return fmt.Errorf("redislock: unexpected fenced_set reply %v", res)
-	}
-	if res[0] != 1 {
-		return fmt.Errorf("%w: fence %d is below %d", ErrStaleFence, fence, res[1])
+	if !written {
+		return staleErr(fence, newest)
 	}
 	return nil
 }
@@ -93,7 +80,7 @@ func (g *FenceGate) Do(fence int64, write func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if fence < g.newest {
-		return fmt.Errorf("%w: fence %d is below %d", ErrStaleFence, fence, g.newest)
+		return staleErr(fence, g.newest)
 	}
 	if err := write(); err != nil {
 		return err

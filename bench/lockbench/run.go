@@ -103,6 +103,10 @@ func plan(cfg *Config, libs []Library, nodesAvail int) ([][]*cell, []string) {
 			}
 		case Renew:
 			add(Renew, cfg.RenewLocks, 1, primary)
+		case Stampede:
+			if g := stampedeCells(cfg, libs); len(g) > 0 {
+				groups = append(groups, g)
+			}
 		}
 	}
 	return groups, notes
@@ -130,7 +134,7 @@ func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	libs = filterLibs(libs, cfg.Libs)
+	libs = filterLibs(filterBackend(libs, cfg.Backend), cfg.Libs)
 	if len(libs) == 0 {
 		return nil, errors.New("lockbench: no library selected")
 	}
@@ -233,8 +237,13 @@ func runID() string {
 }
 
 func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]float64, error) {
-	nodes := t.nodes(c.nodes)
-	lk, err := c.lib.New(nodes)
+	var lk Locker
+	var err error
+	if c.lib.Postgres != nil {
+		lk, err = c.lib.Postgres(t.pg.pool, t.pg.table())
+	} else {
+		lk, err = c.lib.New(t.nodes(c.nodes))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +258,8 @@ func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]f
 		s, err = runHotkey(ctx, cfg, t, lk, c.workers, c.nodes, id, &f)
 	case Renew:
 		s, err = runRenew(ctx, cfg, t, lk, c.workers, id, &f)
+	case Stampede:
+		s, err = runStampede(ctx, cfg, t, lk, c.workers, c.nodes, id, &f)
 	default:
 		return nil, fmt.Errorf("unknown scenario %q", c.scenario)
 	}
