@@ -1,13 +1,9 @@
 package dedup_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,23 +14,24 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/dedup"
+	"github.com/redislock-go/redislock/internal/proctest"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
-// holderEnv makes the re-executed test binary a worker that runs one job:
-// "redisAddr|jobID|sinkKey|leaseMillis".
-const holderEnv = "DEDUP_HOLDER"
+// holderRole makes the re-executed test binary a worker that runs one
+// job; its spec is "redisAddr|jobID|sinkKey|leaseMillis".
+const holderRole = "dedup-holder"
 
 // TestHolderProcess is the worker side of TestPausedHolderFencedOut: it
-// runs only in the re-executed binary. Its job reports "RUNNING <fence>",
-// waits for a "WRITE" line on stdin (ignoring its ctx, as a job stuck in a
-// write path would), makes its fenced write, reports "WRITE <result>" and
-// returns success whatever the write's result; then Do's outcome is
-// reported as "DONE <error>".
+// runs only as a child process. Its job emits "RUNNING <fence>", waits for
+// the parent's "WRITE" (ignoring its ctx, as a job stuck in a write path
+// would), makes its fenced write, emits "WRITE <result>" and returns
+// success whatever the write's result; then it emits "DONE <Do's error>"
+// and waits for the parent to close its stdin.
 func TestHolderProcess(t *testing.T) {
-	spec := os.Getenv(holderEnv)
-	if spec == "" {
-		t.Skip("only runs as the re-executed worker process")
+	spec, ok := proctest.Child(holderRole)
+	if !ok {
+		t.Skip("only runs as a child process of TestPausedHolderFencedOut")
 	}
 	f := strings.Split(spec, "|")
 	ms, _ := strconv.Atoi(f[3])
@@ -46,17 +43,19 @@ func TestHolderProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := bufio.NewScanner(os.Stdin)
+	cmds := proctest.Commands()
 	_, err = g.Do(context.Background(), f[1], func(ctx context.Context, fence int64) ([]byte, error) {
-		fmt.Printf("HOLDER RUNNING %d\n", fence)
-		if !in.Scan() || in.Text() != "WRITE" {
-			return nil, errors.New("no WRITE")
+		proctest.Emit("RUNNING %d", fence)
+		if cmd := <-cmds; cmd != "WRITE" {
+			return nil, fmt.Errorf("got %q, want WRITE", cmd)
 		}
 		werr := redislock.FencedSet(context.Background(), rdb, f[2], "paused", fence, 0)
-		fmt.Printf("HOLDER WRITE %q\n", errText(werr))
+		proctest.Emit("WRITE %s", errText(werr))
 		return []byte("paused"), nil // as a job that does not check its write would
 	})
-	fmt.Printf("HOLDER DONE %q\n", errText(err))
+	proctest.Emit("DONE %s", errText(err))
+	for range cmds { // until the parent closes stdin
+	}
 }
 
 func errText(err error) string {
@@ -66,73 +65,14 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// holderProc is the parent's handle on a worker process.
-type holderProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan []string
-}
-
-func startHolder(t *testing.T, spec string) *holderProc {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHolderProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), holderEnv+"="+spec)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &holderProc{cmd: cmd, stdin: stdin, lines: make(chan []string, 16)}
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		defer close(p.lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "HOLDER "); ok {
-				kind, arg, _ := strings.Cut(rest, " ")
-				p.lines <- []string{kind, arg}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		<-read
-	})
-	return p
-}
-
-// next returns the next report of kind, failing t on another or none.
-func (p *holderProc) next(t *testing.T, kind string) string {
+// next returns the argument of the child's next line, which must be kind.
+func next(t *testing.T, p *proctest.Proc, kind string) string {
 	t.Helper()
-	select {
-	case l, ok := <-p.lines:
-		if !ok {
-			t.Fatalf("worker process exited before %s", kind)
-		}
-		if l[0] != kind {
-			t.Fatalf("worker process reported %s %s, want %s", l[0], l[1], kind)
-		}
-		return l[1]
-	case <-time.After(60 * time.Second): // a -race build starting on a loaded machine
-		t.Fatalf("worker process did not report %s", kind)
+	got, arg, _ := strings.Cut(p.Next(t), " ")
+	if got != kind {
+		t.Fatalf("%s said %s %s, want %s", p.Name, got, arg, kind)
 	}
-	return ""
+	return arg
 }
 
 // A worker process runs a job and is SIGSTOPped mid-job, past its lease.
@@ -148,11 +88,9 @@ func TestPausedHolderFencedOut(t *testing.T) {
 		sinkKey = "sink:invoice-42"
 		lease   = 500 * time.Millisecond
 	)
-	p := startHolder(t, fmt.Sprintf("%s|%s|%s|%d", srv.Addr(), id, sinkKey, lease.Milliseconds()))
-	pausedFence, _ := strconv.ParseInt(p.next(t, "RUNNING"), 10, 64)
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	p := proctest.Start(t, "TestHolderProcess", holderRole, fmt.Sprintf("%s|%s|%s|%d", srv.Addr(), id, sinkKey, lease.Milliseconds()))
+	pausedFence, _ := strconv.ParseInt(next(t, p, "RUNNING"), 10, 64)
+	p.Signal(t, syscall.SIGSTOP)
 	ctx := ctxFor(t)
 	rdb := srv.Client(nil)
 	successor := redisWorkers(t, []*redistest.Server{srv}, 1, dedup.WithWait(50*time.Millisecond))[0]
@@ -162,16 +100,12 @@ func TestPausedHolderFencedOut(t *testing.T) {
 	if err != nil || !r.Ran || r.Fence <= pausedFence {
 		t.Fatalf("successor: %+v, %v; want a run with a fence above %d", r, err, pausedFence)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(p.stdin, "WRITE\n"); err != nil {
-		t.Fatal(err)
-	}
-	if w := p.next(t, "WRITE"); !strings.Contains(w, redislock.ErrStaleFence.Error()) {
+	p.Signal(t, syscall.SIGCONT)
+	p.Send(t, "WRITE")
+	if w := next(t, p, "WRITE"); !strings.Contains(w, redislock.ErrStaleFence.Error()) {
 		t.Errorf("the paused worker's write: %s, want ErrStaleFence", w)
 	}
-	done := p.next(t, "DONE")
+	done := next(t, p, "DONE")
 	if !strings.Contains(done, redislock.ErrLockLost.Error()) || !strings.Contains(done, redislock.ErrStaleFence.Error()) {
 		t.Errorf("the paused worker's Do: %s, want ErrLockLost and ErrStaleFence", done)
 	}
