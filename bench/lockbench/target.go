@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock/internal/redisproc"
 )
 
 // TargetInfo describes what was measured against.
@@ -29,7 +30,7 @@ type target struct {
 	clients []*redis.Client // handed to the libraries, counted by hooks
 	admin   []*redis.Client // for INFO and FLUSHALL, not counted
 	sent    atomic.Int64    // commands the libraries sent (client side)
-	procs   []*redisProc
+	procs   []*redisproc.Server
 	minis   []*miniredis.Miniredis
 }
 
@@ -78,7 +79,7 @@ func openTarget(ctx context.Context, cfg *Config, needNodes int) (*target, error
 		}
 		t.procs = procs
 		for _, p := range procs {
-			addrs = append(addrs, p.Addr)
+			addrs = append(addrs, p.Addr())
 		}
 		t.info.Kind, t.info.Real = "spawn", true
 	default:
