@@ -1,5 +1,7 @@
 package redislock
 
+import "github.com/redislock-go/redislock/internal/keys"
+
 // LocalWaiters reports how many callers of c wait, notified, for key, and
 // whether their channel's subscription is confirmed (for tests that must
 // order callers).
@@ -8,13 +10,7 @@ func LocalWaiters(c *Client, key string) (n int, ready bool) {
 	if w == nil {
 		return 0, false
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ch := w.chans[makeKeys(c.opts.prefix, key).wake()]
-	if ch == nil {
-		return 0, false
-	}
-	return len(ch.waiters), ch.isReady
+	return w.Waiting(keys.New(c.opts.prefix, key).Wake)
 }
 
 // Handoffs reports how many handoffs in a row led to l's grant (0: l was
@@ -22,4 +18,4 @@ func LocalWaiters(c *Client, key string) (n int, ready bool) {
 func Handoffs(l *Lock) int { return l.handoffs }
 
 // LockKey is the Redis key of the lock on key with the default prefix.
-func LockKey(key string) string { return makeKeys(DefaultPrefix, key).lock }
+func LockKey(key string) string { return keys.New(DefaultPrefix, key).Lock }

@@ -31,7 +31,7 @@ func TestFairOrder(t *testing.T) {
 			t.Run(fmt.Sprintf("notify=%v", notify), func(t *testing.T) {
 				const waiters = 8
 				key := t.Name()
-				opts := []redislock.Option{redislock.WithFair(true), redislock.WithNotify(notify)}
+				opts := []redislock.ClientOption{redislock.WithFair(true), redislock.WithNotify(notify)}
 				holder, err := newClient(t, b.rdb, opts...).Obtain(ctxT(t, time.Second), key, 10*time.Second)
 				if err != nil {
 					t.Fatal(err)
@@ -88,7 +88,7 @@ func TestFairOrder(t *testing.T) {
 func TestFairWaiterLeaves(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		key := t.Name()
-		opts := []redislock.Option{redislock.WithFair(true), redislock.WithQueueTTL(300 * time.Millisecond)}
+		opts := []redislock.ClientOption{redislock.WithFair(true), redislock.WithQueueTTL(300 * time.Millisecond)}
 		c := newClient(t, b.rdb, opts...)
 		holder, err := c.Obtain(ctxT(t, time.Second), key, 10*time.Second)
 		if err != nil {

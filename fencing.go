@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/script"
 )
 
 // A lease can end while its holder still works (a GC pause, SIGSTOP, a slow
@@ -38,15 +40,12 @@ func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence
 	case ttl < 0 || (ttl > 0 && ttl < time.Millisecond):
 		return invalid("TTL %v must be 0 or at least 1ms", ttl)
 	}
-	res, err := fencedSetScript.Run(ctx, rdb, []string{key}, value, fence, ttl.Milliseconds()).Int64Slice()
+	written, newest, err := script.FencedSet(ctx, rdb, []string{key}, value, fence, ttl.Milliseconds())
 	if err != nil {
 		return err
 	}
-	if len(res) != 2 {
-		return fmt.Errorf("redislock: unexpected fenced_set reply %v", res)
-	}
-	if res[0] != 1 {
-		return fmt.Errorf("%w: fence %d is below %d", ErrStaleFence, fence, res[1])
+	if !written {
+		return staleErr(fence, newest)
 	}
 	return nil
 }
@@ -93,7 +92,7 @@ func (g *FenceGate) Do(fence int64, write func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if fence < g.newest {
-		return fmt.Errorf("%w: fence %d is below %d", ErrStaleFence, fence, g.newest)
+		return staleErr(fence, g.newest)
 	}
 	if err := write(); err != nil {
 		return err

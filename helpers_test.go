@@ -43,7 +43,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 }
 
 // newClient returns a redislock client that is closed when the test ends.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...redislock.Option) *redislock.Client {
+func newClient(t testing.TB, rdb redis.UniversalClient, opts ...redislock.ClientOption) *redislock.Client {
 	c := redislock.New(rdb, opts...)
 	t.Cleanup(func() { _ = c.Close() })
 	return c

@@ -7,6 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/keys"
+	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
 )
 
@@ -15,7 +20,8 @@ import (
 // remaining TTL. The token is never reported. In quorum mode the lock counts
 // as held when a majority of the nodes hold the same grant; TTL is then the
 // least over them. An unreachable Redis, or fewer than a majority of the
-// nodes answering, is an error.
+// nodes answering, is an error; so is a lock key that redislock did not
+// write.
 func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	o, err := c.callOptions(nil)
 	if err != nil {
@@ -24,64 +30,57 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if err := lease.CheckKey(key); err != nil {
 		return lease.Info{}, err
 	}
-	k := makeKeys(o.prefix, key)
+	k := keys.New(o.prefix, key)
 	type answer struct {
 		grant grantValue
 		pttl  time.Duration
-		err   error
 	}
-	answers := make(chan answer, len(c.nodes))
-	for i, rdb := range c.nodes {
-		c.background(func() {
-			cctx, cancel := context.WithTimeout(ctx, o.releaseTimeout)
-			defer cancel()
-			res, err := inspectScript.Run(cctx, rdb, []string{k.lock}).Slice()
-			a := answer{err: err}
-			if err == nil {
-				a.grant, a.pttl, a.err = parseInspect(res)
-			}
-			if a.err != nil {
-				a.err = &NodeError{Node: i, Err: a.err}
-			}
-			answers <- a
-		})
+	var buf [1]nodes.Reply[answer]
+	rs := onNodes(c, buf[:0], ctx, o.releaseTimeout, false, "inspect", k.Obtain[:1], func(ctx context.Context, rdb redis.Scripter, key []string) (answer, error) {
+		v, pttl, exists, err := script.Inspect(ctx, rdb, key)
+		if err != nil || !exists {
+			return answer{}, err
+		}
+		if pttl == script.NoExpiry {
+			return answer{}, errNoExpiry
+		}
+		g, err := parseGrant(v)
+		return answer{g, time.Duration(pttl) * time.Millisecond}, err
+	})
+	type count struct {
+		answer
+		n int
 	}
-	type tally struct {
-		grant grantValue
-		n     int
-		ttl   time.Duration // the least over the nodes
-	}
-	grants := make(map[string]*tally)
+	grants := make(map[string]*count)
 	var errs []error
-	for range c.nodes {
-		a := <-answers
+	for _, r := range rs {
 		switch {
-		case a.err != nil:
-			errs = append(errs, a.err)
-		case a.grant.token != "":
-			g := grants[a.grant.token]
+		case r.Err != nil:
+			errs = append(errs, r.Err)
+		case r.Val.grant.token != "":
+			g := grants[r.Val.grant.token]
 			if g == nil {
-				g = &tally{grant: a.grant, ttl: a.pttl}
-				grants[a.grant.token] = g
+				g = &count{answer: r.Val}
+				grants[r.Val.grant.token] = g
 			}
 			g.n++
-			g.ttl = min(g.ttl, a.pttl)
+			g.pttl = min(g.pttl, r.Val.pttl)
 		}
 	}
 	if len(c.nodes)-len(errs) < c.majority() {
-		return lease.Info{}, c.nodesErr(errs)
+		return lease.Info{}, c.nodesErr(ErrNoQuorum, errs)
 	}
 	info := lease.Info{Key: key}
 	for _, g := range grants {
 		if g.n >= c.majority() {
-			info.Held, info.Holder, info.Fence, info.TTL = true, g.grant.holder, g.grant.fence, g.ttl
+			info.Held, info.Holder, info.Fence, info.TTL = true, g.grant.holder, g.grant.fence, g.pttl
 		}
 	}
 	return info, nil
 }
 
 // grantValue is a lock key's value: "token:fence" or "token:fence:holder;",
-// with "*" appended when someone waits (see obtain.lua).
+// with "*" appended when someone waits (see scripts/obtain.lua).
 type grantValue struct {
 	token  string
 	fence  int64
@@ -100,21 +99,4 @@ func parseGrant(v string) (grantValue, error) {
 		return grantValue{}, fmt.Errorf("redislock: lock key holds %q, not written by redislock", v)
 	}
 	return grantValue{token: token, fence: f, holder: holder}, nil
-}
-
-// parseInspect reads inspect.lua's reply.
-func parseInspect(res []any) (grantValue, time.Duration, error) {
-	if len(res) == 1 {
-		return grantValue{}, 0, nil // no such key
-	}
-	pttl, ok1 := res[0].(int64)
-	v, ok2 := res[1].(string)
-	if len(res) != 2 || !ok1 || !ok2 {
-		return grantValue{}, 0, fmt.Errorf("redislock: unexpected inspect reply %v", res)
-	}
-	if pttl < 0 {
-		return grantValue{}, 0, errNoExpiry
-	}
-	g, err := parseGrant(v)
-	return g, time.Duration(pttl) * time.Millisecond, err
 }

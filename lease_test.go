@@ -56,7 +56,7 @@ func TestLeaseQuorum(t *testing.T) {
 	})
 }
 
-func newQuorum(t *testing.T, srvs []*redistest.Server, opts ...redislock.Option) *redislock.Client {
+func newQuorum(t *testing.T, srvs []*redistest.Server, opts ...redislock.ClientOption) *redislock.Client {
 	t.Helper()
 	var rdbs []redis.UniversalClient
 	for _, s := range srvs {

@@ -4,13 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock-go/redislock/internal/keys"
+	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
 )
 
@@ -20,10 +22,11 @@ import (
 // ErrNotHeld.
 type MultiLock struct {
 	c      *Client
-	keys   []string // as the caller gave them
-	groups [][]keys // canonical order; each group is one script call
+	keys   []string      // as the caller gave them
+	groups [][]keys.Lock // canonical order; each group is one script call
 	fences map[string]int64
 	token  string
+	arg    any // token, boxed once
 	opts   options
 
 	validity
@@ -46,7 +49,7 @@ type MultiLock struct {
 //
 // Quorum mode and WithFair are not supported (errors matching
 // ErrInvalidArgument).
-func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Duration, opts ...Option) (*MultiLock, error) {
+func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Duration, opts ...Option) (m *MultiLock, err error) {
 	o, err := c.callOptions(opts)
 	if err != nil {
 		return nil, err
@@ -74,29 +77,39 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 	if err := o.checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	m := &MultiLock{
+	token := rand.Text()
+	m = &MultiLock{
 		c:      c,
 		keys:   slices.Clone(keyList),
 		groups: c.slotGroups(o.prefix, keyList),
-		token:  rand.Text(),
+		token:  token,
+		arg:    token,
 		opts:   o,
+	}
+	attempts := 0
+	if obs := c.obs; obs != nil {
+		start, key := time.Now(), strings.Join(keyList, ",")
+		ctx = obs.obtainStart(ctx, ObtainStartEvent{Key: key, TTL: ttl})
+		defer func() {
+			obs.obtainDone(ctx, ObtainDoneEvent{Key: key, TTL: ttl, Attempts: attempts, Wait: time.Since(start), Err: err})
+		}()
 	}
 
 	deadline := o.waitDeadline(ctx, ttl)
 	ws := c.newWaitState(&o, func(ctx context.Context) error { return m.obtainOnce(ctx, ttl) }, nil)
 	defer ws.stop()
-	for attempt := 1; ; attempt++ {
+	for attempts = 1; ; attempts++ {
 		err := m.obtainOnce(ctx, ttl)
 		if !errors.Is(err, ErrNotObtained) {
 			if err != nil && ctx.Err() != nil {
-				return nil, errors.Join(err, ctx.Err())
+				return nil, lease.Join(err, ctx.Err())
 			}
 			if err != nil {
 				return nil, err
 			}
 			return m, nil
 		}
-		wait, werr := deadline.next(&o, attempt, ErrNotObtained)
+		wait, werr := deadline.next(&o, attempts, ErrNotObtained)
 		if werr != nil {
 			return nil, werr
 		}
@@ -112,112 +125,103 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 // slotGroups sorts the keys' Redis keys into canonical order and groups
 // them into script calls: one group, unless the client is a Redis Cluster
 // client and the keys span several slots, then one group per slot.
-func (c *Client) slotGroups(prefix string, keyList []string) [][]keys {
-	ks := make([]keys, len(keyList))
+func (c *Client) slotGroups(prefix string, keyList []string) [][]keys.Lock {
+	ks := make([]keys.Lock, len(keyList))
 	for i, k := range keyList {
-		ks[i] = makeKeys(prefix, k)
+		ks[i] = keys.New(prefix, k)
 	}
-	slices.SortFunc(ks, func(a, b keys) int { return strings.Compare(a.lock, b.lock) })
-	if _, cluster := c.nodes[0].(*redis.ClusterClient); !cluster {
-		return [][]keys{ks}
+	slices.SortFunc(ks, func(a, b keys.Lock) int { return strings.Compare(a.Lock, b.Lock) })
+	if !c.cluster() {
+		return [][]keys.Lock{ks}
 	}
-	slices.SortStableFunc(ks, func(a, b keys) int { return int(keySlot(a.lock)) - int(keySlot(b.lock)) })
-	var groups [][]keys
+	slices.SortStableFunc(ks, func(a, b keys.Lock) int { return int(keys.Slot(a.Lock)) - int(keys.Slot(b.Lock)) })
+	var groups [][]keys.Lock
 	for i, k := range ks {
-		if i > 0 && keySlot(k.lock) == keySlot(ks[i-1].lock) {
+		if i > 0 && keys.Slot(k.Lock) == keys.Slot(ks[i-1].Lock) {
 			groups[len(groups)-1] = append(groups[len(groups)-1], k)
 		} else {
-			groups = append(groups, []keys{k})
+			groups = append(groups, []keys.Lock{k})
 		}
 	}
 	return groups
 }
 
-// keySlot is the Redis Cluster hash slot of a key: CRC16 (XMODEM) of its
-// hash tag, or of the whole key when it has none, modulo 16384.
-func keySlot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
+// call runs f on the Client's node, bounded by timeout.
+func (m *MultiLock) call(ctx context.Context, timeout time.Duration, op string, f func(ctx context.Context, rdb redis.Scripter) error) error {
+	return m.c.call(ctx, m.c.nodes[0], timeout, m.opts.autoPipeline, op, f)
 }
 
 // obtainOnce makes one all-or-nothing attempt: nil with every key granted
 // and valid, a *heldError when a key is held, or another error. Whatever it
 // may have granted is released unless it returns nil.
 func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
-	c, rdb := m.c, m.c.nodes[0]
 	start := time.Now()
 	ms := ttl.Milliseconds()
 	fences := make(map[string]int64, len(m.keys))
 	for gi, g := range m.groups {
 		ks := make([]string, 0, 2*len(g))
 		for _, k := range g {
-			ks = append(ks, k.lock, k.fence)
+			ks = append(ks, k.Lock, k.Fence)
 		}
-		cctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(&m.opts, ttl))
-		res, err := multiObtainScript.Run(cctx, rdb, ks, m.token, ms, fenceCounterTTL.Milliseconds(), m.opts.holder).Int64Slice()
-		cancel()
+		var rep script.MultiObtainReply
+		err := m.call(ctx, m.c.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
+			rep, err = script.MultiObtain(ctx, rdb, ks, m.arg, ms, fenceCounterTTLms, m.opts.holder)
+			return err
+		})
 		switch {
 		case err != nil:
-			// This group's script may have run: release it too, in the
-			// background, with the groups taken before.
-			c.background(func() { m.releaseGroups(m.groups[:gi+1]) })
-			return &NodeError{Node: 0, Err: err}
-		case len(res) == 3 && res[0] == 0 && res[1] >= 1 && int(res[1]) <= len(g):
-			m.releaseGroups(m.groups[:gi])
-			if res[2] == -1 {
-				return &NodeError{Node: 0, Err: errNoExpiry}
+			// This group's script may have run: release it too, with
+			// the groups taken before.
+			m.releaseInBackground(ctx, m.groups[:gi+1])
+			return err
+		case !rep.Granted:
+			m.releaseGroups(ctx, m.groups[:gi])
+			if rep.PTTL == script.NoExpiry {
+				return m.c.nodeErr(ctx, 0, "obtain", errNoExpiry)
 			}
-			return heldFor(g[res[1]-1], res[2])
-		case len(res) == len(g)+1 && res[0] == 1:
-			for i, k := range g {
-				fences[k.lock] = res[i+1]
-			}
-		default:
-			m.releaseGroups(m.groups[:gi+1])
-			return &NodeError{Node: 0, Err: fmt.Errorf("redislock: unexpected multi_obtain reply %v", res)}
+			return heldFor(g[rep.HeldAt], rep.PTTL)
+		}
+		for i, k := range g {
+			fences[k.Lock] = rep.Fences[i]
 		}
 	}
 	m.fences = make(map[string]int64, len(m.keys))
 	for _, k := range m.keys {
-		m.fences[k] = fences[makeKeys(m.opts.prefix, k).lock]
+		m.fences[k] = fences[keys.New(m.opts.prefix, k).Lock]
 	}
 	if err := m.confirmFrom(&m.opts, start, ttl); err != nil {
-		m.releaseGroups(m.groups)
+		m.releaseGroups(ctx, m.groups)
 		return err
 	}
 	return nil
 }
 
+// releaseInBackground gives back the groups on the clean-up pool.
+func (m *MultiLock) releaseInBackground(ctx context.Context, groups [][]keys.Lock) {
+	ctx = detach(ctx)
+	if !m.c.nodes[0].Background(m.c.cleanup, func() { _, _ = m.releaseGroups(ctx, groups) }) {
+		m.c.cleanupFailed(ctx, &Lock{key: strings.Join(m.keys, ",")}, 0, m.c.nodeErr(ctx, 0, "release", nodes.ErrBusy))
+	}
+}
+
 // releaseGroups gives back the given groups, each bounded by the release
-// timeout on a context without cancellation; it returns how many keys were
+// timeout on ctx without its cancellation; it returns how many keys were
 // deleted and the first error.
-func (m *MultiLock) releaseGroups(groups [][]keys) (released int, err error) {
+func (m *MultiLock) releaseGroups(ctx context.Context, groups [][]keys.Lock) (released int, err error) {
+	ctx = detach(ctx)
 	for _, g := range groups {
 		ks := make([]string, 0, 3*len(g))
 		for _, k := range g {
-			ks = append(ks, k.lock, k.wake(), k.queue())
+			ks = append(ks, k.Lock, k.Wake, k.Queue)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), m.opts.releaseTimeout)
-		n, e := multiReleaseScript.Run(ctx, m.c.nodes[0], ks, m.token, m.opts.publish(false)).Int()
-		cancel()
+		var n int
+		e := m.call(ctx, m.opts.releaseTimeout, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
+			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.opts.publish(false))
+			return err
+		})
 		released += n
 		if e != nil && err == nil {
-			err = &NodeError{Node: 0, Err: e}
+			err = e
 		}
 	}
 	return released, err
@@ -257,6 +261,14 @@ func (m *MultiLock) ValidUntil() time.Time {
 	return m.validUntil()
 }
 
+func locksOf(g []keys.Lock) []string {
+	ks := make([]string, len(g))
+	for i, k := range g {
+		ks[i] = k.Lock
+	}
+	return ks
+}
+
 // TTL returns the least remaining time to live of the keys on Redis, or
 // ErrNotHeld when any key no longer holds this grant.
 func (m *MultiLock) TTL(ctx context.Context) (time.Duration, error) {
@@ -265,29 +277,23 @@ func (m *MultiLock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	least := int64(-1)
 	for _, g := range m.groups {
-		cctx, cancel := context.WithTimeout(ctx, m.c.nodeTimeout(&m.opts, m.currentTTL()))
-		ms, err := multiTTLScript.Run(cctx, m.c.nodes[0], locksOf(g), m.token).Int64()
-		cancel()
-		if err != nil {
-			return 0, &NodeError{Node: 0, Err: err}
-		}
-		if ms == -3 {
+		var ms int64
+		var held bool
+		err := m.call(ctx, m.c.nodeTimeout(&m.opts, m.currentTTL()), "ttl", func(ctx context.Context, rdb redis.Scripter) (err error) {
+			ms, held, err = script.MultiTTL(ctx, rdb, locksOf(g), m.arg)
+			return err
+		})
+		switch {
+		case err != nil:
+			return 0, err
+		case !held:
 			m.lost()
 			return 0, ErrNotHeld
-		}
-		if least < 0 || ms < least {
+		case least < 0 || ms < least:
 			least = ms
 		}
 	}
 	return time.Duration(least) * time.Millisecond, nil
-}
-
-func locksOf(g []keys) []string {
-	ks := make([]string, len(g))
-	for i, k := range g {
-		ks[i] = k.lock
-	}
-	return ks
 }
 
 // Refresh extends every key's lease to ttl from now, only if this grant
@@ -304,15 +310,17 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	ms := ttl.Milliseconds()
 	for _, g := range m.groups {
-		cctx, cancel := context.WithTimeout(ctx, m.c.nodeTimeout(&m.opts, ttl))
-		n, err := multiRefreshScript.Run(cctx, m.c.nodes[0], locksOf(g), m.token, ms).Int64()
-		cancel()
+		var held bool
+		err := m.call(ctx, m.c.nodeTimeout(&m.opts, ttl), "refresh", func(ctx context.Context, rdb redis.Scripter) (err error) {
+			held, err = script.MultiRefresh(ctx, rdb, locksOf(g), m.arg, ms)
+			return err
+		})
 		if err != nil {
-			return &NodeError{Node: 0, Err: err}
+			return err
 		}
-		if n != 1 {
+		if !held {
 			m.lost()
-			_, _ = m.releaseGroups(m.groups)
+			_, _ = m.releaseGroups(ctx, m.groups)
 			return ErrNotHeld
 		}
 	}
@@ -321,13 +329,13 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Release gives back every key this grant still holds, waking their
 // waiters. ErrNotHeld if any key no longer held this grant (the others are
-// released all the same). Like Lock.Release it runs on a context detached
-// from ctx, bounded by the release timeout.
-func (m *MultiLock) Release(_ context.Context) error {
+// released all the same). Like Lock.Release it runs on ctx without its
+// cancellation, bounded by the release timeout.
+func (m *MultiLock) Release(ctx context.Context) error {
 	if m == nil {
 		return ErrNotHeld
 	}
-	n, err := m.releaseGroups(m.groups)
+	n, err := m.releaseGroups(ctx, m.groups)
 	m.lost()
 	switch {
 	case err != nil:
@@ -340,9 +348,10 @@ func (m *MultiLock) Release(_ context.Context) error {
 
 // RunMulti is Run for a MultiLock: it obtains all keys with ObtainMulti,
 // runs fn while renewing the whole set every WithRefreshInterval (default
-// TTL/3), and releases the set when fn returns. If a renewal finds any key
-// gone, or renewals cannot get through before ValidUntil, fn's ctx is
-// cancelled and RunMulti returns an error matching ErrLockLost, as Run does.
+// TTL/3), and releases the set when fn returns or panics. If a renewal
+// finds any key gone, or renewals cannot get through before ValidUntil,
+// fn's ctx is cancelled and RunMulti returns an error matching ErrLockLost,
+// as Run does.
 func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Duration, fn func(ctx context.Context, m *MultiLock) error, opts ...Option) error {
 	if fn == nil {
 		return invalid("nil fn")

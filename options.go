@@ -1,24 +1,50 @@
 package redislock
 
 import (
+	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
 )
 
-// An Option configures a Client (as a default for all its calls, given to New
-// or NewQuorum) or one call (given to Obtain or Run, overriding the default).
-// Invalid values are reported as errors matching ErrInvalidArgument by the
-// call that uses them; they are never silently corrected.
+// A ClientOption configures a Client: given to New or NewQuorum. Every
+// Option is a ClientOption too, and given there it sets the default for all
+// the Client's calls. Options that only make sense for a Client as a whole
+// (WithObserver, WithLogger) are ClientOptions only: a call does not accept
+// them, and such a program does not compile.
+type ClientOption interface {
+	applyClient(*config)
+}
+
+// An Option configures one call (Obtain, ObtainMulti, Run, RunMulti,
+// overriding the Client's default) or, given to New or NewQuorum, the
+// default for all calls. Invalid values are reported as errors matching
+// ErrInvalidArgument by the call that uses them (for New: by every call of
+// the Client); they are never silently corrected.
 type Option interface {
+	ClientOption
 	apply(*options)
 }
 
 type optionFunc func(*options)
 
-func (f optionFunc) apply(o *options) { f(o) }
+func (f optionFunc) apply(o *options)      { f(o) }
+func (f optionFunc) applyClient(c *config) { f(&c.defaults) }
 
+type clientOptionFunc func(*config)
+
+func (f clientOptionFunc) applyClient(c *config) { f(c) }
+
+// config is what ClientOptions set.
+type config struct {
+	defaults  options // the defaults of every call
+	observers []Observer
+	logger    *slog.Logger
+}
+
+// options is what Options set for one call.
 type options struct {
 	retry           RetryStrategy
 	prefix          string
@@ -28,31 +54,32 @@ type options struct {
 	releaseTimeout  time.Duration
 	maxWait         time.Duration // 0: the TTL
 	notify          bool          // notified waiting (wait.go)
-	autoPipeline    bool          // batch calls under load (pipeline.go)
+	autoPipeline    bool          // batch calls under load (internal/nodes)
 	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
 	fair            bool          // FIFO queue (fair.go)
 	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
 	holder          any           // the holder identity (a string), boxed once: a script argument
-	ticket          *ticket       // fair mode: per Obtain call (not an option), its queue entry
 	errs            []error       // invalid option values, reported on use
 }
 
 // Defaults, all in one place.
 const (
 	DefaultPrefix         = "redislock:"
-	DefaultDriftFactor    = 0.01
+	DefaultDriftFactor    = lease.DefaultDriftFactor
 	DefaultReleaseTimeout = 3 * time.Second
 	DefaultQueueTTL       = 3 * time.Second
 
-	// clockDriftFloor is added to every drift: 1 ms for Redis' expiry
-	// precision plus 1 ms of minimum clock drift, as the Redlock spec does.
-	clockDriftFloor = 2 * time.Millisecond
 	// fenceCounterTTL is the lifetime of a per-key fence counter (from its
 	// creation in single mode, from the last grant in quorum mode) and of a
 	// key's list of released tokens; afterwards the next fence is seeded
 	// from the server clock again.
 	fenceCounterTTL = 24 * time.Hour
+	// minQueueTTL is the shortest WithQueueTTL.
+	minQueueTTL = 10 * time.Millisecond
 )
+
+// fenceCounterTTLms is boxed once: it is an argument of every obtain.
+var fenceCounterTTLms any = fenceCounterTTL.Milliseconds()
 
 func defaultOptions() options {
 	return options{
@@ -60,10 +87,10 @@ func defaultOptions() options {
 		prefix:         DefaultPrefix,
 		driftFactor:    DefaultDriftFactor,
 		releaseTimeout: DefaultReleaseTimeout,
-		holder:         "",
 		notify:         true,
 		autoPipeline:   true,
 		queueTTL:       DefaultQueueTTL,
+		holder:         "",
 	}
 }
 
@@ -83,6 +110,17 @@ func (o *options) validate() error {
 }
 
 func (o *options) fail(err error) { o.errs = append(o.errs, err) }
+
+// newConfig applies opts over the defaults.
+func newConfig(opts []ClientOption) config {
+	c := config{defaults: defaultOptions()}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyClient(&c)
+		}
+	}
+	return c
+}
 
 // WithRetry sets how Obtain retries while the lock is held by someone else.
 // Default: NoRetry, a single attempt. Retries never outlast the context; a
@@ -141,8 +179,8 @@ func WithDriftFactor(f float64) Option {
 
 // WithNodeTimeout bounds each request to one node during Obtain, Refresh and
 // TTL. Default: in quorum mode TTL/10, at least 50 ms but no more than the
-// validity (TTL minus drift), so a slow or dead node cannot eat the validity;
-// in single mode the validity itself. It must be positive.
+// validity (TTL minus drift), so that a slow or dead node cannot eat the
+// validity; in single mode the validity itself. It must be positive.
 //
 // go-redis applies a context deadline to the socket only when its
 // ContextTimeoutEnabled option is set; otherwise a stalled server holds a
@@ -159,8 +197,9 @@ func WithRefreshInterval(d time.Duration) Option {
 }
 
 // WithReleaseTimeout bounds Release and the clean-up of failed or unknown
-// grants. These run on a context detached from the caller's cancellation, so
-// `defer l.Release(ctx)` still cleans up after ctx was cancelled. Default 3 s.
+// grants. These run on a context detached from the caller's cancellation
+// (it keeps the caller's values), so `defer l.Release(ctx)` still cleans up
+// after ctx was cancelled. Default 3 s.
 func WithReleaseTimeout(d time.Duration) Option {
 	return positive("release timeout", d, func(o *options) { o.releaseTimeout = d })
 }
@@ -183,66 +222,56 @@ func positive(name string, d time.Duration, set func(*options)) Option {
 	})
 }
 
-// validUntil is the end of the validity of a lease of ttl (as sent: whole
-// milliseconds) asked for at start: TTL - drift after it, on the monotonic
-// clock when start carries it.
-func (o *options) validUntil(start time.Time, ttl time.Duration) time.Time {
-	return start.Add(ttl.Truncate(time.Millisecond) - o.drift(ttl))
-}
-
-// drift is the part of ttl that a grant's validity gives up for clock drift.
-func (o *options) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*o.driftFactor) + clockDriftFloor
-}
-
-// WithNotify turns notified waiting on or off. Default: on. When on, a
-// waiter whose attempt failed subscribes to the lock's wake channel (one
-// shared subscription connection per Client, see Client.Close) and tries
-// again as soon as the holder releases, when the lease the failed attempt
-// reported runs out, or when its backoff ends, whichever comes first. The
-// retry strategy still decides how many attempts are made and bounds each
-// wait, so a lost wake-up or a dead subscription connection costs at most
-// one backoff. Off: waiters only sleep their backoff (polling). It has no
-// effect with NoRetry, which never waits, and none on a *redis.Ring, which
-// always polls. Quorum mode has no pub/sub: there it only queues the
-// callers of one Client that wait for the same key (the longest-waiting
-// one makes the attempts, and the Client's own Release wakes it), and
-// releases by other Clients are found by polling. Releases wake waiters in
-// every case.
+// WithNotify turns notified waiting on or off. Default: on.
+//
+// On, a waiter whose attempt failed subscribes to the lock's wake channel
+// (one shared subscription connection per Client; see Client.Close) and
+// tries again as soon as the holder releases, when the lease the failed
+// attempt reported runs out, or when its backoff ends, whichever comes
+// first. The retry strategy still decides how many attempts are made and
+// bounds each wait, so a lost wake-up or a dead subscription connection
+// costs at most one backoff. Off, waiters only sleep their backoff.
+//
+// It has no effect with NoRetry, which never waits, and none on a
+// *redis.Ring, which always polls. Quorum mode has no pub/sub: there it only
+// queues the callers of one Client that wait for the same key (the
+// longest-waiting one makes the attempts, and the Client's own Release
+// wakes it); releases by other Clients are found by polling.
 func WithNotify(on bool) Option {
 	return optionFunc(func(o *options) { o.notify = on })
 }
 
-// WithAutoPipeline sets whether calls are batched under load: while more
-// than 16 calls of the Client are in flight to one node, further ones go
-// through go-redis' AutoPipeliner for that node (Client.AutoPipeline, an
-// EXPERIMENTAL go-redis API), which sends the calls waiting at that moment
-// in one pipeline. Default: on. It applies to nodes that are a *redis.Client
-// (standalone, or a Sentinel failover client); other clients are always
-// called directly. The AutoPipeliner is cached by go-redis and closed with
-// the go-redis client; with AutoPipelineOptions set on that client, those
-// apply.
+// WithAutoPipeline sets whether calls are batched under load. Default: on.
+//
+// On, while more than 16 calls of the Client are in flight to one node,
+// further ones go through that node's go-redis AutoPipeliner, which sends
+// the calls waiting at that moment in one pipeline. It applies to nodes
+// that are a *redis.Client (standalone, or a Sentinel failover client).
+// go-redis marks Client.AutoPipeline EXPERIMENTAL; the AutoPipeliner is
+// cached by go-redis and closed with the go-redis client, and the
+// AutoPipelineOptions set on that client apply.
 func WithAutoPipeline(on bool) Option {
 	return optionFunc(func(o *options) { o.autoPipeline = on })
 }
 
 // WithShardedPubSub makes releases wake waiters with SPUBLISH and waiters
-// listen with SSUBSCRIBE (sharded pub/sub, Redis 7+), instead of the default
-// PUBLISH/SUBSCRIBE. Default: off. On Redis Cluster a PUBLISH is broadcast to
-// every node, an SPUBLISH only to the shard that owns the key; there the
-// Client keeps one subscription connection per master node that owns a
-// waited-for key, instead of one. Every client of a key must agree: waiters
-// that SUBSCRIBE do not hear an SPUBLISH (they fall back to their backoff).
-// Before Redis 7.0 there is no SPUBLISH: releases still work but wake no one,
-// and waiters poll.
+// listen with SSUBSCRIBE (sharded pub/sub, Redis 7+), instead of PUBLISH
+// and SUBSCRIBE. Default: off.
+//
+// On Redis Cluster a PUBLISH is broadcast to every node, an SPUBLISH only to
+// the shard that owns the key; there the Client keeps one subscription
+// connection per master node that owns a waited-for key. Every client of a
+// key must agree: waiters that SUBSCRIBE do not hear an SPUBLISH (they fall
+// back to their backoff). Before Redis 7.0 there is no SPUBLISH: releases
+// still work but wake no one, and waiters poll.
 func WithShardedPubSub(on bool) Option {
 	return optionFunc(func(o *options) { o.sharded = on })
 }
 
 // WithFair makes Obtain grant the lock in arrival order (FIFO). Default: off
-// (unfair: whoever tries first after a release wins). See fair.go and
-// WithQueueTTL for the queue's semantics and cost. Quorum mode and
-// ObtainMulti do not support it (an error matching ErrInvalidArgument).
+// (whoever tries first after a release wins). See the package guide (Fair
+// locks) and WithQueueTTL for the queue's semantics and cost. Quorum mode
+// and ObtainMulti do not support it (an error matching ErrInvalidArgument).
 func WithFair(on bool) Option {
 	return optionFunc(func(o *options) { o.fair = on })
 }
@@ -254,35 +283,42 @@ func WithFair(on bool) Option {
 // Default 3 s. It must be at least 10 ms.
 func WithQueueTTL(d time.Duration) Option {
 	return optionFunc(func(o *options) {
-		if d < 10*time.Millisecond {
-			o.fail(invalid("queue TTL %v is below 10ms", d))
+		if d < minQueueTTL {
+			o.fail(invalid("queue TTL %v is below %v", d, minQueueTTL))
 			return
 		}
 		o.queueTTL = d
 	})
 }
 
-// publish is release.lua's wake mode, boxed once: it is an argument of
-// every release. Quorum mode has no notified waiting: no wake-up.
-func (o *options) publish(quorum bool) any {
-	switch {
-	case quorum:
-		return publishNone
-	case o.sharded:
-		return publishSharded
-	}
-	return publishPlain
+// validUntil is the end of the validity of a lease of ttl asked for at
+// start (lease.ValidUntil with the drift factor).
+func (o *options) validUntil(start time.Time, ttl time.Duration) time.Time {
+	return lease.ValidUntil(start, ttl, o.driftFactor)
 }
 
-var publishPlain, publishSharded, publishNone any = "p", "s", ""
+// drift is the part of ttl that a grant's validity gives up for clock drift.
+func (o *options) drift(ttl time.Duration) time.Duration { return lease.Drift(ttl, o.driftFactor) }
+
+func (o *options) checkTTL(ttl time.Duration) error { return lease.CheckTTL(ttl, o.driftFactor) }
+
+// publish is how this call's releases wake waiters: quorum mode has no
+// notified waiting.
+func (o *options) publish(quorum bool) script.Publish {
+	switch {
+	case quorum:
+		return script.PublishNone
+	case o.sharded:
+		return script.PublishSharded
+	}
+	return script.PublishPlain
+}
 
 // queueArg tells release.lua whether to name the fair queue's head in its
 // wake-up: only fair clients pay for the queue read (one mode per key).
-func (o *options) queueArg() any {
+func (o *options) queueArg() script.Queue {
 	if o.fair {
-		return queueYes
+		return script.QueueYes
 	}
-	return queueNo
+	return script.QueueNo
 }
-
-var queueYes, queueNo any = "q", ""

@@ -32,7 +32,7 @@ func TestAutoPipeline(t *testing.T) {
 			if err := lone.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if c.pipes[0].ap != nil {
+			if c.nodes[0].Pipelined() {
 				t.Fatal("a lone call set up auto-pipelining")
 			}
 			var wg sync.WaitGroup
@@ -58,7 +58,7 @@ func TestAutoPipeline(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			if used := c.pipes[0].ap != nil; used != on {
+			if used := c.nodes[0].Pipelined(); used != on {
 				t.Fatalf("auto-pipeliner in use: %v, want %v", used, on)
 			}
 		})
@@ -118,7 +118,7 @@ func TestAutoPipelineFaults(t *testing.T) {
 						t.Errorf("unnamed release error: %v", err)
 					}
 					mu.Lock()
-					unreleased[l.keys.lock] = true // reported: it may stay until its TTL
+					unreleased[l.keys.Lock] = true // reported: it may stay until its TTL
 					mu.Unlock()
 				}
 			}
@@ -137,7 +137,7 @@ func TestAutoPipelineFaults(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	_ = c.Close()
-	if c.pipes[0].ap == nil {
+	if !c.nodes[0].Pipelined() {
 		t.Fatal("the auto-pipeliner was never used: the test exercised nothing")
 	}
 	if grants.Load() == 0 {

@@ -35,9 +35,9 @@ func startQuorum(t *testing.T, n int) *cluster {
 // machine loaded by -race and parallel builds.
 var slackNodeTimeout = redislock.WithNodeTimeout(time.Second)
 
-func (q *cluster) client(t *testing.T, opts ...redislock.Option) *redislock.Client {
+func (q *cluster) client(t *testing.T, opts ...redislock.ClientOption) *redislock.Client {
 	t.Helper()
-	c, err := redislock.NewQuorum(q.rdbs, append([]redislock.Option{slackNodeTimeout}, opts...)...)
+	c, err := redislock.NewQuorum(q.rdbs, append([]redislock.ClientOption{slackNodeTimeout}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock-go/redislock/internal/keys"
+	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
 )
 
@@ -25,56 +28,32 @@ type recordStore struct{ c *Client }
 
 var _ lease.Store = recordStore{}
 
-func recordKey(prefix, key string) string {
-	return prefix + "{" + tagEscaper.Replace(key) + "}:rec"
-}
-
-// nodeResult is one node's answer to a record operation.
-type nodeResult struct {
-	rec   lease.Record
-	found bool
-	stale int64 // > 0: a higher fence refused the write
-	err   error
-}
-
-// onNodes runs f on every node in parallel, each bounded by the release
-// timeout, and returns the answers; fewer than a majority without error is
-// the nodes' error.
-func (s recordStore) onNodes(ctx context.Context, f func(ctx context.Context, rdb redis.UniversalClient) nodeResult) ([]nodeResult, error) {
+// onNodes runs f on every node, each bounded by the release timeout; fewer
+// than a majority answering without error is the nodes' error.
+func onRecords[T any](s recordStore, ctx context.Context, f func(ctx context.Context, rdb redis.Scripter) (T, error)) ([]T, error) {
 	c := s.c
 	o, err := c.callOptions(nil)
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan nodeResult, len(c.nodes))
-	for i, rdb := range c.nodes {
-		c.background(func() {
-			cctx, cancel := context.WithTimeout(ctx, o.releaseTimeout)
-			defer cancel()
-			r := f(cctx, rdb)
-			if r.err != nil {
-				r.err = &NodeError{Node: i, Err: r.err}
-			}
-			ch <- r
-		})
-	}
-	rs := make([]nodeResult, 0, len(c.nodes))
+	var buf [1]nodes.Reply[T]
+	var vs []T
 	var errs []error
-	for range c.nodes {
-		r := <-ch
-		if r.err != nil {
-			errs = append(errs, r.err)
-			continue
+	for _, r := range onNodes(c, buf[:0], ctx, o.releaseTimeout, false, "record", struct{}{},
+		func(ctx context.Context, rdb redis.Scripter, _ struct{}) (T, error) { return f(ctx, rdb) }) {
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+		} else {
+			vs = append(vs, r.Val)
 		}
-		rs = append(rs, r)
 	}
-	if len(rs) < c.majority() {
-		return nil, c.nodesErr(errs)
+	if len(vs) < c.majority() {
+		return nil, c.nodesErr(ErrNoQuorum, errs)
 	}
-	return rs, nil
+	return vs, nil
 }
 
-func (s recordStore) key(key string) string { return recordKey(s.c.opts.prefix, key) }
+func (s recordStore) key(key string) []string { return []string{keys.Record(s.c.opts.prefix, key)} }
 
 func checkRecord(key string, fence int64, ttl time.Duration) error {
 	switch {
@@ -92,36 +71,36 @@ func staleErr(fence, newest int64) error {
 	return fmt.Errorf("%w: fence %d is below %d", ErrStaleFence, fence, newest)
 }
 
+// stale returns the error of a write with fence that some node refused
+// (newest > 0 there), telling the observers.
+func (s recordStore) stale(ctx context.Context, key string, fence int64, newest []int64) error {
+	for _, n := range newest {
+		if n > 0 {
+			if obs := s.c.obs; obs != nil {
+				obs.staleFence(ctx, StaleFenceEvent{Key: key, Fence: fence, Newest: n})
+			}
+			return staleErr(fence, n)
+		}
+	}
+	return nil
+}
+
 func (s recordStore) Put(ctx context.Context, key string, value []byte, fence int64, ttl time.Duration) error {
 	if err := checkRecord(key, fence, ttl); err != nil {
 		return err
 	}
 	k := s.key(key)
-	rs, err := s.onNodes(ctx, func(ctx context.Context, rdb redis.UniversalClient) nodeResult {
-		res, err := fencedSetScript.Run(ctx, rdb, []string{k}, value, fence, ttl.Milliseconds()).Int64Slice()
-		switch {
-		case err != nil:
-			return nodeResult{err: err}
-		case len(res) != 2:
-			return nodeResult{err: fmt.Errorf("redislock: unexpected fenced_set reply %v", res)}
-		case res[0] != 1:
-			return nodeResult{stale: res[1]}
+	newest, err := onRecords(s, ctx, func(ctx context.Context, rdb redis.Scripter) (int64, error) {
+		written, newest, err := script.FencedSet(ctx, rdb, k, value, fence, ttl.Milliseconds())
+		if written {
+			newest = 0
 		}
-		return nodeResult{}
+		return newest, err
 	})
 	if err != nil {
 		return err
 	}
-	return firstStale(rs, fence)
-}
-
-func firstStale(rs []nodeResult, fence int64) error {
-	for _, r := range rs {
-		if r.stale > 0 {
-			return staleErr(fence, r.stale)
-		}
-	}
-	return nil
+	return s.stale(ctx, key, fence, newest)
 }
 
 func (s recordStore) Get(ctx context.Context, key string) (lease.Record, error) {
@@ -129,39 +108,31 @@ func (s recordStore) Get(ctx context.Context, key string) (lease.Record, error) 
 		return lease.Record{}, invalid("empty key")
 	}
 	k := s.key(key)
-	rs, err := s.onNodes(ctx, func(ctx context.Context, rdb redis.UniversalClient) nodeResult {
-		res, err := recordGetScript.Run(ctx, rdb, []string{k}).Slice()
-		if err != nil {
-			return nodeResult{err: err}
-		}
-		if len(res) == 0 {
-			return nodeResult{}
-		}
-		v, ok1 := res[0].(string)
-		f, ok2 := res[1].(int64)
-		pttl, ok3 := res[2].(int64)
-		if len(res) != 3 || !ok1 || !ok2 || !ok3 {
-			return nodeResult{err: fmt.Errorf("redislock: unexpected record_get reply %v", res)}
-		}
-		r := lease.Record{Value: []byte(v), Fence: f}
-		if pttl > 0 {
-			r.TTL = time.Duration(pttl) * time.Millisecond
-		}
-		return nodeResult{rec: r, found: true}
+	type found struct {
+		script.Record
+		ok bool
+	}
+	rs, err := onRecords(s, ctx, func(ctx context.Context, rdb redis.Scripter) (found, error) {
+		r, ok, err := script.RecordGet(ctx, rdb, k)
+		return found{r, ok}, err
 	})
 	if err != nil {
 		return lease.Record{}, err
 	}
-	var best nodeResult
+	var best found
 	for _, r := range rs {
-		if r.found && (!best.found || r.rec.Fence > best.rec.Fence) {
+		if r.ok && (!best.ok || r.Fence > best.Fence) {
 			best = r
 		}
 	}
-	if !best.found {
+	if !best.ok {
 		return lease.Record{}, ErrNotFound
 	}
-	return best.rec, nil
+	rec := lease.Record{Value: []byte(best.Value), Fence: best.Fence}
+	if best.PTTL > 0 {
+		rec.TTL = time.Duration(best.PTTL) * time.Millisecond
+	}
+	return rec, nil
 }
 
 func (s recordStore) Delete(ctx context.Context, key string, fence int64) error {
@@ -169,12 +140,11 @@ func (s recordStore) Delete(ctx context.Context, key string, fence int64) error 
 		return err
 	}
 	k := s.key(key)
-	rs, err := s.onNodes(ctx, func(ctx context.Context, rdb redis.UniversalClient) nodeResult {
-		newer, err := recordDeleteScript.Run(ctx, rdb, []string{k}, fence).Int64()
-		return nodeResult{stale: newer, err: err}
+	newer, err := onRecords(s, ctx, func(ctx context.Context, rdb redis.Scripter) (int64, error) {
+		return script.RecordDelete(ctx, rdb, k, fence)
 	})
 	if err != nil {
 		return err
 	}
-	return firstStale(rs, fence)
+	return s.stale(ctx, key, fence, newer)
 }

@@ -38,7 +38,7 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 }
 
-func benchHandoff(b *testing.B, rdb *redis.Client, goroutines int, opts []redislock.Option) {
+func benchHandoff(b *testing.B, rdb *redis.Client, goroutines int, opts []redislock.ClientOption) {
 	c := redislock.New(rdb, opts...)
 	defer c.Close()
 	key := "bench-" + strings.ReplaceAll(b.Name(), "/", "-")

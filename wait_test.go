@@ -18,11 +18,11 @@ import (
 // waitModes are the ways a waiter can wait for a contended lock.
 var waitModes = []struct {
 	name string
-	opts []redislock.Option
+	opts []redislock.ClientOption
 }{
-	{"polling", []redislock.Option{redislock.WithNotify(false)}},
-	{"notified", []redislock.Option{redislock.WithNotify(true)}},
-	{"fair", []redislock.Option{redislock.WithNotify(true), redislock.WithFair(true)}},
+	{"polling", []redislock.ClientOption{redislock.WithNotify(false)}},
+	{"notified", []redislock.ClientOption{redislock.WithNotify(true)}},
+	{"fair", []redislock.ClientOption{redislock.WithNotify(true), redislock.WithFair(true)}},
 }
 
 // TestNotifyNoLostWakeup: see checkNoLostWakeup.
@@ -55,7 +55,7 @@ func TestNotifyCluster(t *testing.T) {
 // waiter must still be granted long before its 5 s backoff, which it would
 // only sleep through if the release went unnoticed. The holder alternates
 // between the waiter's Client (a handoff) and another Client (a wake-up).
-func checkNoLostWakeup(t *testing.T, rdb redis.UniversalClient, rounds int, opts ...redislock.Option) {
+func checkNoLostWakeup(t *testing.T, rdb redis.UniversalClient, rounds int, opts ...redislock.ClientOption) {
 	c := newClient(t, rdb, opts...)
 	holders := []*redislock.Client{c, newClient(t, rdb, opts...)}
 	for i := range rounds {

@@ -104,7 +104,7 @@ func singleClient(t *testing.T, n *node) *redislock.Client {
 	return c
 }
 
-func quorumClient(t *testing.T, ns []*node, opts ...redislock.Option) *redislock.Client {
+func quorumClient(t *testing.T, ns []*node, opts ...redislock.ClientOption) *redislock.Client {
 	rdbs := make([]redis.UniversalClient, len(ns))
 	for i, n := range ns {
 		rdbs[i] = n.rdb

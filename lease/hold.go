@@ -138,7 +138,6 @@ func Refresher(clock Clock, l Lock, ttl, interval time.Duration, lost func(cause
 		clock = realClock{}
 	}
 	r := &refresher{clock: clock, l: l, ttl: ttl, interval: interval, lost: lost}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.mu.Lock()
 	r.renew = clock.AfterFunc(interval, r.refresh)
 	r.watchdog = clock.AfterFunc(r.untilValidity(), r.expire)
@@ -151,16 +150,15 @@ type refresher struct {
 	l             Lock
 	ttl, interval time.Duration
 	lost          func(error)
-	ctx           context.Context // of the renewal calls; cancelled by stop
-	cancel        context.CancelFunc
 
 	mu       sync.Mutex
 	renew    Timer
 	watchdog Timer
-	stopped  bool           // guarded by mu: no more callbacks
-	done     bool           // guarded by mu: lost was called
-	lastErr  error          // guarded by mu: the last renewal's error
-	running  sync.WaitGroup // callbacks under way; stop waits for them
+	cancel   context.CancelFunc // guarded by mu: of the renewal in flight
+	stopped  bool               // guarded by mu: no more callbacks
+	done     bool               // guarded by mu: lost was called
+	lastErr  error              // guarded by mu: the last renewal's error
+	running  sync.WaitGroup     // callbacks under way; stop waits for them
 }
 
 func (r *refresher) untilValidity() time.Duration { return r.l.ValidUntil().Sub(r.clock.Now()) }
@@ -181,7 +179,12 @@ func (r *refresher) refresh() {
 		return
 	}
 	defer r.running.Done()
-	err := r.l.Refresh(r.ctx, r.ttl)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.mu.Lock()
+	r.cancel = cancel
+	r.mu.Unlock()
+	err := r.l.Refresh(ctx, r.ttl)
 	switch {
 	case errors.Is(err, ErrNotHeld):
 		r.fail(err)
@@ -244,7 +247,9 @@ func (r *refresher) stopNow() {
 	r.stopped = true
 	r.renew.Stop()
 	r.watchdog.Stop()
+	if r.cancel != nil {
+		r.cancel() // a renewal in flight
+	}
 	r.mu.Unlock()
-	r.cancel()
 	r.running.Wait()
 }

@@ -1,4 +1,4 @@
-package redislock
+package script
 
 import (
 	"context"
@@ -11,18 +11,22 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
+
+// The scripts by the names the tests call them.
+var obtainScript, refreshScript, releaseScript = obtain, refresh, release
 
 // obtain.lua is idempotent under go-redis' own re-sends: a replay of the
 // same request reports the grant with the fence it minted the first time.
 func TestObtainScriptReplay(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		k := makeKeys(DefaultPrefix, "replay")
+		k := keys.New("redislock:", "replay")
 		run := func(token string, proposal int64) []int64 {
 			t.Helper()
-			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], token, 10000, proposal, 60000, "").Int64Slice()
+			res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], token, 10000, proposal, 60000, "").Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -33,7 +37,7 @@ func TestObtainScriptReplay(t *testing.T) {
 		if first[0] != 1 || again[0] != 1 || again[1] != first[1] {
 			t.Fatalf("replay = %v after %v, want the same grant", again, first)
 		}
-		if c, _ := rdb.Get(ctx, k.fence).Int64(); c != first[1] {
+		if c, _ := rdb.Get(ctx, k.Fence).Int64(); c != first[1] {
 			t.Fatalf("counter %d after replay, want %d (no second fence)", c, first[1])
 		}
 		if other := run("tok2", 0); other[0] != 0 || other[1] <= 0 {
@@ -43,7 +47,7 @@ func TestObtainScriptReplay(t *testing.T) {
 		if other := run("to", 0); other[0] != 0 {
 			t.Fatalf("prefix token = %v, want held", other)
 		}
-		rdb.Del(ctx, k.lock)
+		rdb.Del(ctx, k.Lock)
 		// Quorum proposals: at or below the counter are refused with it.
 		if low := run("q1", first[1]); low[0] != -1 || low[1] != first[1] {
 			t.Fatalf("low proposal = %v", low)
@@ -52,14 +56,14 @@ func TestObtainScriptReplay(t *testing.T) {
 			t.Fatalf("high proposal = %v", ok)
 		}
 		// Zero or negative TTLs are refused by the script itself.
-		rdb.Del(ctx, k.lock)
-		if err := obtainScript.Run(ctx, rdb, k.obtain[:], "t", 0, 0, 60000, "").Err(); err == nil {
+		rdb.Del(ctx, k.Lock)
+		if err := obtainScript.Run(ctx, rdb, k.Obtain[:], "t", 0, 0, 60000, "").Err(); err == nil {
 			t.Fatal("obtain with TTL 0 accepted")
 		}
-		if err := refreshScript.Run(ctx, rdb, []string{k.lock}, "t", -1).Err(); err == nil {
+		if err := refreshScript.Run(ctx, rdb, []string{k.Lock}, "t", -1).Err(); err == nil {
 			t.Fatal("refresh with TTL -1 accepted")
 		}
-		if n := rdb.Exists(ctx, k.lock).Val(); n != 0 {
+		if n := rdb.Exists(ctx, k.Lock).Val(); n != 0 {
 			t.Fatal("a refused obtain wrote the lock")
 		}
 	})
@@ -71,14 +75,14 @@ func TestObtainScriptReplay(t *testing.T) {
 func TestReleaseScriptReplay(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		k := makeKeys(DefaultPrefix, "rel")
-		res, err := obtainScript.Run(ctx, rdb, k.obtain[:], "tok", 10000, 0, 60000, "").Int64Slice()
+		k := keys.New("redislock:", "rel")
+		res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], "tok", 10000, 0, 60000, "").Int64Slice()
 		if err != nil || res[0] != 1 {
 			t.Fatal(res, err)
 		}
 		release := func(token string) int64 {
 			t.Helper()
-			n, err := releaseScript.Run(ctx, rdb, k.release[:], token, "p", 60000, "").Int64()
+			n, err := releaseScript.Run(ctx, rdb, k.Release[:], token, "p", 60000, "").Int64()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,10 +94,10 @@ func TestReleaseScriptReplay(t *testing.T) {
 		if release("other") != 0 || release("ok") != 0 {
 			t.Fatal("another token's release answered 1")
 		}
-		if ttl := rdb.PTTL(ctx, k.fence).Val(); ttl <= 0 {
+		if ttl := rdb.PTTL(ctx, k.Fence).Val(); ttl <= 0 {
 			t.Fatalf("counter lost its TTL: %v", ttl)
 		}
-		next, err := obtainScript.Run(ctx, rdb, k.obtain[:], "tok2", 10000, 0, 60000, "").Int64Slice()
+		next, err := obtainScript.Run(ctx, rdb, k.Obtain[:], "tok2", 10000, 0, 60000, "").Int64Slice()
 		if err != nil || next[0] != 1 || next[1] <= res[1] {
 			t.Fatalf("next grant %v after fence %d: %v", next, res[1], err)
 		}
@@ -101,7 +105,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 		// release, up to 8 releases back.
 		cycle := func(tok string) {
 			t.Helper()
-			if r, err := obtainScript.Run(ctx, rdb, k.obtain[:], tok, 10000, 0, 60000, "").Int64Slice(); err != nil || r[0] != 1 {
+			if r, err := obtainScript.Run(ctx, rdb, k.Obtain[:], tok, 10000, 0, 60000, "").Int64Slice(); err != nil || r[0] != 1 {
 				t.Fatal(r, err)
 			}
 			if release(tok) != 1 {
@@ -122,14 +126,14 @@ func TestReleaseScriptReplay(t *testing.T) {
 			// the trimming has done.
 			for _, back := range toks[max(0, i-7) : i+1] {
 				if release(back) != 1 {
-					t.Fatalf("release %d: a replay of %d answered not held: %q", i, i-slices.Index(toks, back), rdb.Get(ctx, k.fence).Val())
+					t.Fatalf("release %d: a replay of %d answered not held: %q", i, i-slices.Index(toks, back), rdb.Get(ctx, k.Fence).Val())
 				}
 			}
 		}
-		if c := rdb.Get(ctx, k.release[1]).Val(); len(c) > 16*27 {
+		if c := rdb.Get(ctx, k.Release[1]).Val(); len(c) > 16*27 {
 			t.Fatalf("released tokens %q grow without bound", c)
 		}
-		if ttl := rdb.PTTL(ctx, k.release[1]).Val(); ttl <= 0 {
+		if ttl := rdb.PTTL(ctx, k.Release[1]).Val(); ttl <= 0 {
 			t.Fatalf("released tokens without TTL: %v", ttl)
 		}
 		if release(toks[0]) != 0 {
@@ -138,14 +142,14 @@ func TestReleaseScriptReplay(t *testing.T) {
 		// Without a counter (evicted, flushed, expired), the next grant
 		// starts it again from the server clock, with a TTL, above every
 		// earlier fence.
-		before, _ := rdb.Get(ctx, k.fence).Int64()
-		rdb.Del(ctx, k.fence)
-		r, _ := obtainScript.Run(ctx, rdb, k.obtain[:], "x", 10000, 0, 60000, "").Int64Slice()
+		before, _ := rdb.Get(ctx, k.Fence).Int64()
+		rdb.Del(ctx, k.Fence)
+		r, _ := obtainScript.Run(ctx, rdb, k.Obtain[:], "x", 10000, 0, 60000, "").Int64Slice()
 		if r[0] != 1 || r[1] <= before {
 			t.Fatalf("grant after the counter was lost: %v, after fence %d", r, before)
 		}
-		if rdb.PTTL(ctx, k.fence).Val() <= 0 {
-			t.Fatalf("counter written without TTL: %v", rdb.PTTL(ctx, k.fence).Val())
+		if rdb.PTTL(ctx, k.Fence).Val() <= 0 {
+			t.Fatalf("counter written without TTL: %v", rdb.PTTL(ctx, k.Fence).Val())
 		}
 		if release("x") != 1 {
 			t.Fatal("release x")
@@ -156,23 +160,14 @@ func TestReleaseScriptReplay(t *testing.T) {
 	})
 }
 
-func run2(t *testing.T, rdb *redis.Client, k keys, proposal int64) []int64 {
+func run2(t *testing.T, rdb *redis.Client, k keys.Lock, proposal int64) []int64 {
 	t.Helper()
-	rdb.Del(context.Background(), k.lock)
-	res, err := obtainScript.Run(context.Background(), rdb, k.obtain[:], "q", 10000, proposal, 60000, "").Int64Slice()
+	rdb.Del(context.Background(), k.Lock)
+	res, err := obtainScript.Run(context.Background(), rdb, k.Obtain[:], "q", 10000, proposal, 60000, "").Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
-}
-
-func TestMakeKeys(t *testing.T) {
-	k := makeKeys("p:", "a}b")
-	const l = "p:{a%7Db}"
-	if k.obtain != [3]string{l, l + ":fence", l + ":rel"} || k.release != [4]string{l, l + ":rel", l + ":wake", l + ":queue"} ||
-		k.lock != l || k.fence != l+":fence" || k.wake() != l+":wake" || k.queue() != l+":queue" {
-		t.Fatalf("makeKeys = %q %q", k.obtain, k.release)
-	}
 }
 
 // eachScriptTarget runs fn against the servers the script tests run on: a
@@ -197,11 +192,11 @@ func eachScriptTarget(t *testing.T, fn func(t *testing.T, rdb *redis.Client)) {
 func TestHandoffScript(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		k := makeKeys(DefaultPrefix, "handoff")
+		k := keys.New("redislock:", "handoff")
 		run := func(token string, from ...any) []int64 {
 			t.Helper()
 			args := append([]any{token, 10000, 0, 60000, ""}, from...)
-			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], args...).Int64Slice()
+			res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], args...).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,16 +210,16 @@ func TestHandoffScript(t *testing.T) {
 		if got := run("w", "r"); !slices.Equal(got, want) {
 			t.Fatalf("replayed handoff = %v, want %v", got, want)
 		}
-		if v := rdb.Get(ctx, k.lock).Val(); v != "w:"+strconv.FormatInt(want[1], 10) {
+		if v := rdb.Get(ctx, k.Lock).Val(); v != "w:"+strconv.FormatInt(want[1], 10) {
 			t.Fatalf("lock holds %q", v)
 		}
-		if n, _ := releaseScript.Run(ctx, rdb, k.release[:], "r", "p", 60000, "").Int64(); n != 1 {
+		if n, _ := releaseScript.Run(ctx, rdb, k.Release[:], "r", "p", 60000, "").Int64(); n != 1 {
 			t.Fatal("a replayed release of the handed-over grant answered not held")
 		}
 		if got := run("x", "y"); got[0] != 0 || got[1] <= 0 || got[2] != 0 {
 			t.Fatalf("handoff from a non-holder = %v, want held, not released", got)
 		}
-		rdb.Del(ctx, k.lock)
+		rdb.Del(ctx, k.Lock)
 		if got := run("z", "w"); got[0] != 1 || got[1] != want[1]+1 || got[2] != 0 {
 			t.Fatalf("handoff of a free lock = %v, want granted, not released", got)
 		}
@@ -236,15 +231,15 @@ func TestHandoffScript(t *testing.T) {
 func TestReleaseWakesOnlyWaiters(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		k := makeKeys(DefaultPrefix, "mark")
-		ps := rdb.Subscribe(ctx, k.wake())
+		k := keys.New("redislock:", "mark")
+		ps := rdb.Subscribe(ctx, k.Wake)
 		defer ps.Close()
 		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatal(err)
 		}
 		obtain := func(token string, from ...any) int64 {
 			t.Helper()
-			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], append([]any{token, 10000, 0, 60000, ""}, from...)...).Int64Slice()
+			res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], append([]any{token, 10000, 0, 60000, ""}, from...)...).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,7 +247,7 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		}
 		release := func(token string) {
 			t.Helper()
-			if n, err := releaseScript.Run(ctx, rdb, k.release[:], token, "p", 60000, "").Int64(); n != 1 || err != nil {
+			if n, err := releaseScript.Run(ctx, rdb, k.Release[:], token, "p", 60000, "").Int64(); n != 1 || err != nil {
 				t.Fatal(n, err)
 			}
 		}
@@ -270,7 +265,7 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		if obtain("c") != 0 {
 			t.Fatal("c granted while b holds")
 		}
-		if v := rdb.Get(ctx, k.lock).Val(); !strings.HasPrefix(v, "b:") || !strings.HasSuffix(v, "*") {
+		if v := rdb.Get(ctx, k.Lock).Val(); !strings.HasPrefix(v, "b:") || !strings.HasSuffix(v, "*") {
 			t.Fatalf("lock after a failed attempt = %q, want b's grant marked", v)
 		}
 		if obtain("d", "b") != 1 {
@@ -289,18 +284,18 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 func TestObtainScriptOldCounter(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		k := makeKeys(DefaultPrefix, "old")
+		k := keys.New("redislock:", "old")
 		for _, tc := range []struct {
 			counter string
 			min     int64
 		}{{"123 TOKA TOKB", 124}, {"garbage", 1_000_000_000_000_000}} {
-			rdb.Del(ctx, k.lock)
-			rdb.Set(ctx, k.fence, tc.counter, time.Hour)
-			res, err := obtainScript.Run(ctx, rdb, k.obtain[:], "t", 10000, 0, 60000, "").Int64Slice()
+			rdb.Del(ctx, k.Lock)
+			rdb.Set(ctx, k.Fence, tc.counter, time.Hour)
+			res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], "t", 10000, 0, 60000, "").Int64Slice()
 			if err != nil || res[0] != 1 || res[1] < tc.min || (tc.min == 124 && res[1] != 124) {
 				t.Fatalf("counter %q: obtain = %v, %v", tc.counter, res, err)
 			}
-			if c, err := rdb.Get(ctx, k.fence).Int64(); err != nil || c != res[1] {
+			if c, err := rdb.Get(ctx, k.Fence).Int64(); err != nil || c != res[1] {
 				t.Fatalf("counter %q: now %v (%v), want %d", tc.counter, c, err, res[1])
 			}
 		}

@@ -1,0 +1,153 @@
+package redislock
+
+import (
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/nodes"
+)
+
+// Client obtains locks on one Redis (New) or on a majority of independent
+// Redis masters (NewQuorum). It is safe for concurrent use. Close it when
+// done: it owns a subscription connection for notified waiting and the
+// workers of its background clean-up.
+type Client struct {
+	nodes  []*nodes.Node
+	quorum bool
+	opts   options    // the defaults of every call
+	obs    *observers // nil: no observer, no logger
+	err    error      // reported by every call: an invalid client or option
+
+	seen atomic.Int64 // quorum mode: highest fence counter seen on any node
+
+	live    *nodes.Pool // quorum fan-out calls on behalf of a waiting caller
+	cleanup *nodes.Pool // background releases of partial or unknown grants
+
+	mu     sync.Mutex
+	closed bool              // guarded by mu
+	wakers map[string]*waker // guarded by mu; notified waiting (waiters.go)
+}
+
+func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *Client {
+	cfg := newConfig(opts)
+	c := &Client{
+		quorum:  quorum,
+		opts:    cfg.defaults,
+		obs:     newObservers(cfg.observers, cfg.logger),
+		live:    nodes.NewPool(nodes.MaxLive * len(rdbs)),
+		cleanup: nodes.NewPool(nodes.MaxCleanup * len(rdbs)),
+	}
+	for i, rdb := range rdbs {
+		c.nodes = append(c.nodes, nodes.New(i, rdb))
+	}
+	c.err = cfg.defaults.validate()
+	return c
+}
+
+// New returns a Client for one Redis: standalone, Sentinel (a failover
+// client) or Cluster. opts set defaults for every call. Close never closes
+// rdb.
+//
+// New cannot fail: a nil rdb or an invalid option is reported, as an error
+// matching ErrInvalidArgument, by every call of the Client (Obtain, Run,
+// Inspect...), before anything is sent to Redis.
+func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
+	if rdb == nil {
+		c := newClient(nil, false, opts)
+		c.err = invalid("nil redis client")
+		return c
+	}
+	return newClient([]redis.UniversalClient{rdb}, false, opts)
+}
+
+// NewQuorum returns a Client that takes each lock on a majority (N/2+1) of
+// N independent Redis masters (the Redlock algorithm), with the same API as
+// New; see the package guide (Quorum mode) for how it works and what it
+// assumes. The list may not be empty, hold nil or hold the same client
+// twice; an invalid option is returned at once. Close never closes the
+// clients.
+func NewQuorum(rdbs []redis.UniversalClient, opts ...ClientOption) (*Client, error) {
+	if len(rdbs) == 0 {
+		return nil, invalid("no redis clients")
+	}
+	for i, a := range rdbs {
+		if a == nil {
+			return nil, invalid("redis client %d is nil", i)
+		}
+		for j, b := range rdbs[:i] {
+			if reflect.TypeOf(a) == reflect.TypeOf(b) && reflect.TypeOf(a).Comparable() && a == b {
+				return nil, invalid("redis clients %d and %d are the same client", j, i)
+			}
+		}
+	}
+	c := newClient(rdbs, true, opts)
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c, nil
+}
+
+// Close waits for the client's background clean-up (releases of partial or
+// unknown grants, each bounded by the release timeout), closes its
+// subscription connection and stops its goroutines; Obtain calls still
+// waiting fall back to their backoff. Further calls fail with ErrClosed;
+// locks already obtained can still be refreshed and released (their
+// quorum calls and clean-up then run on the caller's goroutine). It never
+// closes the caller's redis clients.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.closeWakers()
+	c.cleanup.Close()
+	c.live.Close()
+	return nil
+}
+
+// callOptions resolves per-call options over the client's defaults.
+func (c *Client) callOptions(opts []Option) (options, error) {
+	if c == nil {
+		return options{}, invalid("nil *Client")
+	}
+	if c.err != nil {
+		return options{}, c.err
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return options{}, ErrClosed
+	}
+	if len(opts) == 0 {
+		return c.opts, nil
+	}
+	o := c.opts
+	o.errs = nil
+	o.add(opts)
+	if err := o.validate(); err != nil {
+		return options{}, err
+	}
+	return o, nil
+}
+
+// majority is how many nodes make a decision.
+func (c *Client) majority() int { return len(c.nodes)/2 + 1 }
+
+// cluster reports whether the Client is on one Redis Cluster.
+func (c *Client) cluster() bool { return !c.quorum && c.nodes[0].Kind == nodes.Cluster }
+
+// nodeTimeout bounds one node's request for a lease of ttl.
+func (c *Client) nodeTimeout(o *options, ttl time.Duration) time.Duration {
+	switch {
+	case o.nodeTimeout > 0:
+		return o.nodeTimeout
+	case c.quorum:
+		return min(max(ttl/10, 50*time.Millisecond), ttl-o.drift(ttl))
+	default:
+		return ttl - o.drift(ttl)
+	}
+}

@@ -1,0 +1,141 @@
+// Package nodes is the one path from redislock to Redis: a client's nodes
+// with what their go-redis clients honour (computed once), auto-pipelining
+// under load, bounded calls in flight per node, and the fan-out of one
+// operation to every node of a quorum with its late replies settled in the
+// background. It knows no lock or client of redislock.
+package nodes
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Kind is the topology of a node's go-redis client.
+type Kind uint8
+
+// The kinds of go-redis clients.
+const (
+	Standalone Kind = iota // *redis.Client: one server, or a Sentinel failover client
+	Cluster                // *redis.ClusterClient
+	Ring                   // *redis.Ring: shards that hold different keys
+	Other                  // another redis.UniversalClient
+)
+
+// AutoPipelineAbove is how many calls of a client may be in flight to one
+// node before further calls are batched through go-redis' AutoPipeliner
+// (a *redis.Client only): below it a lone caller never waits for a batch to
+// fill, and hot-key handoffs, a single call each, are not slowed.
+const AutoPipelineAbove = 16
+
+// Limits on calls in flight to one node. A node with that many calls that
+// have not returned (a blackholed node, with go-redis not honouring context
+// deadlines) refuses more at once (ErrBusy) instead of growing without
+// bound; calls from callers' own goroutines (single mode) are not counted.
+const (
+	MaxLive    = 256 // fan-out calls on behalf of a waiting caller
+	MaxCleanup = 64  // clean-up releases in the background
+)
+
+// ErrBusy is the error of a call refused because its node already has the
+// most calls in flight it may have.
+var ErrBusy = errors.New("redislock: node has too many calls in flight")
+
+// Node is one Redis node of a client.
+type Node struct {
+	Index     int
+	RDB       redis.UniversalClient
+	Kind      Kind
+	Deadlines bool // go-redis applies context deadlines to the node's socket
+
+	inflight atomic.Int32 // live calls (auto-pipelining's load)
+	fanned   atomic.Int32 // of them, fan-out calls (MaxLive)
+	cleaning atomic.Int32 // clean-up calls (MaxCleanup)
+
+	apOnce sync.Once
+	ap     redis.Scripter // nil: not a *redis.Client, or go-redis refused
+}
+
+// New describes the go-redis client rdb, node index of its client.
+func New(index int, rdb redis.UniversalClient) *Node {
+	n := &Node{Index: index, RDB: rdb, Kind: Other, Deadlines: true}
+	switch r := rdb.(type) {
+	case *redis.Client:
+		n.Kind, n.Deadlines = Standalone, r.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		n.Kind, n.Deadlines = Cluster, r.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		n.Kind, n.Deadlines = Ring, r.Options().ContextTimeoutEnabled
+	}
+	return n
+}
+
+// Call runs f on the node, bounded by timeout: as a context deadline where
+// go-redis honours one (where it does not, the deadline would only cost
+// allocations: go-redis' own Dial/Read/WriteTimeout bound the call, and a
+// fan-out stops waiting for the node at its timeout anyway). With pipeline,
+// calls beyond AutoPipelineAbove in flight are batched.
+func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f func(ctx context.Context, rdb redis.Scripter) error) error {
+	if n.Deadlines {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	k := n.inflight.Add(1)
+	defer n.inflight.Add(-1)
+	return f(ctx, n.scripter(pipeline && k > AutoPipelineAbove))
+}
+
+// scripter returns where a call goes: the node's AutoPipeliner (set up on
+// first use; cached by go-redis and closed with the go-redis client) when
+// batching, else the client itself.
+func (n *Node) scripter(batch bool) redis.Scripter {
+	if batch {
+		n.apOnce.Do(func() {
+			if rdb, ok := n.RDB.(*redis.Client); ok {
+				if ap, err := rdb.AutoPipeline(); err == nil {
+					n.ap = ap
+				}
+			}
+		})
+		if n.ap != nil {
+			return n.ap
+		}
+	}
+	return n.RDB
+}
+
+// Background runs f, a clean-up call on the node, on a worker of pool, and
+// reports whether it does: a node that already has MaxCleanup clean-up
+// calls in flight, or a pool without a free worker, refuses (the caller
+// reports the clean-up as failed). f must not wait for other calls.
+func (n *Node) Background(pool *Pool, f func()) bool {
+	if !admit(&n.cleaning, MaxCleanup) {
+		return false
+	}
+	if !pool.TryGo(func() {
+		defer n.cleaning.Add(-1)
+		f()
+	}) {
+		n.cleaning.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Pipelined reports whether the node has set up auto-pipelining (tests).
+func (n *Node) Pipelined() bool { return n.ap != nil }
+
+// admit takes one of the node's slots of a kind, or reports that it has
+// none left.
+func admit(slots *atomic.Int32, limit int32) bool {
+	if slots.Add(1) > limit {
+		slots.Add(-1)
+		return false
+	}
+	return true
+}

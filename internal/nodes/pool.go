@@ -1,0 +1,93 @@
+package nodes
+
+import (
+	"sync"
+	"time"
+)
+
+// workerIdle is how long a worker waits for more work before it exits.
+const workerIdle = time.Second
+
+// Pool runs tasks on reused goroutines: a goroutine's stack, once grown by a
+// call into go-redis, is kept for the next task (a fresh goroutine per node
+// call spent about a fifth of a quorum Obtain+Release's CPU growing stacks).
+// It holds at most max workers, never queues, and never blocks: TryGo
+// refuses a task when every worker is busy. Its tasks must not wait for
+// other tasks of the same pool.
+type Pool struct {
+	max  int
+	work chan func() // to an idle worker
+	stop chan struct{}
+
+	mu      sync.Mutex
+	workers int  // guarded by mu
+	closed  bool // guarded by mu
+	wg      sync.WaitGroup
+}
+
+// NewPool returns a pool of at most max workers.
+func NewPool(max int) *Pool {
+	return &Pool{max: max, work: make(chan func()), stop: make(chan struct{})}
+}
+
+// TryGo runs f on a worker and reports whether it did: an idle worker, or a
+// new one while there are fewer than max. After Close it runs f on the
+// caller's goroutine (and reports true).
+func (p *Pool) TryGo(f func()) bool {
+	select {
+	case p.work <- f:
+		return true
+	default:
+	}
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		f()
+		return true
+	case p.workers >= p.max:
+		p.mu.Unlock()
+		return false
+	}
+	p.workers++
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go p.worker(f)
+	return true
+}
+
+// worker runs f, then whatever work comes, until it has been idle for
+// workerIdle or the pool is closed.
+func (p *Pool) worker(f func()) {
+	defer func() {
+		p.mu.Lock()
+		p.workers--
+		p.mu.Unlock()
+		p.wg.Done()
+	}()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		idle.Reset(workerIdle)
+		select {
+		case f = <-p.work:
+		case <-idle.C:
+			return
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+// Close makes idle workers exit and waits for the busy ones to finish their
+// tasks; tasks given afterwards run on the caller's goroutine.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.stop)
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

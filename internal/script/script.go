@@ -1,0 +1,130 @@
+// Package script runs redislock's Lua scripts (package scripts) with typed
+// arguments and replies. It knows keys, tokens and milliseconds, never a
+// lock or a client. Every script is sent with EVALSHA and falls back to
+// EVAL on NOSCRIPT (after SCRIPT FLUSH or a restart), through
+// redis.Script.Run.
+package script
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/scripts"
+)
+
+var (
+	obtain       = redis.NewScript(scripts.Obtain)
+	refresh      = redis.NewScript(scripts.Refresh)
+	release      = redis.NewScript(scripts.Release)
+	ttl          = redis.NewScript(scripts.TTL)
+	inspect      = redis.NewScript(scripts.Inspect)
+	fairObtain   = redis.NewScript(scripts.FairObtain)
+	fairLeave    = redis.NewScript(scripts.FairLeave)
+	multiObtain  = redis.NewScript(scripts.MultiObtain)
+	multiRefresh = redis.NewScript(scripts.MultiRefresh)
+	multiRelease = redis.NewScript(scripts.MultiRelease)
+	multiTTL     = redis.NewScript(scripts.MultiTTL)
+	fencedSet    = redis.NewScript(scripts.FencedSet)
+	recordGet    = redis.NewScript(scripts.RecordGet)
+	recordDelete = redis.NewScript(scripts.RecordDelete)
+)
+
+// Publish is how a release wakes waiters (release.lua's ARGV[2]), boxed
+// once: it is an argument of every release.
+type Publish = any
+
+// The ways a release wakes waiters.
+var (
+	PublishNone    Publish = ""  // no wake-up (quorum mode)
+	PublishPlain   Publish = "p" // PUBLISH
+	PublishSharded Publish = "s" // SPUBLISH (Redis 7+)
+)
+
+// Queue tells release.lua whether to name the fair queue's head in its
+// wake-up, boxed once.
+type Queue = any
+
+// The queue modes of a release.
+var (
+	QueueNo  Queue = ""
+	QueueYes Queue = "q"
+)
+
+// unexpected is the error of a reply that no version of a script sends.
+func unexpected(name string, reply any) error {
+	return fmt.Errorf("redislock: unexpected %s reply %v", name, reply)
+}
+
+// ints reads a reply of integers into dst and returns how many there
+// were; a reply longer than dst, or with anything but integers, is an error.
+func ints(dst []int64, name string, res []any, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	if len(res) > len(dst) {
+		return 0, unexpected(name, res)
+	}
+	for i, r := range res {
+		n, ok := r.(int64)
+		if !ok {
+			return 0, unexpected(name, res)
+		}
+		dst[i] = n
+	}
+	return len(res), nil
+}
+
+// Refresh extends the lock at key to ms milliseconds if it holds token
+// (refresh.lua). held reports whether it did.
+func Refresh(ctx context.Context, rdb redis.Scripter, key []string, token any, ms int64) (held bool, err error) {
+	n, err := refresh.Run(ctx, rdb, key, token, ms).Int64()
+	return n == 1, err
+}
+
+// Release deletes the lock if it holds token and wakes its waiters
+// (release.lua); keys are {lock, rel, wake, queue}. released reports
+// whether the grant was released by this call or an earlier run of it.
+func Release(ctx context.Context, rdb redis.Scripter, keys []string, token any, publish Publish, relTTL any, queue Queue) (released bool, err error) {
+	n, err := release.Run(ctx, rdb, keys, token, publish, relTTL, queue).Int64()
+	return n == 1, err
+}
+
+// ttlNotHeld is ttl.lua's and multi_ttl.lua's reply for a grant that does
+// not hold the lock.
+const ttlNotHeld = -3
+
+// TTL returns the lock's PTTL in milliseconds if it holds token (ttl.lua);
+// held is false otherwise.
+func TTL(ctx context.Context, rdb redis.Scripter, key []string, token any) (ms int64, held bool, err error) {
+	n, err := ttl.Run(ctx, rdb, key, token).Int64()
+	if err != nil {
+		return 0, false, err
+	}
+	return n, n != ttlNotHeld, nil
+}
+
+// Inspect reads the lock at key (inspect.lua): its value and PTTL, or
+// exists == false.
+func Inspect(ctx context.Context, rdb redis.Scripter, key []string) (value string, pttl int64, exists bool, err error) {
+	res, err := inspect.Run(ctx, rdb, key).Slice()
+	if err != nil {
+		return "", 0, false, err
+	}
+	if len(res) == 1 {
+		return "", 0, false, nil
+	}
+	ms, ok1 := res[0].(int64)
+	v, ok2 := res[1].(string)
+	if len(res) != 2 || !ok1 || !ok2 {
+		return "", 0, false, unexpected("inspect", res)
+	}
+	return v, ms, true, nil
+}
+
+// FairLeave takes ticket out of the fair queue (fair_leave.lua); keys are
+// {lock, wake, queue, qexp}.
+func FairLeave(ctx context.Context, rdb redis.Scripter, keys []string, ticket string, publish Publish) error {
+	return fairLeave.Run(ctx, rdb, keys, ticket, publish).Err()
+}

@@ -1,0 +1,31 @@
+package redislock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redislock-go/redislock/lease"
+)
+
+var _ lease.Keeper = (*Lock)(nil)
+
+// Keep renews the lock to ttl every interval until stop is called, for Run
+// and lease.Hold (see lease.Keeper): lost is called, at most once, when a
+// renewal finds the lock gone or the validity ends before a renewal got
+// through, never later than the last ValidUntil. The Client's observers
+// see each renewal (RefreshDoneEvent.Renewal) and the loss (LossEvent).
+func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return lease.Refresher(nil, renewal{l}, ttl, interval, func(cause error) {
+		if obs := l.c.obs; obs != nil {
+			obs.lockLost(context.Background(), LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
+		}
+		lost(cause)
+	})
+}
+
+// renewal is a Lock whose Refresh is a renewal of Run or lease.Hold.
+type renewal struct{ *Lock }
+
+func (r renewal) Refresh(ctx context.Context, ttl time.Duration) error {
+	return r.refresh(ctx, ttl, true)
+}

@@ -1,0 +1,276 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/keys"
+	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/internal/script"
+)
+
+// Lock is one grant of a lock. Its methods are safe for concurrent use, and
+// a nil *Lock answers ErrNotHeld.
+type Lock struct {
+	c     *Client
+	key   string
+	keys  keys.Lock
+	token string
+	arg   any // token, boxed once for the script calls
+	fence int64
+	opts  options
+	start time.Time // the request that granted it began: hold times
+
+	validity
+	released bool            // guarded by mu: a Release succeeded; a second one is ErrNotHeld
+	settled  <-chan struct{} // quorum: closed when every node answered the grant (nil: all had)
+	handoffs int             // how many handoffs in a row led to this grant (handoff.go)
+}
+
+// validity is what a grant last confirmed, safe for concurrent use (shared
+// by Lock and MultiLock).
+type validity struct {
+	mu    sync.Mutex
+	ttl   time.Duration // guarded by mu: last TTL asked for
+	until time.Time     // guarded by mu: validity confirmed by the last grant or refresh
+}
+
+func (s *validity) validUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.until
+}
+
+// confirmFrom records the validity of a lease of ttl asked for at start, or
+// returns ErrGrantExpired when that validity has already passed: a grant or
+// refresh is never confirmed late.
+func (s *validity) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
+	until := o.validUntil(start, ttl)
+	if !time.Now().Before(until) {
+		return ErrGrantExpired
+	}
+	s.mu.Lock()
+	s.until, s.ttl = until, ttl
+	s.mu.Unlock()
+	return nil
+}
+
+// lost records that the grant is known not to be held.
+func (s *validity) lost() {
+	s.mu.Lock()
+	s.until = time.Time{}
+	s.mu.Unlock()
+}
+
+func (s *validity) currentTTL() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ttl
+}
+
+// Key returns the key the caller asked for (without prefix or hash tag).
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
+
+// Token returns the grant's random ownership token (128 bits from
+// crypto/rand, base32): unique per grant, never reused.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
+
+// Fence returns the grant's fencing token: greater than the fence of every
+// earlier grant of this key, by any client. Pass it to the protected
+// resource and have it reject writes with a fence below the highest it has
+// seen (FencedSet does that on Redis). Zero for a nil Lock. How fences are
+// minted, and what they assume: see the package guide (Fences).
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
+
+// ValidUntil returns the end of the validity last confirmed by Redis: the
+// start of the Obtain or Refresh request that confirmed it, plus its TTL,
+// less drift (TTL * drift factor + 2 ms). It carries Go's monotonic clock
+// reading, so time.Until(l.ValidUntil()) is immune to wall-clock steps. The
+// zero Time once the lock is known not to be held (released, or a
+// Refresh/TTL answered ErrNotHeld).
+func (l *Lock) ValidUntil() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	return l.validUntil()
+}
+
+// TTL returns the lock's remaining time to live on Redis (in quorum mode the
+// least over the nodes that hold it), or ErrNotHeld when this grant is no
+// longer held. This is Redis' view; ValidUntil is the conservative local one.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
+	var buf [1]nodes.Reply[pttl]
+	rs := onNodes(l.c, buf[:0], ctx, l.c.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", l, ttlOn)
+	least := int64(-1)
+	ok, errs := tally(rs, func(p pttl) bool {
+		if p.held && (least < 0 || p.ms < least) {
+			least = p.ms
+		}
+		return p.held
+	})
+	if err := l.c.verdict(ok, errs); err != nil {
+		if errors.Is(err, ErrNotHeld) {
+			l.lost()
+		}
+		return 0, err
+	}
+	return time.Duration(least) * time.Millisecond, nil
+}
+
+// Refresh extends the lease to ttl from now, only if this grant still holds
+// the lock (on a majority in quorum mode), and moves ValidUntil forward.
+// ErrNotHeld when the grant is gone: a stale holder can never extend or
+// shorten a newer holder's lock. A ttl below 1ms, or too short to leave
+// validity after drift, is an error matching ErrInvalidArgument. If Redis
+// cannot be reached, ValidUntil stays as it was and a later Refresh may
+// still succeed.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	return l.refresh(ctx, ttl, false)
+}
+
+// refresh is Refresh; renewal tells whether Run or Hold renews (for the
+// observers).
+func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (err error) {
+	if l == nil {
+		return ErrNotHeld
+	}
+	if err := l.opts.checkTTL(ttl); err != nil {
+		return err
+	}
+	if obs := l.c.obs; obs != nil {
+		ctx = obs.refreshStart(ctx, RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal})
+		defer func() {
+			obs.refreshDone(ctx, RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal, Err: err})
+		}()
+	}
+	start := time.Now()
+	ms := ttl.Milliseconds()
+	var buf [1]nodes.Reply[bool]
+	rs := onNodes(l.c, buf[:0], ctx, l.c.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ms}, refreshOn)
+	if err := l.c.verdict(tally(rs, isTrue)); err != nil {
+		if errors.Is(err, ErrNotHeld) {
+			l.lost()
+			if l.c.quorum {
+				l.awaitLate()
+				l.c.releaseAll(detach(ctx), l) // undo the minority's extensions
+			}
+		}
+		return err
+	}
+	return l.confirmFrom(&l.opts, start, ttl)
+}
+
+func isTrue(b bool) bool { return b }
+
+// pttl is a lock's remaining TTL on one node, if the grant holds it there.
+type pttl struct {
+	ms   int64
+	held bool
+}
+
+func ttlOn(ctx context.Context, rdb redis.Scripter, l *Lock) (pttl, error) {
+	ms, held, err := script.TTL(ctx, rdb, l.keys.Obtain[:1], l.arg)
+	return pttl{ms, held}, err
+}
+
+// extension is a refresh of l to ms milliseconds.
+type extension struct {
+	l  *Lock
+	ms int64
+}
+
+func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
+	return script.Refresh(ctx, rdb, e.l.keys.Obtain[:1], e.l.arg, e.ms)
+}
+
+// Release gives the lock back, only if this grant still holds it; ErrNotHeld
+// otherwise: a stale holder never deletes a newer holder's lock.
+//
+// It runs on ctx without its cancellation and deadline (keeping its values),
+// bounded by the release timeout (default 3 s), so that `defer
+// l.Release(ctx)` cleans up after ctx was cancelled.
+//
+// While other callers of the same Client wait for the key (single mode,
+// notified, not fair), Release hands the lock to the longest-waiting one in
+// the same call instead (see the package guide, Handoff). In quorum mode it
+// asks every node (after the nodes that answered the grant late, waiting at
+// most the release timeout) and succeeds when a majority held the grant.
+func (l *Lock) Release(ctx context.Context) (err error) {
+	if l == nil {
+		return ErrNotHeld
+	}
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return ErrNotHeld
+	}
+	ctx = detach(ctx)
+	if obs := l.c.obs; obs != nil {
+		ctx = obs.releaseStart(ctx, ReleaseStartEvent{Key: l.key, Fence: l.fence})
+		defer func() {
+			obs.releaseDone(ctx, ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
+		}()
+	}
+	l.awaitLate()
+	handed, err := l.c.handOff(ctx, l)
+	if !handed {
+		if err = l.c.verdict(l.c.releaseAll(ctx, l)); err == nil {
+			l.c.wakeLocal(l)
+		}
+	}
+	l.mu.Lock()
+	l.until, l.released = time.Time{}, err == nil
+	l.mu.Unlock()
+	return err
+}
+
+// releaseAll deletes the grant on every node (compare-and-delete), each
+// bounded by the release timeout; ctx must be detached from the caller's
+// cancellation.
+func (c *Client) releaseAll(ctx context.Context, l *Lock) (released int, errs []error) {
+	var buf [1]nodes.Reply[bool]
+	return tally(onNodes(c, buf[:0], ctx, l.opts.releaseTimeout, l.opts.autoPipeline, "release", l, releaseOn), isTrue)
+}
+
+// releaseOn deletes the grant on one node (release.lua).
+func releaseOn(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
+	return script.Release(ctx, rdb, l.keys.Release[:], l.arg, l.opts.publish(l.c.quorum), fenceCounterTTLms, l.opts.queueArg())
+}
+
+// awaitLate waits, at most the release timeout, until every node has
+// answered the grant, so that a release reaches each node after its grant
+// did.
+func (l *Lock) awaitLate() {
+	if l.settled == nil {
+		return
+	}
+	t := time.NewTimer(l.opts.releaseTimeout)
+	defer t.Stop()
+	select {
+	case <-l.settled:
+	case <-t.C:
+	}
+}

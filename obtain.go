@@ -1,0 +1,242 @@
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/keys"
+	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/lease"
+)
+
+// Obtain takes the lock on key for ttl and returns it, with a fresh random
+// token and a fencing token (Lock.Fence) greater than any earlier grant's on
+// this key. The TTL is rounded down to whole milliseconds.
+//
+// While the lock is held by someone else Obtain retries per WithRetry
+// (default: no retry) and then returns ErrNotObtained, also matching
+// ctx.Err() when ctx ended the wait. A context without deadline bounds
+// retries by WithMaxWait (default: ttl). An unreachable Redis, a Redis error
+// reply or a lost quorum is returned as such (a *NodeError, a *QuorumError
+// matching ErrNoQuorum), never as ErrNotObtained. Bad input is an error
+// matching ErrInvalidArgument, returned before any call to Redis.
+//
+// A grant is returned only while valid: ValidUntil = request start + TTL -
+// (TTL * drift factor + 2ms), on the monotonic clock. Grants whose outcome is
+// unknown (a timeout, a cut connection) are released in the background.
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...Option) (l *Lock, err error) {
+	o, err := c.callOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case key == "":
+		return nil, invalid("empty key")
+	case ctx == nil:
+		return nil, invalid("nil context")
+	case o.fair && c.quorum:
+		return nil, invalid("WithFair is not supported in quorum mode")
+	}
+	if err := o.checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl}
+	if o.fair {
+		req.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
+	}
+	var attempts int
+	if obs := c.obs; obs != nil {
+		start := time.Now()
+		ctx = obs.obtainStart(ctx, ObtainStartEvent{Key: key, TTL: ttl})
+		defer func() {
+			obs.obtainDone(ctx, ObtainDoneEvent{Key: key, TTL: ttl, Fence: l.Fence(), Attempts: attempts, Wait: time.Since(start), Err: err})
+		}()
+	}
+
+	deadline := o.waitDeadline(ctx, ttl)
+	// The wait state is made at the first wait; in fair mode at once, so
+	// that every way out of Obtain leaves the queue.
+	var ws *waitState
+	defer func() { ws.stop() }()
+	if o.fair {
+		ws = c.obtainWaiter(req)
+	}
+	for attempts = 1; ; attempts++ {
+		var l *Lock
+		var err error
+		if attempts == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() {
+			// Other callers of this Client wait for this key, longer than
+			// this one: wait behind them instead of overtaking them (a
+			// release wakes or hands the lock to the longest-waiting one),
+			// as if this attempt found the lock held.
+			err = heldFor(req.keys, -1)
+		} else {
+			l, err = c.obtainOnce(ctx, &req)
+		}
+		switch {
+		case err == nil:
+			return l, nil
+		case ctx.Err() != nil && attempts > 1:
+			// The ctx ended while waiting for a contended lock.
+			return nil, lease.Join(ErrNotObtained, ctx.Err())
+		case ctx.Err() != nil:
+			return nil, lease.Join(err, ctx.Err())
+		case !errors.Is(err, ErrNotObtained):
+			return nil, err
+		}
+		// err matches ErrNotObtained, and may carry failing nodes' causes.
+		wait, werr := deadline.next(&o, attempts, err)
+		if werr != nil {
+			return nil, werr
+		}
+		// Wait for the backoff, a release (notified mode: see wait.go) or
+		// the end of ctx.
+		if ws == nil {
+			ws = c.obtainWaiter(req)
+			if obs := c.obs; obs != nil {
+				obs.waitStart(ctx, WaitEvent{Key: key, Waiters: c.waiters(req.keys)})
+			}
+		}
+		switch granted, err := ws.waitRetry(ctx, wait, err); {
+		case granted:
+			return ws.granted, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+}
+
+// waitDeadline is when an Obtain call stops waiting for a contended lock:
+// ctx's deadline (bounded), else now plus WithMaxWait, by default the TTL.
+type waitDeadline struct {
+	at      time.Time
+	bounded bool
+}
+
+func (o *options) waitDeadline(ctx context.Context, ttl time.Duration) waitDeadline {
+	if at, ok := ctx.Deadline(); ok {
+		return waitDeadline{at: at, bounded: true}
+	}
+	wait := o.maxWait
+	if wait == 0 {
+		wait = ttl
+	}
+	return waitDeadline{at: time.Now().Add(wait)}
+}
+
+// next returns how long to wait after the attempt-th attempt failed with
+// held, or the error that ends the call: held when the retry strategy gives
+// up or the wait has no time left, joined with context.DeadlineExceeded when
+// that time was ctx's.
+func (d waitDeadline) next(o *options, attempt int, held error) (time.Duration, error) {
+	wait, ok := o.retry.Backoff(attempt)
+	if !ok {
+		return 0, held
+	}
+	left := time.Until(d.at)
+	switch {
+	case left <= 0 && d.bounded:
+		return 0, lease.Join(held, context.DeadlineExceeded)
+	case left <= 0:
+		return 0, held
+	}
+	return min(wait, left), nil
+}
+
+// request is what one Obtain call asks for. Each attempt makes a Lock of
+// it with a token of its own, so that the background release of an earlier
+// attempt's unknown outcome can never delete a later attempt's grant.
+type request struct {
+	c      *Client
+	key    string
+	keys   keys.Lock
+	opts   options
+	ttl    time.Duration
+	ticket *ticket // fair mode: the call's place in the queue
+}
+
+func (r *request) newLock() *Lock {
+	token := rand.Text()
+	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, opts: r.opts}
+}
+
+// obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on
+// contention, or another error; whatever it may have granted is released
+// unless it returns a grant.
+func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
+	if c.quorum {
+		return c.obtainQuorum(ctx, r)
+	}
+	l := r.newLock()
+	if err := c.obtainSingle(ctx, r, l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
+	l.start = time.Now()
+	ms := r.ttl.Milliseconds()
+	var rep script.ObtainReply
+	err := c.call(ctx, c.nodes[0], c.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
+		if r.ticket != nil {
+			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: ms, CounterTTL: fenceCounterTTLms,
+				QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: r.ticket.id, Holder: l.opts.holder}.Run(ctx, rdb)
+			return err
+		}
+		rep, err = script.Obtain{Keys: l.keys.Obtain[:2], Token: l.arg, TTL: ms, CounterTTL: fenceCounterTTLms, Holder: l.opts.holder}.Run(ctx, rdb)
+		return err
+	})
+	switch {
+	case err != nil:
+		// The script may have run (a reply lost to a timeout or a cut
+		// connection): release whatever it may have granted.
+		r.markQueued()
+		c.releaseInBackground(ctx, l, 0)
+		return err
+	case rep.Status == script.Held && rep.PTTL == script.NoExpiry:
+		r.markQueued()
+		return c.nodeErr(ctx, 0, "obtain", errNoExpiry)
+	case rep.Status == script.Held:
+		r.markQueued()
+		return heldFor(r.keys, rep.PTTL)
+	case rep.Status != script.Granted:
+		return c.nodeErr(ctx, 0, "obtain", errUnexpected)
+	}
+	l.fence = rep.Fence
+	if err := l.confirmFrom(&l.opts, l.start, r.ttl); err != nil {
+		c.releaseAll(detach(ctx), l)
+		return err
+	}
+	return nil
+}
+
+// errNoExpiry: the lock key holds a value that this library did not write
+// (it writes every lock with a TTL); it would block the lock forever.
+var errNoExpiry = errors.New("redislock: lock key holds a value without expiry, not written by redislock")
+
+// errUnexpected: a script answered what no version of it sends.
+var errUnexpected = errors.New("redislock: unexpected script reply")
+
+// releaseInBackground releases l on node i on the clean-up pool, on ctx
+// without its cancellation; a clean-up that cannot run or fails is told to
+// the observers.
+func (c *Client) releaseInBackground(ctx context.Context, l *Lock, i int) {
+	ctx = detach(ctx)
+	n := c.nodes[i]
+	if !n.Background(c.cleanup, func() {
+		if err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
+			_, err := releaseOn(ctx, rdb, l)
+			return err
+		}); err != nil {
+			c.cleanupFailed(ctx, l, i, err)
+		}
+	}) {
+		c.cleanupFailed(ctx, l, i, c.nodeErr(ctx, i, "release", nodes.ErrBusy))
+	}
+}
