@@ -1,0 +1,143 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redisproc"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// realCluster is a 3-master Redis Cluster with a replica per master,
+// shared by the subtests of one test: each subtest uses keys of its own.
+type realCluster struct {
+	*redistest.Cluster
+	rdb *redis.ClusterClient
+}
+
+func startRealCluster(t *testing.T) realCluster {
+	t.Helper()
+	c := redistest.StartCluster(t, redisproc.ClusterConfig{})
+	return realCluster{Cluster: c, rdb: c.Client(nil)}
+}
+
+// slotOf is the hash slot of a Redis key, as the cluster computes it.
+func (rc realCluster) slotOf(t *testing.T, redisKey string) int {
+	t.Helper()
+	slot, err := rc.Slot(context.Background(), redisKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slot
+}
+
+// masterOf is the master that holds the lock key of key.
+func (rc realCluster) masterOf(t *testing.T, key string) *redisproc.Node {
+	t.Helper()
+	m, err := rc.MasterOf(context.Background(), rc.slotOf(t, redislock.LockKey(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// keysOnMasters returns n lock keys (prefix-i) whose locks live on n
+// different masters.
+func (rc realCluster) keysOnMasters(t *testing.T, prefix string, n int) []string {
+	t.Helper()
+	var keys []string
+	seen := map[*redisproc.Node]bool{}
+	for i := 0; len(keys) < n; i++ {
+		if i > 100 {
+			t.Fatalf("no %d keys on distinct masters among 100", n)
+		}
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		if m := rc.masterOf(t, k); !seen[m] {
+			seen[m] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// otherMaster returns a master other than m.
+func (rc realCluster) otherMaster(t *testing.T, m *redisproc.Node) *redisproc.Node {
+	t.Helper()
+	ms, err := rc.Masters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range ms {
+		if o != m {
+			return o
+		}
+	}
+	t.Fatal("no other master")
+	return nil
+}
+
+// replicaOf returns the replica of master m.
+func (rc realCluster) replicaOf(t *testing.T, m *redisproc.Node) *redisproc.Node {
+	t.Helper()
+	rs, err := rc.ReplicasOf(context.Background(), m)
+	if err != nil || len(rs) == 0 {
+		t.Fatalf("replicas of %s: %v, %v", m.Addr(), rs, err)
+	}
+	return rs[0]
+}
+
+// holds reports whether node n itself (not the cluster) holds key's lock
+// with token.
+func holds(t *testing.T, n *redisproc.Server, key, token string) bool {
+	t.Helper()
+	v, err := n.Do(context.Background(), "GET", redislock.LockKey(key))
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false
+	case err != nil:
+		t.Fatalf("GET on %s: %v", n.Addr(), err)
+	}
+	s, _ := v.(string)
+	return strings.HasPrefix(s, token+":")
+}
+
+// pttl is key's lock's remaining TTL on node n itself.
+func pttl(t *testing.T, n *redisproc.Server, key string) time.Duration {
+	t.Helper()
+	v, err := n.Do(context.Background(), "PTTL", redislock.LockKey(key))
+	if err != nil {
+		t.Fatalf("PTTL on %s: %v", n.Addr(), err)
+	}
+	ms, _ := v.(int64)
+	return time.Duration(ms) * time.Millisecond
+}
+
+// renewedAfter waits until l's validity moves past since: a renewal
+// confirmed after since (bounded by d).
+func renewedAfter(t *testing.T, l interface{ ValidUntil() time.Time }, since time.Time, d time.Duration) {
+	t.Helper()
+	eventually(t, d, "a renewal after "+since.Format(time.StampMilli), func() bool { return l.ValidUntil().After(since) })
+}
+
+// lostBefore waits for ctx (fn's ctx in Run) to be cancelled, and checks
+// that this happened before validUntil with a cause matching want.
+func lostBefore(t *testing.T, ctx context.Context, validUntil time.Time, want error) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(validUntil) + 5*time.Second):
+		t.Fatalf("the loss was not reported (ValidUntil was %v ago)", time.Since(validUntil))
+	}
+	if now := time.Now(); now.After(validUntil) {
+		t.Errorf("the loss was reported %v after ValidUntil", now.Sub(validUntil))
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, want) {
+		t.Errorf("cause of the loss = %v, want %v", cause, want)
+	}
+}

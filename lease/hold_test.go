@@ -1,0 +1,52 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/leasetest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// unreachable is a Lock whose backend cannot be reached: every Refresh
+// fails without saying whether the grant is held.
+type unreachable struct {
+	lease.Lock
+	until time.Time
+}
+
+var errDown = errors.New("backend down")
+
+func (u *unreachable) ValidUntil() time.Time                        { return u.until }
+func (u *unreachable) Refresh(context.Context, time.Duration) error { return errDown }
+
+// A Refresher whose renewals fail reports the loss LossLead before
+// ValidUntil, not at it: a timer due at ValidUntil fires after it.
+func TestRefresherReportsBeforeValidUntil(t *testing.T) {
+	clock := leasetest.NewFakeClock(time.Time{})
+	const ttl, interval = time.Second, 300 * time.Millisecond
+	l := &unreachable{until: clock.Now().Add(ttl)}
+	lost := make(chan error, 1)
+	stop := lease.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
+	defer stop()
+	clock.Advance(ttl - lease.LossLead - time.Millisecond)
+	select {
+	case cause := <-lost:
+		t.Fatalf("loss reported %v before ValidUntil: %v", lease.LossLead+time.Millisecond, cause)
+	default:
+	}
+	clock.Advance(time.Millisecond)
+	select {
+	case cause := <-lost:
+		if !errors.Is(cause, lease.ErrLeaseExpired) || !errors.Is(cause, errDown) {
+			t.Fatalf("cause = %v, want ErrLeaseExpired with the renewal's error", cause)
+		}
+	default:
+		t.Fatalf("no loss reported %v before ValidUntil", lease.LossLead)
+	}
+}
