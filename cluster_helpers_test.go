@@ -125,19 +125,35 @@ func renewedAfter(t *testing.T, l interface{ ValidUntil() time.Time }, since tim
 	eventually(t, d, "a renewal after "+since.Format(time.StampMilli), func() bool { return l.ValidUntil().After(since) })
 }
 
-// lostBefore waits for ctx (fn's ctx in Run) to be cancelled, and checks
-// that this happened before validUntil with a cause matching want.
-func lostBefore(t *testing.T, ctx context.Context, validUntil time.Time, want error) {
+// lossWatch records when a context (fn's ctx in Run) is cancelled.
+type lossWatch struct {
+	ctx  context.Context
+	at   time.Time // set before done is closed
+	done chan struct{}
+}
+
+func watchLoss(ctx context.Context) *lossWatch {
+	w := &lossWatch{ctx: ctx, done: make(chan struct{})}
+	context.AfterFunc(ctx, func() {
+		w.at = time.Now()
+		close(w.done)
+	})
+	return w
+}
+
+// before waits for the loss and checks that it was reported before
+// validUntil, with a cause matching want.
+func (w *lossWatch) before(t *testing.T, validUntil time.Time, want error) {
 	t.Helper()
 	select {
-	case <-ctx.Done():
+	case <-w.done:
 	case <-time.After(time.Until(validUntil) + 5*time.Second):
 		t.Fatalf("the loss was not reported (ValidUntil was %v ago)", time.Since(validUntil))
 	}
-	if now := time.Now(); now.After(validUntil) {
-		t.Errorf("the loss was reported %v after ValidUntil", now.Sub(validUntil))
+	if w.at.After(validUntil) {
+		t.Errorf("the loss was reported %v after ValidUntil", w.at.Sub(validUntil))
 	}
-	if cause := context.Cause(ctx); !errors.Is(cause, want) {
+	if cause := context.Cause(w.ctx); !errors.Is(cause, want) {
 		t.Errorf("cause of the loss = %v, want %v", cause, want)
 	}
 }

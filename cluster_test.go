@@ -181,7 +181,7 @@ func clusterNotified(t *testing.T, rc realCluster) {
 func clusterFair(t *testing.T, rc realCluster) {
 	for _, key := range rc.keysOnMasters(t, t.Name(), 2) {
 		const waiters = 4
-		opts := []redislock.Option{redislock.WithFair(true)}
+		opts := []redislock.ClientOption{redislock.WithFair(true)}
 		holder, err := newClient(t, rc.rdb, opts...).Obtain(ctxT(t, time.Second), key, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
