@@ -170,7 +170,9 @@ type refresher struct {
 
 // untilExpiry is the time left until the loss by expiry is due.
 func (r *refresher) untilExpiry() time.Duration {
-	return r.l.ValidUntil().Sub(r.clock.Now()) - r.lead
+	// ValidUntil is the zero Time once the grant is known lost: subtracting
+	// after Sub, which saturates, would overflow.
+	return r.l.ValidUntil().Add(-r.lead).Sub(r.clock.Now())
 }
 
 // enter registers a timer callback unless the refresher has stopped.

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,12 +18,23 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fails without saying whether the grant is held.
 type unreachable struct {
 	lease.Lock
+	mu    sync.Mutex
 	until time.Time
 }
 
 var errDown = errors.New("backend down")
 
-func (u *unreachable) ValidUntil() time.Time                        { return u.until }
+func (u *unreachable) ValidUntil() time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.until
+}
+
+func (u *unreachable) forget() {
+	u.mu.Lock()
+	u.until = time.Time{}
+	u.mu.Unlock()
+}
 func (u *unreachable) Refresh(context.Context, time.Duration) error { return errDown }
 
 // A Refresher whose renewals fail reports the loss LossLead before
@@ -48,5 +60,24 @@ func TestRefresherReportsBeforeValidUntil(t *testing.T) {
 		}
 	default:
 		t.Fatalf("no loss reported %v before ValidUntil", lease.LossLead)
+	}
+}
+
+// A Lock that learns elsewhere that its grant is gone (a Refresh or TTL
+// call of its holder: ValidUntil becomes the zero Time) is reported lost
+// at the Refresher's next watchdog, not never.
+func TestRefresherLockForgotten(t *testing.T) {
+	clock := leasetest.NewFakeClock(time.Time{})
+	const ttl, interval = time.Second, 300 * time.Millisecond
+	l := &unreachable{until: clock.Now().Add(ttl)}
+	lost := make(chan error, 1)
+	stop := lease.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
+	defer stop()
+	l.forget()
+	clock.Advance(ttl)
+	select {
+	case <-lost:
+	default:
+		t.Fatal("no loss reported for a lock whose ValidUntil became the zero Time")
 	}
 }
