@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -348,7 +349,20 @@ func (s *Sentinel) Failover(ctx context.Context) (*Server, error) {
 	if sn == nil {
 		return nil, errors.New("redisproc: no sentinel is running")
 	}
-	if _, err := do(ctx, sn, "SENTINEL", "FAILOVER", s.cfg.MasterName); err != nil {
+	// A replica that was paused or disconnected is not a candidate until
+	// the sentinel has fresh replies from it (-NOGOODSLAVE meanwhile).
+	var ferr error
+	err = poll(ctx, "SENTINEL FAILOVER accepted", func(ctx context.Context) (bool, string) {
+		_, ferr = do(ctx, sn, "SENTINEL", "FAILOVER", s.cfg.MasterName)
+		if ferr != nil && strings.HasPrefix(ferr.Error(), "NOGOODSLAVE") {
+			return false, ferr.Error()
+		}
+		return true, ""
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
 		return nil, fmt.Errorf("redisproc: SENTINEL FAILOVER on %s: %w", sn.Addr(), err)
 	}
 	var p *Server
