@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease/leasetest"
 )
 
@@ -32,6 +34,7 @@ func TestCluster(t *testing.T) {
 		{"Fences", clusterFences},
 		{"Run", clusterRun},
 		{"LeaseContract", clusterLeaseContract},
+		{"BatchRefreshScript", clusterBatchRefresh},
 		// Faults, last: they move slots and masters.
 		{"SlotMigration", clusterSlotMigration},
 		{"MigrationWindow", clusterMigrationWindow},
@@ -295,4 +298,33 @@ func clusterLeaseContract(t *testing.T, rc realCluster) {
 			},
 		}
 	})
+}
+
+// batch_refresh.lua renews the locks of one slot in one call through the
+// cluster client (routed by the first key), and Redis refuses keys of two
+// slots (CROSSSLOT): the batched renewal groups keys by slot.
+func clusterBatchRefresh(t *testing.T, rc realCluster) {
+	ctx := ctxT(t, 10*time.Second)
+	var keys, tokens []string
+	for i := range 100 {
+		k, tok := fmt.Sprintf("{%s}:%d", t.Name(), i), fmt.Sprintf("t%d", i)
+		if err := rc.rdb.Set(ctx, k, tok+":1", time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+		keys, tokens = append(keys, k), append(tokens, tok)
+	}
+	got, err := script.BatchRefresh(ctx, rc.rdb, keys, tokens, 60000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range got {
+		if s != script.BatchRenewed {
+			t.Fatalf("key %d: %v", i, s)
+		}
+	}
+	two := rc.keysOnMasters(t, t.Name()+"-x", 2)
+	_, err = script.BatchRefresh(ctx, rc.rdb, []string{redislock.LockKey(two[0]), redislock.LockKey(two[1])}, []string{"a", "b"}, 1000, nil)
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("keys of two slots: %v, want CROSSSLOT", err)
+	}
 }
