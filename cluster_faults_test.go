@@ -279,7 +279,7 @@ func clusterTakeoverWithoutGrant(t *testing.T, rc realCluster) {
 		got := make(chan struct{})
 		go func() {
 			h.result <- c.Run(ctx, key, 3*time.Second, func(fnCtx context.Context, l *redislock.Lock) error {
-				h.lock, h.loss = l, watchLoss(fnCtx)
+				h.lock, h.loss = l, watchLoss(fnCtx, l)
 				close(got)
 				<-h.fnDone
 				return nil

@@ -159,7 +159,7 @@ func sentinelFailoverLosesGrant(t *testing.T, s *redistest.Sentinel) {
 		t.Fatal(err)
 	}
 	err = c.Run(ctx, key, 6*time.Second, func(ctx context.Context, l *redislock.Lock) error {
-		loss := watchLoss(ctx)
+		loss := watchLoss(ctx, l)
 		old.Kill()
 		until := l.ValidUntil() // no renewal can be confirmed from here on
 		replica.Resume()

@@ -122,11 +122,17 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
-// LossLead is how far ahead of ValidUntil a Refresher reports a lease
-// whose renewals did not get through (at most a quarter of the renewal
-// interval): timers fire late, never early, so a report due at ValidUntil
-// itself would come just after it.
-const LossLead = 5 * time.Millisecond
+// LossLead is how far ahead of ValidUntil a lease whose renewals did not
+// get through is reported lost (by a Refresher, and by backends that renew
+// in batches): timers fire late, never early, so a report due at
+// ValidUntil itself would come after it, by as much as the scheduler is
+// late. For a lease of ttl renewed every interval it is the larger of 5 ms
+// and 1% of ttl, but at most a quarter of interval and a quarter of the
+// time between a renewal and the end of the lease it renews (ttl -
+// interval), so that it never comes before a renewal could confirm.
+func LossLead(ttl, interval time.Duration) time.Duration {
+	return min(max(5*time.Millisecond, ttl/100), interval/4, (ttl-interval)/4)
+}
 
 type realClock struct{}
 
@@ -136,14 +142,15 @@ func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterF
 // Refresher renews l to ttl every interval on a timer of clock (nil: the
 // real clock), as Hold does for a Lock that is not a Keeper, with
 // Keeper.Keep's contract: lost is called at most once, when a renewal finds
-// l gone or, LossLead before l.ValidUntil, when no renewal has moved it;
+// l gone or, LossLead(ttl, interval) before l.ValidUntil, when no renewal
+// has moved it;
 // stop ends the renewal and waits for one in flight. Backends may use it to
 // implement Keeper on a clock of their own.
 func Refresher(clock Clock, l Lock, ttl, interval time.Duration, lost func(cause error)) (stop func()) {
 	if clock == nil {
 		clock = realClock{}
 	}
-	r := &refresher{clock: clock, l: l, ttl: ttl, interval: interval, lost: lost, lead: min(LossLead, interval/4)}
+	r := &refresher{clock: clock, l: l, ttl: ttl, interval: interval, lost: lost, lead: LossLead(ttl, interval)}
 	r.mu.Lock()
 	r.renew = clock.AfterFunc(interval, r.refresh)
 	r.watchdog = clock.AfterFunc(r.untilExpiry(), r.expire)

@@ -37,8 +37,9 @@ func (u *unreachable) forget() {
 }
 func (u *unreachable) Refresh(context.Context, time.Duration) error { return errDown }
 
-// A Refresher whose renewals fail reports the loss LossLead before
-// ValidUntil, not at it: a timer due at ValidUntil fires after it.
+// A Refresher whose renewals fail reports the loss LossLead (here 10 ms,
+// 1% of the TTL) before ValidUntil, not at it: a timer due at ValidUntil
+// fires after it.
 func TestRefresherReportsBeforeValidUntil(t *testing.T) {
 	clock := leasetest.NewFakeClock(time.Time{})
 	const ttl, interval = time.Second, 300 * time.Millisecond
@@ -46,10 +47,14 @@ func TestRefresherReportsBeforeValidUntil(t *testing.T) {
 	lost := make(chan error, 1)
 	stop := lease.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
 	defer stop()
-	clock.Advance(ttl - lease.LossLead - time.Millisecond)
+	lead := lease.LossLead(ttl, interval)
+	if lead != 10*time.Millisecond {
+		t.Fatalf("LossLead(%v, %v) = %v, want 1%% of the TTL", ttl, interval, lead)
+	}
+	clock.Advance(ttl - lead - time.Millisecond)
 	select {
 	case cause := <-lost:
-		t.Fatalf("loss reported %v before ValidUntil: %v", lease.LossLead+time.Millisecond, cause)
+		t.Fatalf("loss reported %v before ValidUntil: %v", lead+time.Millisecond, cause)
 	default:
 	}
 	clock.Advance(time.Millisecond)
@@ -59,7 +64,7 @@ func TestRefresherReportsBeforeValidUntil(t *testing.T) {
 			t.Fatalf("cause = %v, want ErrLeaseExpired with the renewal's error", cause)
 		}
 	default:
-		t.Fatalf("no loss reported %v before ValidUntil", lease.LossLead)
+		t.Fatalf("no loss reported %v before ValidUntil", lead)
 	}
 }
 
@@ -79,5 +84,18 @@ func TestRefresherLockForgotten(t *testing.T) {
 	case <-lost:
 	default:
 		t.Fatal("no loss reported for a lock whose ValidUntil became the zero Time")
+	}
+}
+
+func TestLossLead(t *testing.T) {
+	for _, c := range []struct{ ttl, interval, want time.Duration }{
+		{100 * time.Millisecond, 30 * time.Millisecond, 5 * time.Millisecond}, // at least 5 ms
+		{10 * time.Millisecond, 3 * time.Millisecond, 750 * time.Microsecond}, // at most interval/4
+		{10 * time.Second, 3 * time.Second, 100 * time.Millisecond},           // 1% of the TTL
+		{100 * time.Millisecond, 96 * time.Millisecond, time.Millisecond},     // at most (ttl-interval)/4
+	} {
+		if got := lease.LossLead(c.ttl, c.interval); got != c.want {
+			t.Errorf("LossLead(%v, %v) = %v, want %v", c.ttl, c.interval, got, c.want)
+		}
 	}
 }

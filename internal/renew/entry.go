@@ -16,7 +16,8 @@ type Entry struct {
 	// TTL is the lease each renewal asks for (whole milliseconds).
 	TTL time.Duration
 	// Interval is how often it is renewed: positive, and leaving time
-	// before the validity ends (Interval + LossLead < TTL - Drift).
+	// before the validity ends (Interval + lease.LossLead(TTL, Interval) <
+	// TTL - Drift).
 	Interval time.Duration
 	// Drift is the part of TTL a renewal's validity gives up: a renewal
 	// sent at t is valid until t + TTL - Drift (lease.Drift).
@@ -29,8 +30,7 @@ type Entry struct {
 	// Lost is called once when the grant is found gone (a cause matching
 	// lease.ErrNotHeld) or its validity is about to end without a
 	// confirmed renewal (lease.ErrLeaseExpired, with the last renewal's
-	// error), lease.LossLead (at most a quarter of Interval) before
-	// ValidUntil. Required.
+	// error), lease.LossLead(TTL, Interval) before ValidUntil. Required.
 	Lost func(cause error)
 }
 
@@ -62,7 +62,7 @@ type Handle struct {
 // entries are errors matching lease.ErrInvalidArgument; after Close, Add
 // fails with ErrClosed.
 func (r *Renewer) Add(e Entry) (*Handle, error) {
-	lead := min(lease.LossLead, e.Interval/4)
+	lead := lease.LossLead(e.TTL, e.Interval)
 	switch {
 	case e.Lost == nil:
 		return nil, lease.Invalid("renew: nil Lost")

@@ -191,7 +191,7 @@ func TestLostByExpiry(t *testing.T) {
 			if e.cause == nil {
 				t.Fatalf("renewed: %+v", e)
 			}
-			if want := validUntil.Add(-lease.LossLead); !e.at.Equal(want) {
+			if want := validUntil.Add(-lease.LossLead(testTTL, testInterval)); !e.at.Equal(want) {
 				t.Fatalf("lost at %v, want %v (LossLead before ValidUntil %v)", e.at, want, validUntil)
 			}
 			if !errors.Is(e.cause, lease.ErrLeaseExpired) || !errors.Is(e.cause, errDown) {
