@@ -98,6 +98,29 @@ func (r *Renewer) Add(e Entry) (*Handle, error) {
 // expiry is when the entry's loss by expiry is due.
 func (h *Handle) expiry() time.Duration { return h.until - h.lead }
 
+// Confirmed tells the Renewer that the owner confirmed the grant itself
+// until validUntil (an explicit Refresh): the entry is not reported lost
+// by expiry before then. An earlier validUntil is ignored.
+func (h *Handle) Confirmed(validUntil time.Time) {
+	r := h.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until := validUntil.Sub(r.base)
+	if h.stopped || h.done || until <= h.until {
+		return
+	}
+	h.until = until
+	if h.idx >= 0 {
+		if h.call != nil {
+			h.next = h.expiry()
+		} else {
+			h.next = min(h.due, h.expiry())
+		}
+		heap.Fix(&r.heap, h.idx)
+		r.arm()
+	}
+}
+
 // Stop ends the entry's renewal. When it returns, neither Renewed nor Lost
 // is called any more and no call with the entry is in flight (it waits
 // for one; the call's context is cancelled once none of its entries is

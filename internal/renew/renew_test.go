@@ -422,3 +422,27 @@ func TestInvalid(t *testing.T) {
 		}
 	}
 }
+
+// A validity the owner confirmed itself (an explicit Refresh) postpones the
+// loss by expiry while the renewals fail.
+func TestConfirmed(t *testing.T) {
+	h := newHarness(t, Config{})
+	e := h.add("k", Group{})
+	h.clock.Advance(testInterval)
+	h.call().answer(nil, errDown)
+	later := h.clock.Now().Add(testTTL - testDrift)
+	e.Confirmed(later)
+	e.Confirmed(later.Add(-time.Second)) // earlier: ignored
+	for {
+		h.clock.Advance(h.r.nextEvent())
+		select {
+		case ev := <-h.events:
+			if want := later.Add(-lease.LossLead(testTTL, testInterval)); !ev.at.Equal(want) || ev.cause == nil {
+				t.Fatalf("event %+v, want the loss at %v", ev, want)
+			}
+			return
+		case c := <-h.calls:
+			c.answer(nil, errDown)
+		}
+	}
+}
