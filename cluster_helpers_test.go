@@ -125,6 +125,14 @@ func renewedAfter(t *testing.T, l interface{ ValidUntil() time.Time }, since tim
 	eventually(t, d, "a renewal after "+since.Format(time.StampMilli), func() bool { return l.ValidUntil().After(since) })
 }
 
+// schedulerSlack is how late, past ValidUntil, a loss may reach fn's
+// context in these tests: the report is due lease.LossLead before
+// ValidUntil (tested exactly on a fake clock in package lease), but the
+// timer, the cancellation and the AfterFunc that records it run on a
+// loaded 2-core machine, six redis-servers beside them, where one -race
+// run in eight saw the chain 40 ms late.
+const schedulerSlack = 100 * time.Millisecond
+
 // lossWatch records when a context (fn's ctx in Run) is cancelled, and
 // the lock's ValidUntil at that moment.
 type lossWatch struct {
@@ -160,7 +168,7 @@ func (w *lossWatch) before(t *testing.T, validUntil time.Time, want error) {
 	if w.until.After(validUntil) {
 		validUntil = w.until
 	}
-	if w.at.After(validUntil) {
+	if w.at.After(validUntil.Add(schedulerSlack)) {
 		t.Errorf("the loss was reported %v after ValidUntil", w.at.Sub(validUntil))
 	}
 	cause := context.Cause(w.ctx)
