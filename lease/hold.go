@@ -122,6 +122,18 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
+// LossLead is how far ahead of ValidUntil a lease whose renewals did not
+// get through is reported lost (by a Refresher, and by backends that renew
+// in batches): timers fire late, never early, so a report due at
+// ValidUntil itself would come after it, by as much as the scheduler is
+// late. For a lease of ttl renewed every interval it is the larger of 5 ms
+// and 1% of ttl, but at most a quarter of interval and a quarter of the
+// time between a renewal and the end of the lease it renews (ttl -
+// interval), so that it never comes before a renewal could confirm.
+func LossLead(ttl, interval time.Duration) time.Duration {
+	return min(max(5*time.Millisecond, ttl/100), interval/4, (ttl-interval)/4)
+}
+
 type realClock struct{}
 
 func (realClock) Now() time.Time                            { return time.Now() }
@@ -130,17 +142,18 @@ func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterF
 // Refresher renews l to ttl every interval on a timer of clock (nil: the
 // real clock), as Hold does for a Lock that is not a Keeper, with
 // Keeper.Keep's contract: lost is called at most once, when a renewal finds
-// l gone or when l.ValidUntil passes without a renewal; stop ends the
-// renewal and waits for one in flight. Backends may use it to implement
-// Keeper on a clock of their own.
+// l gone or, LossLead(ttl, interval) before l.ValidUntil, when no renewal
+// has moved it;
+// stop ends the renewal and waits for one in flight. Backends may use it to
+// implement Keeper on a clock of their own.
 func Refresher(clock Clock, l Lock, ttl, interval time.Duration, lost func(cause error)) (stop func()) {
 	if clock == nil {
 		clock = realClock{}
 	}
-	r := &refresher{clock: clock, l: l, ttl: ttl, interval: interval, lost: lost}
+	r := &refresher{clock: clock, l: l, ttl: ttl, interval: interval, lost: lost, lead: LossLead(ttl, interval)}
 	r.mu.Lock()
 	r.renew = clock.AfterFunc(interval, r.refresh)
-	r.watchdog = clock.AfterFunc(r.untilValidity(), r.expire)
+	r.watchdog = clock.AfterFunc(r.untilExpiry(), r.expire)
 	r.mu.Unlock()
 	return r.stopNow
 }
@@ -150,6 +163,7 @@ type refresher struct {
 	l             Lock
 	ttl, interval time.Duration
 	lost          func(error)
+	lead          time.Duration // the loss by expiry is reported this long before ValidUntil
 
 	mu       sync.Mutex
 	renew    Timer
@@ -161,7 +175,12 @@ type refresher struct {
 	running  sync.WaitGroup     // callbacks under way; stop waits for them
 }
 
-func (r *refresher) untilValidity() time.Duration { return r.l.ValidUntil().Sub(r.clock.Now()) }
+// untilExpiry is the time left until the loss by expiry is due.
+func (r *refresher) untilExpiry() time.Duration {
+	// ValidUntil is the zero Time once the grant is known lost: subtracting
+	// after Sub, which saturates, would overflow.
+	return r.l.ValidUntil().Add(-r.lead).Sub(r.clock.Now())
+}
 
 // enter registers a timer callback unless the refresher has stopped.
 func (r *refresher) enter() bool {
@@ -192,7 +211,7 @@ func (r *refresher) refresh() {
 	case err == nil:
 		r.mu.Lock()
 		r.lastErr = nil
-		r.watchdog.Reset(r.untilValidity())
+		r.watchdog.Reset(r.untilExpiry())
 		r.mu.Unlock()
 	default:
 		r.mu.Lock()
@@ -206,14 +225,14 @@ func (r *refresher) refresh() {
 	r.mu.Unlock()
 }
 
-// expire runs at the last confirmed ValidUntil: unless a renewal has moved
-// it since, the lease is lost.
+// expire runs LossLead before the last confirmed ValidUntil: unless a
+// renewal has moved it since, the lease is lost.
 func (r *refresher) expire() {
 	if !r.enter() {
 		return
 	}
 	defer r.running.Done()
-	if left := r.untilValidity(); left > 0 {
+	if left := r.untilExpiry(); left > 0 {
 		r.mu.Lock()
 		r.watchdog.Reset(left)
 		r.mu.Unlock()

@@ -49,3 +49,10 @@ var (
 	//go:embed record_delete.lua
 	RecordDelete string
 )
+
+// The script of batched renewal (internal/renew): refresh.lua for the
+// locks of one slot at once.
+var (
+	//go:embed batch_refresh.lua
+	BatchRefresh string
+)

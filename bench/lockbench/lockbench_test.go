@@ -188,7 +188,7 @@ func TestSpawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range procs {
-		c := redis.NewClient(&redis.Options{Addr: p.Addr})
+		c := redis.NewClient(&redis.Options{Addr: p.Addr()})
 		if err := c.Ping(context.Background()).Err(); err != nil {
 			t.Error(err)
 		}
@@ -196,10 +196,11 @@ func TestSpawn(t *testing.T) {
 	}
 	stopRedis(procs)
 	for _, p := range procs {
-		select {
-		case <-p.done:
-		default:
+		if p.Running() {
 			t.Error("process still running")
+		}
+		if _, err := os.Stat(p.Dir()); !os.IsNotExist(err) {
+			t.Errorf("data directory %s left behind: %v", p.Dir(), err)
 		}
 	}
 }

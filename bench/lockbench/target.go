@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock/internal/redisproc"
 )
 
 // TargetInfo describes what was measured against.
@@ -30,7 +31,7 @@ type target struct {
 	admin   []*redis.Client // for INFO and FLUSHALL, not counted
 	sent    atomic.Int64    // commands the libraries sent (client side)
 	pg      *pgTarget       // --backend postgres (postgres.go)
-	procs   []*redisProc
+	procs   []*redisproc.Server
 	minis   []*miniredis.Miniredis
 }
 
@@ -82,7 +83,7 @@ func openTarget(ctx context.Context, cfg *Config, needNodes int) (*target, error
 		}
 		t.procs = procs
 		for _, p := range procs {
-			addrs = append(addrs, p.Addr)
+			addrs = append(addrs, p.Addr())
 		}
 		t.info.Kind, t.info.Real = "spawn", true
 	default:

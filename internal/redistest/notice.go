@@ -18,11 +18,19 @@ type notice struct{ m *testing.M }
 
 func (n notice) Run() int {
 	code := n.m.Run()
-	if _, err := exec.LookPath("redis-server"); err == nil || os.Getenv(RequireEnv) == "1" {
+	if os.Getenv(RequireEnv) == "1" {
 		return code
 	}
-	msg := fmt.Sprintf("note: %s: tests against a real redis-server were skipped (none on PATH; %s=1 makes that a failure)\n",
-		packageName(), RequireEnv)
+	var msg string
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		msg = fmt.Sprintf("note: %s: tests against a real redis-server were skipped (none on PATH; %s=1 makes that a failure)\n",
+			packageName(), RequireEnv)
+	} else if _, err := exec.LookPath("redis-cli"); err != nil {
+		msg = fmt.Sprintf("note: %s: tests against a real Redis Cluster, if any, were skipped (no redis-cli on PATH; %s=1 makes that a failure)\n",
+			packageName(), RequireEnv)
+	} else {
+		return code
+	}
 	fmt.Fprint(os.Stderr, msg)
 	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
 		fmt.Fprint(tty, msg)

@@ -1,0 +1,31 @@
+package redisproc
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		helperProcess() // never returns
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// need skips t without the binaries (fails it under
+// REDISLOCK_REQUIRE_REDIS=1). redistest has the same for other packages;
+// it cannot be imported here (it imports this package).
+func need(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if _, err := exec.LookPath(name); err != nil {
+			if os.Getenv("REDISLOCK_REQUIRE_REDIS") == "1" {
+				t.Fatalf("%s not found on PATH and REDISLOCK_REQUIRE_REDIS=1", name)
+			}
+			t.Skip(name + " not found on PATH; skipping real-Redis test (set REDISLOCK_REQUIRE_REDIS=1 to make this a failure)")
+		}
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package redisproc
+
+const helperEnv = "REDISPROC_HELPER"
+
+func helperProcess() {}

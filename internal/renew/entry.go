@@ -1,0 +1,179 @@
+package renew
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/redislock-go/redislock/lease"
+)
+
+// Entry is a lease to renew.
+type Entry struct {
+	// Group is the node and slot of Key (see Group).
+	Group Group
+	// Key and Token name the grant.
+	Key, Token string
+	// TTL is the lease each renewal asks for (whole milliseconds).
+	TTL time.Duration
+	// Interval is how often it is renewed: positive, and leaving time
+	// before the validity ends (Interval + lease.LossLead(TTL, Interval) <
+	// TTL - Drift).
+	Interval time.Duration
+	// Drift is the part of TTL a renewal's validity gives up: a renewal
+	// sent at t is valid until t + TTL - Drift (lease.Drift).
+	Drift time.Duration
+	// ValidUntil is the validity confirmed so far.
+	ValidUntil time.Time
+	// Renewed, if set, is called with the new validity after each
+	// confirmed renewal.
+	Renewed func(validUntil time.Time)
+	// Lost is called once when the grant is found gone (a cause matching
+	// lease.ErrNotHeld) or its validity is about to end without a
+	// confirmed renewal (lease.ErrLeaseExpired, with the last renewal's
+	// error), lease.LossLead(TTL, Interval) before ValidUntil. Required.
+	Lost func(cause error)
+}
+
+// Handle is an entry being renewed; Stop ends its renewal.
+type Handle struct {
+	r          *Renewer
+	group      Group
+	key, token string
+	ttl        time.Duration
+	interval   time.Duration
+	drift      time.Duration
+	lead       time.Duration // the loss by expiry is reported this long before the validity ends
+
+	// Guarded by r.mu. Times are offsets from r.base.
+	until     time.Duration // validity confirmed
+	due       time.Duration // when the next renewal is due
+	next      time.Duration // heap key: due, or the expiry while a call is pending or sooner
+	idx       int           // in r.heap; -1 when not in it
+	call      *call         // the call this entry is part of, nil if none
+	stopped   bool          // Stop or Close: no more callbacks
+	done      bool          // the loss was reported
+	reporting bool          // a callback of this entry is running
+	lastErr   error         // the last renewal's error
+	renewed   func(time.Time)
+	lost      func(error)
+}
+
+// Add starts renewing e; its first renewal is due Interval from now. Bad
+// entries are errors matching lease.ErrInvalidArgument; after Close, Add
+// fails with ErrClosed.
+func (r *Renewer) Add(e Entry) (*Handle, error) {
+	lead := lease.LossLead(e.TTL, e.Interval)
+	switch {
+	case e.Lost == nil:
+		return nil, lease.Invalid("renew: nil Lost")
+	case e.Key == "":
+		return nil, lease.Invalid("renew: empty key")
+	case e.TTL < time.Millisecond:
+		return nil, lease.Invalid("renew: TTL %v is below 1ms", e.TTL)
+	case e.Drift < 0:
+		return nil, lease.Invalid("renew: negative drift %v", e.Drift)
+	case e.Interval <= 0 || e.Interval+lead >= e.TTL.Truncate(time.Millisecond)-e.Drift:
+		return nil, lease.Invalid("renew: interval %v leaves no time to renew a TTL of %v", e.Interval, e.TTL)
+	case e.ValidUntil.IsZero():
+		return nil, lease.Invalid("renew: zero ValidUntil")
+	}
+	h := &Handle{r: r, group: e.Group, key: e.Key, token: e.Token, ttl: e.TTL, interval: e.Interval, drift: e.Drift, lead: lead,
+		renewed: e.Renewed, lost: e.Lost, idx: -1}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	now := r.now()
+	h.until = e.ValidUntil.Sub(r.base)
+	h.due = now + e.Interval
+	h.next = min(h.due, h.expiry())
+	heap.Push(&r.heap, h)
+	if h.idx == 0 {
+		r.arm()
+	}
+	return h, nil
+}
+
+// expiry is when the entry's loss by expiry is due.
+func (h *Handle) expiry() time.Duration { return h.until - h.lead }
+
+// Confirmed tells the Renewer that the owner confirmed the grant itself
+// until validUntil (an explicit Refresh): the entry is not reported lost
+// by expiry before then. An earlier validUntil is ignored.
+func (h *Handle) Confirmed(validUntil time.Time) {
+	r := h.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until := validUntil.Sub(r.base)
+	if h.stopped || h.done || until <= h.until {
+		return
+	}
+	h.until = until
+	if h.idx >= 0 {
+		if h.call != nil {
+			h.next = h.expiry()
+		} else {
+			h.next = min(h.due, h.expiry())
+		}
+		heap.Fix(&r.heap, h.idx)
+		r.arm()
+	}
+}
+
+// Stop ends the entry's renewal. When it returns, neither Renewed nor Lost
+// is called any more and no call with the entry is in flight (it waits
+// for one; the call's context is cancelled once none of its entries is
+// left). Idempotent; it must not be called from the entry's Renewed or
+// Lost.
+func (h *Handle) Stop() {
+	r := h.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !h.stopped {
+		h.stopped = true
+		if h.idx >= 0 {
+			heap.Remove(&r.heap, h.idx)
+		}
+		if h.call != nil {
+			h.call.leave()
+			if !h.call.sent {
+				h.call = nil // the worker will leave it out
+			}
+		}
+		if testHookStopped != nil {
+			testHookStopped(h)
+		}
+	}
+	for h.reporting || h.call != nil && !r.closed {
+		r.cond.Wait()
+	}
+}
+
+// testHookStopped, if set, is called by Stop once the entry has left the
+// heap and its call (with mu held).
+var testHookStopped func(*Handle)
+
+// entryHeap orders entries by their next event.
+type entryHeap []*Handle
+
+func (q entryHeap) Len() int           { return len(q) }
+func (q entryHeap) Less(i, j int) bool { return q[i].next < q[j].next }
+func (q entryHeap) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].idx, q[j].idx = i, j
+}
+func (q *entryHeap) Push(x any) {
+	h := x.(*Handle)
+	h.idx = len(*q)
+	*q = append(*q, h)
+}
+func (q *entryHeap) Pop() any {
+	old := *q
+	n := len(old)
+	h := old[n-1]
+	old[n-1] = nil
+	h.idx = -1
+	*q = old[:n-1]
+	return h
+}

@@ -1,0 +1,102 @@
+package script
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// batch_refresh.lua extends exactly the keys that hold their token, says
+// why each other one is not held, and refuses bad arguments before
+// touching any key.
+func TestBatchRefreshScript(t *testing.T) {
+	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		key := func(s string) string { return "redislock:{batch}:" + s }
+		set := func(k, v string) {
+			t.Helper()
+			if err := rdb.Set(ctx, key(k), v, 10*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set("held", "tok1:7")
+		set("other", "tok2:8")
+		set("prefix", "tok3x:9") // "tok3" is a prefix of its holder's token
+		set("twice", "tok4:10")
+		if err := rdb.RPush(ctx, key("list"), "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		keys := []string{key("held"), key("other"), key("absent"), key("prefix"), key("list"), key("twice")}
+		tokens := []string{"tok1", "tok1", "tok1", "tok3", "tok1", "tok4"}
+		got, err := BatchRefresh(ctx, rdb, keys, tokens, 60000, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []BatchStatus{BatchRenewed, BatchNotHeld, BatchNotHeld, BatchNotHeld, BatchWrongType, BatchRenewed}
+		if !slices.Equal(got, want) {
+			t.Fatalf("statuses %v, want %v", got, want)
+		}
+		for k, long := range map[string]bool{"held": true, "twice": true, "other": false, "prefix": false} {
+			if d := rdb.PTTL(ctx, key(k)).Val(); (d > 30*time.Second) != long {
+				t.Errorf("%s: PTTL %v after the batch (extended: %v)", k, d, long)
+			}
+		}
+		if n := rdb.Exists(ctx, key("absent")).Val(); n != 0 {
+			t.Error("the batch created an absent key")
+		}
+		if d := rdb.PTTL(ctx, key("list")).Val(); d != -1 {
+			t.Errorf("the list got a TTL (%v)", d)
+		}
+
+		for name, args := range map[string][]any{
+			"TTL 0":         {0, "tok1"},
+			"TTL -1":        {-1, "tok1"},
+			"TTL 1.5":       {"1.5", "tok1"},
+			"no TTL":        {},
+			"missing token": {1000},
+			"extra token":   {1000, "tok1", "tok1"},
+		} {
+			before := rdb.PTTL(ctx, key("held")).Val()
+			if err := batchRefresh.Run(ctx, rdb, []string{key("held")}, args...).Err(); err == nil {
+				t.Errorf("%s: accepted", name)
+			}
+			if after := rdb.PTTL(ctx, key("held")).Val(); after > before {
+				t.Errorf("%s: refused, but the key was extended", name)
+			}
+		}
+		if got, err := BatchRefresh(ctx, rdb, nil, nil, 1000, nil); err != nil || len(got) != 0 {
+			t.Fatalf("empty batch: %v, %v", got, err)
+		}
+	})
+}
+
+// One call renews 500 locks of one slot.
+func TestBatchRefreshScript500(t *testing.T) {
+	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		var keys, tokens []string
+		for i := range 500 {
+			k, tok := fmt.Sprintf("redislock:{b500}:%d", i), fmt.Sprintf("t%d", i)
+			if err := rdb.Set(ctx, k, tok+":1", time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+			keys, tokens = append(keys, k), append(tokens, tok)
+		}
+		got, err := BatchRefresh(ctx, rdb, keys, tokens, 60000, make([]BatchStatus, 0, 500))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range got {
+			if s != BatchRenewed {
+				t.Fatalf("key %d: %v", i, s)
+			}
+		}
+		if d := rdb.PTTL(ctx, keys[499]).Val(); d < 30*time.Second {
+			t.Fatalf("last key's PTTL %v", d)
+		}
+	})
+}

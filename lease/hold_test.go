@@ -1,0 +1,101 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/leasetest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// unreachable is a Lock whose backend cannot be reached: every Refresh
+// fails without saying whether the grant is held.
+type unreachable struct {
+	lease.Lock
+	mu    sync.Mutex
+	until time.Time
+}
+
+var errDown = errors.New("backend down")
+
+func (u *unreachable) ValidUntil() time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.until
+}
+
+func (u *unreachable) forget() {
+	u.mu.Lock()
+	u.until = time.Time{}
+	u.mu.Unlock()
+}
+func (u *unreachable) Refresh(context.Context, time.Duration) error { return errDown }
+
+// A Refresher whose renewals fail reports the loss LossLead (here 10 ms,
+// 1% of the TTL) before ValidUntil, not at it: a timer due at ValidUntil
+// fires after it.
+func TestRefresherReportsBeforeValidUntil(t *testing.T) {
+	clock := leasetest.NewFakeClock(time.Time{})
+	const ttl, interval = time.Second, 300 * time.Millisecond
+	l := &unreachable{until: clock.Now().Add(ttl)}
+	lost := make(chan error, 1)
+	stop := lease.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
+	defer stop()
+	lead := lease.LossLead(ttl, interval)
+	if lead != 10*time.Millisecond {
+		t.Fatalf("LossLead(%v, %v) = %v, want 1%% of the TTL", ttl, interval, lead)
+	}
+	clock.Advance(ttl - lead - time.Millisecond)
+	select {
+	case cause := <-lost:
+		t.Fatalf("loss reported %v before ValidUntil: %v", lead+time.Millisecond, cause)
+	default:
+	}
+	clock.Advance(time.Millisecond)
+	select {
+	case cause := <-lost:
+		if !errors.Is(cause, lease.ErrLeaseExpired) || !errors.Is(cause, errDown) {
+			t.Fatalf("cause = %v, want ErrLeaseExpired with the renewal's error", cause)
+		}
+	default:
+		t.Fatalf("no loss reported %v before ValidUntil", lead)
+	}
+}
+
+// A Lock that learns elsewhere that its grant is gone (a Refresh or TTL
+// call of its holder: ValidUntil becomes the zero Time) is reported lost
+// at the Refresher's next watchdog, not never.
+func TestRefresherLockForgotten(t *testing.T) {
+	clock := leasetest.NewFakeClock(time.Time{})
+	const ttl, interval = time.Second, 300 * time.Millisecond
+	l := &unreachable{until: clock.Now().Add(ttl)}
+	lost := make(chan error, 1)
+	stop := lease.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
+	defer stop()
+	l.forget()
+	clock.Advance(ttl)
+	select {
+	case <-lost:
+	default:
+		t.Fatal("no loss reported for a lock whose ValidUntil became the zero Time")
+	}
+}
+
+func TestLossLead(t *testing.T) {
+	for _, c := range []struct{ ttl, interval, want time.Duration }{
+		{100 * time.Millisecond, 30 * time.Millisecond, 5 * time.Millisecond}, // at least 5 ms
+		{10 * time.Millisecond, 3 * time.Millisecond, 750 * time.Microsecond}, // at most interval/4
+		{10 * time.Second, 3 * time.Second, 100 * time.Millisecond},           // 1% of the TTL
+		{100 * time.Millisecond, 96 * time.Millisecond, time.Millisecond},     // at most (ttl-interval)/4
+	} {
+		if got := lease.LossLead(c.ttl, c.interval); got != c.want {
+			t.Errorf("LossLead(%v, %v) = %v, want %v", c.ttl, c.interval, got, c.want)
+		}
+	}
+}
