@@ -175,11 +175,14 @@ func TestWait(t *testing.T) {
 	want(t, reg, 1, "redislock_waiting_calls")
 
 	// The subscription of the waiter is cut: the Client replaces it.
+	waitSubscribed(t, srv, "redislock:{hot}:wake")
 	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
 		t.Fatal(err)
 	}
 	<-sig.resub
-	want(t, reg, 1, "redislock_resubscriptions_total")
+	if v := value(t, reg, "redislock_resubscriptions_total"); v < 1 {
+		t.Errorf("resubscriptions = %v, want >= 1", v)
+	}
 
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -190,6 +193,21 @@ func TestWait(t *testing.T) {
 	want(t, reg, 0, "redislock_waiting_calls")
 	want(t, reg, 1, "redislock_wait_duration_seconds", "outcome", "obtained")
 	want(t, reg, 1, "redislock_acquisitions_total", "outcome", "obtained")
+}
+
+// waitSubscribed waits until the server has a subscriber on channel.
+func waitSubscribed(t *testing.T, srv *redistest.Server, channel string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		r, err := srv.Do("PUBSUB", "NUMSUB", channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, ok := r.([]any); ok && len(l) == 2 && l[1] == int64(1) {
+			return
+		}
+	}
+	t.Fatalf("no subscriber on %s after 10s", channel)
 }
 
 func TestContendedWait(t *testing.T) {
