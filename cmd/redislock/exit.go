@@ -2,8 +2,8 @@ package main
 
 import (
 	"errors"
-	"net"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/redislock-go/redislock"
