@@ -58,10 +58,13 @@ func codeOf(err error) int {
 	return exitFailure
 }
 
-// denied reports an ACL or authentication refusal.
+// denied reports an ACL or authentication refusal: of a command, of a key
+// or channel (NOPERM), of a command called by a script ("The user executing
+// the script can't run this command", Redis 7.0), of the user (WRONGPASS,
+// NOAUTH).
 func denied(err error) bool {
 	s := err.Error()
-	for _, p := range []string{"NOPERM", "NOAUTH", "WRONGPASS"} {
+	for _, p := range []string{"NOPERM", "NOAUTH", "WRONGPASS", "can't run this command"} {
 		if strings.Contains(s, p) {
 			return true
 		}

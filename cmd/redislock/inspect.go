@@ -39,8 +39,9 @@ the same grant.
 With --json, the output is one JSON array with an object per key:
   {"key": "...", "held": true, "holder": "...", "fence": 1733..., "ttl_ms": 8123}
 
-Exit codes: 0, or 69 (Redis unreachable), 77 (Redis refused the user),
-64 (bad arguments), 1 (a key that redislock did not write).`,
+Exit codes: 0, or 69 (Redis unreachable, an error reply, no quorum, or a key
+that redislock did not write), 77 (Redis refused the user), 64 (bad
+arguments).`,
 		Example: `  redislock inspect nightly-report
   redislock inspect --json job-1 job-2 | jq '.[] | select(.held) | .holder'`,
 		Args: func(_ *cobra.Command, args []string) error {

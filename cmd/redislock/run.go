@@ -69,7 +69,7 @@ Exit codes:
   125             the lock was lost while the command ran; the command was stopped
   126 / 127       the command could not be run / was not found
   64              bad flags or arguments
-  69              Redis unreachable, an error reply, or no quorum
+  69              Redis unreachable, an error reply, no quorum
   77              Redis refused the user (ACL NOPERM, bad password)
   128+N           redislock got signal N while waiting for the lock`
 
