@@ -19,3 +19,6 @@ func Handoffs(l *Lock) int { return l.handoffs }
 
 // LockKey is the Redis key of the lock on key with the default prefix.
 func LockKey(key string) string { return keys.New(DefaultPrefix, key).Lock }
+
+// InFlight reports the fan-out and clean-up calls in flight to node i.
+func InFlight(c *Client, i int) (fanned, cleaning int) { return c.nodes[i].InFlight() }

@@ -12,18 +12,6 @@ import (
 	"github.com/redislock-go/redislock/internal/script"
 )
 
-// A lease can end while its holder still works (a GC pause, SIGSTOP, a slow
-// network): the holder cannot know. Fencing makes the protected resource
-// the judge: every write carries the writer's Lock.Fence, and the resource
-// rejects a write whose fence is below the highest it has accepted. Writes
-// with an equal fence (the same grant writing again) are accepted.
-//
-// Where the resource is a SQL row, the same rule is one statement:
-//
-//	UPDATE accounts SET balance = $1, fence = $2 WHERE id = $3 AND fence <= $2
-//
-// and zero rows updated means the writer's lock was superseded.
-
 // FencedSet writes value to the Redis hash at key (fields "v" and "f") only
 // if fence is not below the fence of the last accepted write, and returns
 // ErrStaleFence otherwise. ttl > 0 sets the key's expiry; ttl == 0 leaves it

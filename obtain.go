@@ -99,7 +99,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		if ws == nil {
 			ws = c.obtainWaiter(req)
 			if obs := c.obs; obs != nil {
-				obs.waitStart(ctx, WaitEvent{Key: key, Waiters: c.waiters(req.keys)})
+				obs.waitStart(ctx, WaitEvent{Key: key, Waiters: c.waiters(&o, req.keys)})
 			}
 		}
 		switch granted, err := ws.waitRetry(ctx, wait, err); {

@@ -117,13 +117,17 @@ func (c *Client) queueBehindLocalWaiters(o *options, k keys.Lock) bool {
 	return ready && n > 0
 }
 
-// waiters returns how many callers of the Client wait for the key, or -1
-// when the Client does not know (sharded mode, polling).
-func (c *Client) waiters(k keys.Lock) int {
-	w := c.localWaker()
-	if w == nil {
+// waiters returns how many callers of the Client wait for the key, one
+// more that is about to, or -1 when the Client does not keep count
+// (polling, sharded pub/sub).
+func (c *Client) waiters(o *options, k keys.Lock) int {
+	if !o.notify || c.sharded(o) {
 		return -1
 	}
+	w := c.localWaker()
+	if w == nil {
+		return 1
+	}
 	n, _ := w.Waiting(k.Wake)
-	return n
+	return n + 1
 }

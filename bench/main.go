@@ -12,6 +12,6 @@ import (
 )
 
 func main() {
-	libs := append(lockbench.Ours(), peers.Libraries()...)
+	libs := append(append(lockbench.Ours(), peers.Libraries()...), lockbench.Postgres()...)
 	os.Exit(lockbench.Main("go -C bench run .", os.Args[1:], libs, os.Stdout, os.Stderr))
 }

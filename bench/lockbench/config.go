@@ -35,6 +35,8 @@ type Config struct {
 	RenewTTL    time.Duration `json:"renew_ttl"`
 	PoolSize    int           `json:"pool_size"` // go-redis PoolSize; 0 = go-redis default
 	Libs        []string      `json:"libs,omitempty"`
+	Backend     string        `json:"backend,omitempty"` // "" or redis, postgres (postgres.go)
+	DSN         string        `json:"-"`
 
 	Addr      string   `json:"-"`
 	Quorum    []string `json:"-"`
@@ -86,6 +88,9 @@ func (c *Config) Validate() error {
 				errs = append(errs, errors.New("worker and node counts must be >= 1"))
 			}
 		}
+	}
+	if err := c.validateBackend(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -158,6 +163,7 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	})
 	fs.IntVar(&c.Spawn, "spawn", c.Spawn, "start N redis-server processes on free loopback ports (default: as many as needed if redis-server is on PATH)")
 	fs.BoolVar(&c.Miniredis, "miniredis", c.Miniredis, "use embedded miniredis (NOT a real measurement)")
+	bindBackendFlags(fs, c)
 	fs.BoolVar(&o.JSON, "json", o.JSON, "print JSON instead of the table")
 	fs.StringVar(&o.JSONOut, "json-out", o.JSONOut, "also write JSON to `FILE`")
 	fs.StringVar(&o.HTML, "html", o.HTML, "write an HTML report with chart to `FILE`")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -269,5 +270,55 @@ func TestLibraryPanicIsAFailedCell(t *testing.T) {
 	}
 	if failed == 0 || len(Problems(rep)) != failed {
 		t.Errorf("failed cells %d, problems %q", failed, Problems(rep))
+	}
+}
+
+func TestBackendConfig(t *testing.T) {
+	for _, c := range []struct {
+		cfg Config
+		ok  bool
+	}{
+		{Config{Backend: BackendPostgres}, true},
+		{Config{Backend: BackendRedis}, true},
+		{Config{}, true},
+		{Config{Backend: "etcd"}, false},
+		{Config{Backend: BackendPostgres, Addr: "127.0.0.1:6379"}, false},
+		{Config{DSN: "postgres://x"}, false},
+	} {
+		if err := c.cfg.validateBackend(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v", c.cfg, err)
+		}
+	}
+	libs := append(rawLibs(), Postgres()...)
+	if got := filterBackend(libs, ""); len(got) != 2 {
+		t.Errorf("redis libraries: %d, want the 2 raw ones", len(got))
+	}
+	for _, l := range filterBackend(libs, BackendPostgres) {
+		if l.Postgres == nil || !strings.HasPrefix(l.Name, "pglock/") {
+			t.Errorf("postgres library %s", l.Name)
+		}
+	}
+}
+
+// The postgres backend runs pglock's uncontended and hot-key scenarios on
+// the local PostgreSQL (skipped without one, unless
+// REDISLOCK_REQUIRE_POSTGRES=1) and drops its schema.
+func TestPostgresRun(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Backend = BackendPostgres
+	cfg.Scenarios = []string{Uncontended, Hotkey, Renew}
+	cfg.Workers, cfg.HotWorkers = []int{2}, []int{3}
+	cfg.Duration, cfg.Warmup, cfg.Reps = 150*time.Millisecond, 20*time.Millisecond, 1
+	cfg.RenewLocks, cfg.RenewTTL = 5, 150*time.Millisecond
+	cfg.Libs = []string{"pglock/linear"}
+	rep, err := Run(context.Background(), cfg, Postgres(), nil)
+	if err != nil {
+		if os.Getenv("REDISLOCK_REQUIRE_POSTGRES") != "1" && strings.Contains(err.Error(), "lockbench: postgres") {
+			t.Skipf("no PostgreSQL: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if p := Problems(rep); len(p) > 0 || len(rep.Results) != 3 || !strings.HasPrefix(rep.Target.Label, "PostgreSQL ") {
+		t.Fatalf("results %d, label %q, problems %v", len(rep.Results), rep.Target.Label, p)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -55,4 +56,7 @@ type Library struct {
 	// New binds the library to nodes: one node for single-instance mode,
 	// N for quorum mode.
 	New func(nodes []redis.UniversalClient) (Locker, error)
+	// Postgres, set instead of New, binds a PostgreSQL library (run with
+	// --backend postgres) to the run's pool and lease table.
+	Postgres func(pool *pgxpool.Pool, table string) (Locker, error)
 }

@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	libs = filterLibs(libs, cfg.Libs)
+	libs = filterLibs(filterBackend(libs, cfg.Backend), cfg.Libs)
 	if len(libs) == 0 {
 		return nil, errors.New("lockbench: no library selected")
 	}
@@ -233,8 +233,13 @@ func runID() string {
 }
 
 func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]float64, error) {
-	nodes := t.nodes(c.nodes)
-	lk, err := c.lib.New(nodes)
+	var lk Locker
+	var err error
+	if c.lib.Postgres != nil {
+		lk, err = c.lib.Postgres(t.pg.pool, t.pg.table())
+	} else {
+		lk, err = c.lib.New(t.nodes(c.nodes))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ type target struct {
 	clients []*redis.Client // handed to the libraries, counted by hooks
 	admin   []*redis.Client // for INFO and FLUSHALL, not counted
 	sent    atomic.Int64    // commands the libraries sent (client side)
+	pg      *pgTarget       // --backend postgres (postgres.go)
 	procs   []*redisProc
 	minis   []*miniredis.Miniredis
 }
@@ -52,6 +53,9 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func openTarget(ctx context.Context, cfg *Config, needNodes int) (*target, error) {
+	if cfg.Backend == BackendPostgres {
+		return openPostgres(ctx, cfg)
+	}
 	t := &target{}
 	var addrs []string
 	switch {
@@ -136,6 +140,10 @@ func (t *target) close() {
 	for _, c := range t.admin {
 		_ = c.Close()
 	}
+	if t.pg != nil {
+		t.pg.close()
+		t.pg = nil
+	}
 	stopRedis(t.procs)
 	t.procs = nil
 	for _, m := range t.minis {
@@ -158,6 +166,9 @@ func (t *target) nodes(n int) []redis.UniversalClient {
 // included (Redis counts them), so this is the server-side work per op.
 // It returns -1 if the server does not report commandstats (miniredis).
 func (t *target) serverCalls(ctx context.Context, n int) int64 {
+	if n > len(t.admin) {
+		return -1 // not Redis (--backend postgres)
+	}
 	var total int64
 	for _, a := range t.admin[:n] {
 		s, err := a.Info(ctx, "commandstats").Result()

@@ -127,6 +127,12 @@ func (n *Node) Background(pool *Pool, f func()) bool {
 	return true
 }
 
+// InFlight reports how many fan-out and clean-up calls the node has in
+// flight (tests, and the observers).
+func (n *Node) InFlight() (fanned, cleaning int) {
+	return int(n.fanned.Load()), int(n.cleaning.Load())
+}
+
 // Pipelined reports whether the node has set up auto-pipelining (tests).
 func (n *Node) Pipelined() bool { return n.ap != nil }
 

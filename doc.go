@@ -1,0 +1,182 @@
+// Package redislock provides distributed locks on Redis: leases taken and
+// given back by atomic Lua scripts, a fencing token minted with every
+// grant, renewal that tells the holder the moment its lock is lost, fast
+// and fair waiting, and a quorum (Redlock) mode over N independent Redis
+// masters. It works with standalone Redis, Sentinel and Cluster through any
+// redis.UniversalClient of go-redis v9.
+//
+//	locker := redislock.New(rdb)
+//	defer locker.Close()
+//	lock, err := locker.Obtain(ctx, "report", 10*time.Second)
+//	if errors.Is(err, redislock.ErrNotObtained) {
+//		return // someone else holds it
+//	}
+//	defer lock.Release(ctx)
+//
+// The Client is also a lease.Locker (Client.Locker) and a lease.Store of
+// fenced records (Client.Store), the contract that the pattern packages
+// (leader, dedup, stampede, semaphore) and the PostgreSQL backend share.
+//
+// # Leases and fences
+//
+// A lock is a lease: it ends at its TTL whether or not its holder is done.
+// Obtain returns a grant only while it is valid, and Lock.ValidUntil is the
+// holder's conservative view of its lease: the start of the request that
+// confirmed it, plus the TTL, less drift (TTL × 0.01 + 2 ms by default, see
+// WithDriftFactor), on Go's monotonic clock.
+//
+// A holder paused past its lease (GC, SIGSTOP, a slow network, a VM
+// migration) still believes it holds the lock while another client holds it
+// too. Run cancels its work's context at ValidUntil at the latest, but a
+// write already in flight still lands. Only the protected resource can
+// refuse it: send Lock.Fence with every write and have the resource refuse
+// fences below the newest it has accepted. FencedSet and Client.Store do
+// that on Redis, FenceGate in a Go process; in SQL it is one statement:
+//
+//	UPDATE accounts SET balance = $1, fence = $2 WHERE id = $3 AND fence <= $2
+//
+// and zero rows updated means the writer's lock was superseded.
+//
+// # Fences
+//
+// In single mode the first fence of a key is the server's clock in µs, each
+// later one the last fence + 1, from a counter key that expires 24 h after
+// it was created. A key is granted far less often than once per µs, so the
+// counter stays below the clock, and a fence minted from the clock after
+// Redis lost the counter (a restart without persistence, FLUSHALL,
+// eviction, expiry) is still higher than every earlier one, as long as the
+// server's clock did not step back by more than the time since the counter
+// was seeded. Quorum mode: see below.
+//
+// # Waiting
+//
+// By default Obtain tries once. With WithRetry it waits while the lock is
+// held, until the strategy gives up, the context ends, or, for a context
+// without deadline, WithMaxWait passes; then it returns ErrNotObtained, also
+// matching the context's error when that ended the wait.
+//
+// Waiting is notified (WithNotify, on by default): a release publishes a
+// wake-up on the lock's channel in the same script that deletes the lock,
+// if an attempt found the lock held. A waiter whose attempt failed
+// subscribes, waits for Redis to confirm, tries once more (so that a
+// release in between is not missed), then waits for the first of: a
+// wake-up, its backoff, the remaining TTL its attempt saw (an expiry
+// publishes nothing), or the end of its context. The backoff stays the
+// upper bound of every wait, so a lost message or a dead subscription
+// connection costs at most one backoff. All waiters of a Client share one
+// subscription connection, and each release wakes one waiter per Client,
+// not all, so a hot key does not cause a stampede of attempts.
+//
+// Within a Client, callers waiting for a key form a queue: a new caller
+// that finds others waiting queues behind them, only the longest-waiting
+// one makes attempts, and callers are granted in arrival order.
+//
+// # Handoff
+//
+// When a Lock is released while other callers of the same Client wait for
+// its key, Release hands the lock straight to the longest-waiting one: one
+// script call checks the releaser's token, releases its grant and grants
+// the waiter's fresh token with the waiter's TTL and the next fence,
+// atomically. The waiter gets its Lock without a round trip of its own, so
+// a hot key shared by the goroutines of one process costs one Redis call
+// per grant. Waiters of other Clients see the lock held throughout; so that
+// they are not starved, a chain of handoffs ends after 16, and that release
+// is an ordinary one that wakes every Client.
+//
+// # Fair locks
+//
+// WithFair(true) grants in arrival order across Clients. A fair Obtain that
+// finds the lock held, or free but due to an earlier waiter, joins a queue
+// kept on Redis next to the lock ("<prefix>{key}:queue" and ":qexp"); the
+// lock is granted only to the head of the queue, in the same script that
+// checks it, and a release names the head in its wake-up. Queue entries
+// expire WithQueueTTL (default 3 s) after their waiter last tried, so a
+// waiter that died holds up the queue for at most that long; fair waiters
+// therefore try at least every third of it, whatever their backoff.
+//
+// Fairness costs: a larger script on every attempt, a queue read on every
+// release, and the lock stays free between a release and the head's next
+// attempt even when someone else could have taken it. Unfair Obtain calls
+// on the same key ignore the queue and may overtake it: use one mode per
+// key.
+//
+// # Several keys
+//
+// ObtainMulti holds several keys as one lock, all or nothing, with a fence
+// per key. On one Redis, and on Cluster when all keys share a hash slot,
+// one atomic script takes every key. Across slots it takes them one slot at
+// a time in a canonical order and gives back what it took before waiting,
+// so that no one waits while holding.
+//
+// # Run and renewal
+//
+// Run obtains a lock, renews it every WithRefreshInterval (default TTL/3)
+// while fn runs, and releases it when fn returns or panics. If a renewal
+// finds the lock gone, or renewals cannot get through before ValidUntil,
+// fn's context is cancelled no later than the last confirmed ValidUntil and
+// Run returns an error matching ErrLockLost; context.Cause tells why (a
+// cause matching ErrNotHeld, or ErrLeaseExpired with the last renewal's
+// error). To hold a lock outside a callback, use lease.Hold: its Done
+// channel closes the moment the lock is lost.
+//
+// # Quorum mode
+//
+// NewQuorum takes each lock on a majority (N/2+1) of N independent masters.
+// Obtain asks all nodes in parallel, each request bounded by the node
+// timeout (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as
+// soon as a majority granted, with validity = TTL - elapsed - drift. Nodes
+// that answer later are settled in the background: a late grant is kept as
+// part of the lock, and Release first waits for them (at most the release
+// timeout) so that its release reaches each node after the grant did.
+// Without a valid majority it releases on every node that granted or did
+// not answer, then retries or fails: ErrNoQuorum when fewer than a majority
+// answered, ErrNotObtained when a majority answered but other holders
+// denied the grant (both as a *QuorumError with each failing node's
+// *NodeError). Refresh needs a majority; Release asks every node.
+//
+// Quorum fences are strictly increasing and unique per key, under these
+// assumptions: two granting majorities share a node, and that node still
+// has its fence counter. Each attempt proposes one fence, above the
+// client's clock in µs and above every counter it has seen; each node, in
+// the same atomic script as the set-if-absent, accepts it only if it is
+// above its stored counter and stores it, else answers its counter so that
+// the attempt is proposed again, higher. A node that restarts empty forgets
+// its counters and its locks: two clients may then hold a majority at once
+// (a double grant); the fences keep ordering the grants as long as no two
+// shared nodes of consecutive majorities lost data.
+//
+// Run the nodes with appendonly yes and appendfsync always, or restart a
+// crashed node only after the longest TTL in use has passed, so that it
+// cannot grant a lock that a majority still holds elsewhere. Quorum mode
+// has no pub/sub: callers of one Client queue for a key, but releases by
+// other Clients are found by polling.
+//
+// # Observing
+//
+// WithObserver installs an Observer, any value implementing one or more of
+// the event interfaces (ObtainObserver, RefreshObserver, ReleaseObserver,
+// LossObserver, ...); extra/redislockprom and extra/redislockotel are
+// Observers for Prometheus and OpenTelemetry. WithLogger logs the same
+// events to a *slog.Logger. A Client without either pays nothing for them.
+//
+// # Errors
+//
+// Contention is ErrNotObtained and never stands for an unreachable Redis;
+// Redis failures are *NodeError values (in quorum mode joined in a
+// *QuorumError); a grant that is gone is ErrNotHeld; work that lost its lock
+// is ErrLockLost; bad input is ErrInvalidArgument, reported before anything
+// is sent. The shared sentinels are package lease's, so errors.Is matches
+// across backends.
+//
+// # Limits
+//
+// A Redis lease lock is mutual exclusion for cooperating, timely clients,
+// not a consensus protocol. A failover to a replica that had not received
+// the lock grants it again; Redis expires keys on its wall clock, so a
+// server clock that jumps forward expires locks early; under an evicting
+// maxmemory policy Redis may evict a lock (Refresh then reports ErrNotHeld).
+// Use fences where correctness matters. go-redis applies context deadlines
+// to the socket only with ContextTimeoutEnabled; without it a call to a
+// stalled server waits for the client's ReadTimeout (Run's fn is still
+// cancelled on time). The README lists every limitation.
+package redislock

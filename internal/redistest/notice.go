@@ -1,0 +1,40 @@
+package redistest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Notice wraps m so that, after its tests ran, a package whose real-Redis
+// tests were skipped (no redis-server on PATH) says so where a user sees
+// it: go test ./... shows a passing package's output only with -v, so the
+// notice goes to the terminal (/dev/tty) as well as to stderr. Use it in
+// TestMain: goleak.VerifyTestMain(redistest.Notice(m)).
+func Notice(m *testing.M) interface{ Run() int } { return notice{m} }
+
+type notice struct{ m *testing.M }
+
+func (n notice) Run() int {
+	code := n.m.Run()
+	if _, err := exec.LookPath("redis-server"); err == nil || os.Getenv(RequireEnv) == "1" {
+		return code
+	}
+	msg := fmt.Sprintf("note: %s: tests against a real redis-server were skipped (none on PATH; %s=1 makes that a failure)\n",
+		packageName(), RequireEnv)
+	fmt.Fprint(os.Stderr, msg)
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		fmt.Fprint(tty, msg)
+		tty.Close()
+	}
+	return code
+}
+
+// packageName is the directory of the test binary's package.
+func packageName() string {
+	if wd, err := os.Getwd(); err == nil {
+		return wd
+	}
+	return "this package"
+}

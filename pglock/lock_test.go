@@ -1,0 +1,243 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/pglock"
+)
+
+// offsetClock is the real clock moved by an offset: a client whose clock
+// is wrong.
+type offsetClock struct{ d time.Duration }
+
+func (c offsetClock) Now() time.Time                                  { return time.Now().Add(c.d) }
+func (c offsetClock) AfterFunc(d time.Duration, f func()) lease.Timer { return time.AfterFunc(d, f) }
+
+// noTimes is a query tracer that fails t when a statement carries a time:
+// every time must come from the database's clock.
+type noTimes struct{ t *testing.T }
+
+func (n noTimes) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	for _, a := range d.Args {
+		if _, ok := a.(time.Time); ok {
+			n.t.Errorf("statement sent a client time: %s %v", d.SQL, d.Args)
+		}
+	}
+	return ctx
+}
+func (noTimes) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Clients whose clocks are an hour fast and an hour slow exclude each
+// other, see the database's lease (Inspect, TTL), expire on the database's
+// clock and renew under Run as usual; no statement carries a client time.
+func TestClientClockOffsetChangesNothing(t *testing.T) {
+	table := newTable(t)
+	trace := func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = noTimes{t} }
+	fast := newClient(t, newPool(t, trace), table, pglock.WithClock(offsetClock{time.Hour}))
+	slow := newClient(t, newPool(t, trace), table, pglock.WithClock(offsetClock{-time.Hour}))
+	ctx := ctxFor(t)
+	for _, c := range []struct {
+		name         string
+		first, other *pglock.Client
+	}{{"fast first", fast, slow}, {"slow first", slow, fast}} {
+		key := "offset:" + c.name
+		ttl := 300 * time.Millisecond
+		l, err := c.first.Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatalf("%s: Obtain: %v", c.name, err)
+		}
+		if _, err := c.other.Obtain(ctx, key, ttl); !errors.Is(err, pglock.ErrNotObtained) {
+			t.Fatalf("%s: Obtain by the other client while held: %v", c.name, err)
+		}
+		for _, cl := range []*pglock.Client{c.first, c.other} {
+			info, err := cl.Inspect(ctx, key)
+			if err != nil || !info.Held || info.TTL <= 0 || info.TTL > ttl {
+				t.Fatalf("%s: Inspect: %+v, %v; want held with TTL in (0, %v]", c.name, info, err, ttl)
+			}
+		}
+		if left, err := l.TTL(ctx); err != nil || left <= 0 || left > ttl {
+			t.Fatalf("%s: TTL %v, %v", c.name, left, err)
+		}
+		untilFree(t, c.other, key, 5*time.Second)
+		l2, err := c.other.Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatalf("%s: Obtain after expiry: %v", c.name, err)
+		}
+		if err := l.Release(ctx); !errors.Is(err, pglock.ErrNotHeld) {
+			t.Fatalf("%s: Release of the expired grant: %v", c.name, err)
+		}
+		if err := l2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Run renews on the client's (offset) clock: the lease outlives its
+	// TTL and no loss is reported.
+	for _, c := range []*pglock.Client{fast, slow} {
+		renewals := 0
+		err := c.Run(ctx, "offset:run", 200*time.Millisecond, func(ctx context.Context, l *pglock.Lock) error {
+			for renewals < 3 {
+				before := l.ValidUntil()
+				for l.ValidUntil().Equal(before) && ctx.Err() == nil {
+					time.Sleep(5 * time.Millisecond) // polling for the renewal; the ctx bounds it
+				}
+				renewals++
+			}
+			return ctx.Err()
+		}, pglock.WithRefreshInterval(50*time.Millisecond))
+		if err != nil {
+			t.Fatalf("Run on an offset clock: %v", err)
+		}
+	}
+}
+
+// A release wakes a waiter whose backoff is far longer than the test:
+// only the notification can have woken it.
+func TestNotifyWakesWaiter(t *testing.T) {
+	table := newTable(t)
+	holder := newClient(t, newPool(t), table)
+	waiterC := newClient(t, newPool(t), table)
+	listening := make(chan struct{}, 1)
+	pglock.SetTestHooks(waiterC, func(up bool) {
+		if up {
+			select {
+			case listening <- struct{}{}:
+			default:
+			}
+		}
+	}, nil)
+	ctx := ctxFor(t)
+	key := "notified"
+	l, err := holder.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		// Backoff of an hour (bounded by ctx, 30 s): the listener's
+		// connection wakes the first wait, the release the second.
+		l, err := waiterC.Obtain(ctx, key, time.Minute, pglock.WithRetry(pglock.LinearBackoff(time.Hour)))
+		if err == nil {
+			_ = l.Release(ctx)
+		}
+		got <- err
+	}()
+	<-listening // the waiter is registered, the listener is up, and the row is marked wanted
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v, want the lock after the release's notification", err)
+	}
+}
+
+// With the listening connection terminated, waiters fall back to their
+// backoff; the listener comes back.
+func TestNotifyListenerDown(t *testing.T) {
+	table := newTable(t)
+	admin := newPool(t)
+	holder := newClient(t, newPool(t), table)
+	waiterC := newClient(t, newPool(t), table)
+	pids := make(chan uint32, 4)
+	pglock.SetTestHooks(waiterC, nil, func(pid uint32) { pids <- pid })
+	ctx := ctxFor(t)
+	key := "listener-down"
+	l, err := holder.Obtain(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiterC.Obtain(ctx, key, time.Minute, pglock.WithRetry(pglock.LinearBackoff(20*time.Millisecond)))
+		if err == nil {
+			_ = l.Release(ctx)
+		}
+		got <- err
+	}()
+	terminate(t, admin, int32(<-pids))
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter with its listener down: %v", err)
+	}
+	<-pids // reconnected
+}
+
+// Bad input is refused before any statement, with ErrInvalidArgument.
+func TestInvalidInput(t *testing.T) {
+	ctx := ctxFor(t)
+	if _, err := pglock.New(ctx, nil); !errors.Is(err, pglock.ErrInvalidArgument) {
+		t.Fatalf("New(nil pool): %v", err)
+	}
+	p := newPool(t)
+	for _, name := range []string{"", "a.b.c", "1abc", "bad-name", "x;drop", strings.Repeat("a", 57), `"q"`} {
+		if _, err := pglock.New(ctx, p, pglock.WithTable(name)); !errors.Is(err, pglock.ErrInvalidArgument) {
+			t.Errorf("WithTable(%q): %v", name, err)
+		}
+	}
+	for name, opt := range map[string]pglock.ClientOption{
+		"retention":  pglock.WithRetention(time.Millisecond),
+		"session":    pglock.WithSessionConfig(nil),
+		"drift":      pglock.WithDriftFactor(1),
+		"holder NUL": pglock.WithHolder("a\x00b"),
+		"retry":      pglock.WithRetry(nil),
+	} {
+		if _, err := pglock.New(ctx, p, opt); !errors.Is(err, pglock.ErrInvalidArgument) {
+			t.Errorf("New with a bad %s: %v", name, err)
+		}
+	}
+	c := newClient(t, p, newTable(t))
+	for _, key := range []string{"", "nul\x00", "\xff\xfe", strings.Repeat("k", pglock.MaxKeyLen+1)} {
+		if _, err := c.Obtain(ctx, key, time.Second); !errors.Is(err, pglock.ErrInvalidArgument) {
+			t.Errorf("Obtain(%q): %v", key, err)
+		}
+		if _, err := c.ObtainAdvisory(ctx, []string{key}); !errors.Is(err, pglock.ErrInvalidArgument) {
+			t.Errorf("ObtainAdvisory(%q): %v", key, err)
+		}
+	}
+	if _, err := c.ObtainAdvisory(ctx, nil); !errors.Is(err, pglock.ErrInvalidArgument) {
+		t.Errorf("ObtainAdvisory(no keys): %v", err)
+	}
+	if err := c.RunTx(ctx, "k", time.Second, nil); !errors.Is(err, pglock.ErrInvalidArgument) {
+		t.Errorf("RunTx(nil fn): %v", err)
+	}
+	if _, err := c.Cleanup(ctx, 0); !errors.Is(err, pglock.ErrInvalidArgument) {
+		t.Errorf("Cleanup(0): %v", err)
+	}
+	if _, err := c.StartCleanup(pglock.WithCleanupInterval(0)); !errors.Is(err, pglock.ErrInvalidArgument) {
+		t.Errorf("StartCleanup(interval 0): %v", err)
+	}
+	var nilLock *pglock.Lock
+	if err := nilLock.Release(ctx); !errors.Is(err, pglock.ErrNotHeld) {
+		t.Errorf("nil Lock Release: %v", err)
+	}
+	_ = c.Close()
+	if _, err := c.Obtain(ctx, "k", time.Second); !errors.Is(err, pglock.ErrClosed) {
+		t.Errorf("Obtain after Close: %v", err)
+	}
+}
+
+// An unreachable database is its own error, never ErrNotObtained.
+func TestUnreachable(t *testing.T) {
+	needPostgres(t)
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := pglock.New(ctxFor(t), p); err == nil || errors.Is(err, pglock.ErrNotObtained) {
+		t.Fatalf("New on an unreachable database: %v", err)
+	}
+}

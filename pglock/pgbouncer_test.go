@@ -1,0 +1,191 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redislock-go/redislock/lease/leasetest"
+	"github.com/redislock-go/redislock/pglock"
+)
+
+// startPgBouncer starts a PgBouncer in transaction pooling mode on a free
+// loopback port in front of the test database, stopped at the end of t,
+// and returns the DSN through it. It skips without pgbouncer on PATH
+// (or in /usr/sbin), unless REDISLOCK_REQUIRE_PGBOUNCER=1.
+func startPgBouncer(t *testing.T) string {
+	t.Helper()
+	needPostgres(t)
+	bin, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/pgbouncer"); serr == nil {
+			bin, err = "/usr/sbin/pgbouncer", nil
+		}
+	}
+	if err != nil {
+		if os.Getenv("REDISLOCK_REQUIRE_PGBOUNCER") == "1" {
+			t.Fatal("pgbouncer not found (REDISLOCK_REQUIRE_PGBOUNCER=1)")
+		}
+		t.Skip("pgbouncer not found: the tests behind a transaction pooler skip")
+	}
+	u, err := url.Parse(dsn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	// Not t.TempDir: its parent is private, and pgbouncer runs as
+	// another user when started as root.
+	dir, err := os.MkdirTemp("", "pglock-pgbouncer-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	user := u.User.Username()
+	ini := fmt.Sprintf(`[databases]
+* = host=%s port=%s
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = transaction
+default_pool_size = 4
+ignore_startup_parameters = extra_float_digits
+logfile = %s
+`, u.Hostname(), u.Port(), port, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"))
+	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": strconv.Quote(user) + ` ""` + "\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{filepath.Join(dir, "pgbouncer.ini")}
+	if os.Geteuid() == 0 {
+		args = append([]string{"-u", "postgres"}, args...) // pgbouncer refuses to run as root
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	through := fmt.Sprintf("postgres://%s@127.0.0.1:%d%s?%s", user, port, u.Path, q.Encode())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := pgx.Connect(ctx, through)
+		cancel()
+		if err == nil {
+			_ = conn.Close(context.Background())
+			return through
+		}
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
+			t.Fatalf("pgbouncer exited: %v\n%s", waitErr, log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgbouncer on %d does not answer: %v", port, err)
+		}
+		time.Sleep(20 * time.Millisecond) // waiting for the process to listen; bounded
+	}
+}
+
+// bouncerPool is a pool through PgBouncer; QueryExecModeExec, since
+// PgBouncer 1.18 in transaction mode keeps no prepared statements.
+func bouncerPool(t *testing.T, through string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(through)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Behind PgBouncer in transaction mode: the lease suite passes (a session
+// is never relied on), RunTx and RunAdvisoryTx work, and session advisory
+// locks are refused, declared or not, unless a direct session config is
+// given.
+func TestBehindPgBouncer(t *testing.T) {
+	through := startPgBouncer(t)
+	leasetest.Run(t, func(t *testing.T) leasetest.Env {
+		table := newTable(t)
+		c := newClient(t, bouncerPool(t, through), table, pglock.WithTransactionPooler(true))
+		other := newClient(t, bouncerPool(t, through), table, pglock.WithTransactionPooler(true))
+		return leasetest.Env{Locker: c.Locker(), Other: other.Locker(), Store: c.Store(), Break: breakOn(t, newPool(t), table)}
+	})
+
+	table := newTable(t)
+	ctx := ctxFor(t)
+	undeclared := newClient(t, bouncerPool(t, through), table)
+	if a, err := undeclared.ObtainAdvisory(ctx, []string{"s"}); !errors.Is(err, pglock.ErrSessionRequired) {
+		if a != nil {
+			_ = a.Release(ctx)
+		}
+		t.Fatalf("session advisory lock through PgBouncer, undeclared: %v, want ErrSessionRequired", err)
+	}
+	if pid := advisoryHolder(t, ctx, newPool(t), "s"); pid != 0 {
+		t.Fatalf("the refused advisory lock is held by backend %d", pid)
+	}
+	direct, err := pgx.ParseConfig(dsn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, bouncerPool(t, through), table, pglock.WithTransactionPooler(true), pglock.WithSessionConfig(direct))
+	a, err := c.ObtainAdvisory(ctx, []string{"s"})
+	if err != nil {
+		t.Fatalf("session advisory lock on the direct session config: %v", err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RunTx(ctx, "tx", 10*time.Second, func(ctx context.Context, tx pgx.Tx, l *pglock.Lock) error {
+		_, err := tx.Exec(ctx, `SELECT 1`)
+		return err
+	}); err != nil {
+		t.Fatalf("RunTx through PgBouncer: %v", err)
+	}
+	if err := c.RunAdvisoryTx(ctx, []string{"x", "y"}, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT 1`)
+		return err
+	}); err != nil {
+		t.Fatalf("RunAdvisoryTx through PgBouncer: %v", err)
+	}
+}

@@ -1,0 +1,75 @@
+package redislock_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The README's Go snippets are taken from the runnable examples: each
+// snippet must appear, line for line (indentation and blank lines aside),
+// in an example*_test.go file of the repository, so that the README cannot
+// drift from code that compiles and runs.
+func TestReadmeSnippetsComeFromExamples(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var examples [][]string
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != "." {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasPrefix(d.Name(), "example") && strings.HasSuffix(d.Name(), "_test.go") {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			examples = append(examples, normalize(string(b)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
+	if len(blocks) == 0 {
+		t.Fatal("no Go snippets found in README.md")
+	}
+	for _, b := range blocks {
+		snippet := normalize(b[1])
+		if len(snippet) == 1 && strings.HasPrefix(snippet[0], "import ") {
+			continue // the import line
+		}
+		if !slices.ContainsFunc(examples, func(ex []string) bool { return containsRun(ex, snippet) }) {
+			t.Errorf("README snippet is in no example:\n%s", b[1])
+		}
+	}
+}
+
+func normalize(s string) []string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// containsRun reports whether run appears in lines as consecutive lines.
+func containsRun(lines, run []string) bool {
+	for i := 0; i+len(run) <= len(lines); i++ {
+		if slices.Equal(lines[i:i+len(run)], run) {
+			return true
+		}
+	}
+	return false
+}
