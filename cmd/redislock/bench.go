@@ -15,8 +15,8 @@ func benchCommand() *cobra.Command {
 		Short: "Measure lock throughput and latency (the bench tool)",
 		Long: `Run the benchmark tool of the repository (bench/, also "go -C bench run ."):
 uncontended and hot-key throughput, hand-off latency, fairness, Redis calls
-per grant, quorum mode and auto-renewal, for redislock and the other Go lock
-libraries. By default it starts its own redis-server processes on free
+per grant, quorum mode and auto-renewal, for redislock, the other Go lock
+libraries and the PostgreSQL backend. By default it starts its own redis-server processes on free
 loopback ports; --addr and --quorum point it at a Redis of yours, whose data
 it FLUSHALLs. On a terminal it shows its progress.
 
@@ -26,7 +26,7 @@ of redislock do not apply.`,
   redislock bench --json-out results.json --md results.md`,
 		DisableFlagParsing: true,
 		RunE: func(_ *cobra.Command, args []string) error {
-			libs := append(lockbench.Ours(), peers.Libraries()...)
+			libs := append(append(lockbench.Ours(), peers.Libraries()...), lockbench.Postgres()...)
 			if code := lockbench.Main("redislock bench", args, libs, os.Stdout, os.Stderr); code != 0 {
 				return exitWith(code, errQuiet)
 			}
