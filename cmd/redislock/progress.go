@@ -71,9 +71,9 @@ func (r *reporter) progress(lc *redislock.Client, key string) (stop func()) {
 				return
 			case <-t.C:
 			}
-			s := describeHolder(lc, key, "waiting for")
+			s := heldBy(lc, key)
 			r.mu.Lock()
-			fmt.Fprintf(r.w, "\r\033[Kredislock: %s: %v", s, time.Since(start).Round(time.Second))
+			fmt.Fprintf(r.w, "\r\033[Kredislock: waiting %v for %q, %s", time.Since(start).Round(time.Second), key, s)
 			r.line = true
 			r.mu.Unlock()
 		}

@@ -212,7 +212,7 @@ func (f *runFlags) obtain(lc *redislock.Client, key string, sigs <-chan os.Signa
 				return
 			case <-notice:
 				if stopProgress == nil {
-					out.verbosef("%s", describeHolder(lc, key, "waiting for"))
+					out.verbosef("waiting for %q, %s", key, heldBy(lc, key))
 					stopProgress = out.progress(lc, key)
 				}
 			case <-ctx.Done():
@@ -247,9 +247,9 @@ func (f *runFlags) obtain(lc *redislock.Client, key string, sigs <-chan os.Signa
 	case err == nil:
 		return lock, nil
 	case errors.Is(err, redislock.ErrNotObtained) && f.nonblock:
-		return nil, exitWith(f.conflictCode, fmt.Errorf("%q is held by another: %s", key, describeHolder(lc, key, "")))
+		return nil, exitWith(f.conflictCode, fmt.Errorf("%q is %s", key, heldBy(lc, key)))
 	case errors.Is(err, redislock.ErrNotObtained):
-		return nil, exitWith(exitTimeout, fmt.Errorf("%q still held by another after --wait %v: %s", key, f.wait, describeHolder(lc, key, "")))
+		return nil, exitWith(exitTimeout, fmt.Errorf("--wait %v passed: %q is %s", f.wait, key, heldBy(lc, key)))
 	}
 	return nil, err
 }
@@ -316,21 +316,18 @@ func (w waitNotice) WaitStart(context.Context, redislock.WaitEvent) {
 	}
 }
 
-// describeHolder says who holds key, for messages ("" on error).
-func describeHolder(lc *redislock.Client, key, prefix string) string {
+// heldBy says who holds key, for messages: "held by H (fence F, T left)".
+func heldBy(lc *redislock.Client, key string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	info, err := lc.Inspect(ctx, key)
-	if prefix != "" {
-		prefix += " "
-	}
 	switch {
 	case err != nil:
-		return fmt.Sprintf("%s%q (holder unknown: %v)", prefix, key, err)
+		return fmt.Sprintf("held (holder unknown: %v)", err)
 	case !info.Held:
-		return fmt.Sprintf("%s%q (just released)", prefix, key)
+		return "released just now"
 	case info.Holder == "":
-		return fmt.Sprintf("%s%q held (fence %d, %v left)", prefix, key, info.Fence, info.TTL.Round(time.Millisecond))
+		return fmt.Sprintf("held (no holder recorded; fence %d, %v left)", info.Fence, info.TTL.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("%s%q held by %s (fence %d, %v left)", prefix, key, info.Holder, info.Fence, info.TTL.Round(time.Millisecond))
+	return fmt.Sprintf("held by %s (fence %d, %v left)", info.Holder, info.Fence, info.TTL.Round(time.Millisecond))
 }
