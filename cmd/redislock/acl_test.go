@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,7 @@ func TestACLLibrary(t *testing.T) {
 	// release's PUBLISH; its backoff (10 s) is longer than the bound (5 s).
 	waiter := redislock.New(userClient(t, srv, "locker", "pw"))
 	defer waiter.Close()
+	base := evalshaCalls(t, srv)
 	got := make(chan error, 1)
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -96,6 +98,13 @@ func TestACLLibrary(t *testing.T) {
 		got <- err
 	}()
 	waitSubscribed(t, srv, "redislock:{job}:wake")
+	// The waiter's first attempt and its recheck once subscribed are done:
+	// only the release's PUBLISH can wake it before its backoff.
+	for deadline := time.Now().Add(10 * time.Second); evalshaCalls(t, srv) < base+2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter made no second attempt in 10s")
+		}
+	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +193,22 @@ func TestACLCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args[1:], code, stderr, tc.want, tc.say)
 		}
 	}
+}
+
+// evalshaCalls is the server's count of EVALSHA calls.
+func evalshaCalls(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	v, err := srv.Do("INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := v.(string)
+	_, rest, ok := strings.Cut(s, "cmdstat_evalsha:calls=")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+	return n
 }
 
 // waitSubscribed waits until the server has a subscriber on channel.

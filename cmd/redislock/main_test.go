@@ -112,6 +112,7 @@ func start(t *testing.T, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "REDIS_URL=")
+	cmd.WaitDelay = time.Second
 	p := &proc{t: t, cmd: cmd, done: make(chan struct{})}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -164,8 +165,7 @@ func (p *proc) wait() int {
 	default:
 	}
 	exited := make(chan struct{})
-	go func() { // ends when the process exits
-		_, _ = io.Copy(io.Discard, p.stdout)
+	go func() { // ends when the process exits (WaitDelay: even if a leftover holds its pipes)
 		_ = p.cmd.Wait()
 		close(exited)
 	}()
