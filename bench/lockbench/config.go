@@ -34,9 +34,13 @@ type Config struct {
 	RenewLocks  int           `json:"renew_locks"`
 	RenewTTL    time.Duration `json:"renew_ttl"`
 	PoolSize    int           `json:"pool_size"` // go-redis PoolSize; 0 = go-redis default
-	Libs        []string      `json:"libs,omitempty"`
-	Backend     string        `json:"backend,omitempty"` // "" or redis, postgres (postgres.go)
-	DSN         string        `json:"-"`
+	// stampede (stampede.go)
+	StampedeCallers int           `json:"stampede_callers"`
+	StampedeProcs   int           `json:"stampede_procs"`
+	StampedeFill    time.Duration `json:"stampede_fill"`
+	Libs            []string      `json:"libs,omitempty"`
+	Backend         string        `json:"backend,omitempty"` // "" or redis, postgres (postgres.go)
+	DSN             string        `json:"-"`
 
 	Addr      string   `json:"-"`
 	Quorum    []string `json:"-"`
@@ -49,7 +53,7 @@ type Config struct {
 // DefaultConfig is what `go run ./bench` does without flags.
 func DefaultConfig() Config {
 	return Config{
-		Scenarios:   []string{Uncontended, Hotkey, Quorum, Renew},
+		Scenarios:   []string{Uncontended, Hotkey, Quorum, Renew, Stampede},
 		Workers:     []int{1, 16, 64, 256},
 		HotWorkers:  []int{8, 32},
 		QuorumSizes: []int{3, 5},
@@ -60,6 +64,10 @@ func DefaultConfig() Config {
 		WaitTimeout: 2 * time.Second,
 		RenewLocks:  1000,
 		RenewTTL:    3 * time.Second,
+
+		StampedeCallers: 100,
+		StampedeProcs:   3,
+		StampedeFill:    50 * time.Millisecond,
 	}
 }
 
@@ -68,7 +76,7 @@ func (c *Config) Validate() error {
 	var errs []error
 	for _, s := range c.Scenarios {
 		switch s {
-		case Uncontended, Hotkey, Quorum, Renew:
+		case Uncontended, Hotkey, Quorum, Renew, Stampede:
 		default:
 			errs = append(errs, fmt.Errorf("unknown scenario %q", s))
 		}
@@ -78,6 +86,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Spawn < 0 || c.RenewLocks < 0 || c.PoolSize < 0 || c.Hold < 0 || c.Think < 0 || c.Warmup < 0 {
 		errs = append(errs, errors.New("negative values are not allowed"))
+	}
+	if c.StampedeCallers < 1 || c.StampedeProcs < 1 || c.StampedeFill < 0 {
+		errs = append(errs, errors.New("stampede-callers and stampede-procs must be >= 1, stampede-fill >= 0"))
 	}
 	if c.Spawn > 0 && (c.Addr != "" || len(c.Quorum) > 0) {
 		errs = append(errs, errors.New("--spawn excludes --addr/--quorum"))
@@ -135,7 +146,7 @@ type Output struct {
 
 // BindFlags registers the tool's flags on fs, writing into c and o.
 func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
-	fs.Func("scenarios", "comma-separated: uncontended,hotkey,quorum,renew (default all)", func(s string) error {
+	fs.Func("scenarios", "comma-separated: uncontended,hotkey,quorum,renew,stampede (default all)", func(s string) error {
 		c.Scenarios = splitList(s)
 		return nil
 	})
@@ -151,6 +162,9 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.DurationVar(&c.WaitTimeout, "wait-timeout", c.WaitTimeout, "hotkey: ctx timeout of one Obtain (the worker then tries again)")
 	fs.IntVar(&c.RenewLocks, "renew-locks", c.RenewLocks, "renew: locks held at once with auto-renewal")
 	fs.DurationVar(&c.RenewTTL, "renew-ttl", c.RenewTTL, "renew: lock TTL (renewed every TTL/3)")
+	fs.IntVar(&c.StampedeCallers, "stampede-callers", c.StampedeCallers, "stampede: concurrent requests per cold key")
+	fs.IntVar(&c.StampedeProcs, "stampede-procs", c.StampedeProcs, "stampede: Groups (processes, each with its own Client) the requests are spread over")
+	fs.DurationVar(&c.StampedeFill, "stampede-fill", c.StampedeFill, "stampede: how long a fill takes")
 	fs.IntVar(&c.PoolSize, "pool-size", c.PoolSize, "go-redis PoolSize per node (0 = go-redis default, 10 x GOMAXPROCS)")
 	fs.Func("libs", "comma-separated substrings of library names to run (default all)", func(s string) error {
 		c.Libs = splitList(s)

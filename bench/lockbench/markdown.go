@@ -48,6 +48,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 			}
 		}
 	}
+	writeStampedeMarkdown(&b, rep)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

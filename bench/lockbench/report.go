@@ -169,6 +169,7 @@ func WriteTable(w io.Writer, rep *Report) {
 		}
 		tw.Flush()
 	}
+	writeStampedeTable(w, rep)
 	fmt.Fprintln(w, "\nlibraries:")
 	names := make([]string, 0, len(rep.Libraries))
 	for _, r := range rep.Results {
@@ -216,7 +217,7 @@ func SVG(rep *Report) string {
 	}
 	var groups [][]*Result
 	for _, g := range groupsOf(rep) {
-		if g[0].Scenario != Renew && len(g[0].Samples) > 0 {
+		if g[0].Scenario != Renew && !isStampede(g) && len(g[0].Samples) > 0 {
 			groups = append(groups, g)
 		}
 	}
@@ -332,6 +333,7 @@ func scenarioGroups(rep *Report) (unc, hot, ren [][]*Result) {
 		switch {
 		case g[0].Scenario == Renew:
 			ren = append(ren, g)
+		case isStampede(g): // its own table (stampede.go)
 		case isHot(g[0].Scenario):
 			hot = append(hot, g)
 		default:

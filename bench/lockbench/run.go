@@ -103,6 +103,10 @@ func plan(cfg *Config, libs []Library, nodesAvail int) ([][]*cell, []string) {
 			}
 		case Renew:
 			add(Renew, cfg.RenewLocks, 1, primary)
+		case Stampede:
+			if g := stampedeCells(cfg, libs); len(g) > 0 {
+				groups = append(groups, g)
+			}
 		}
 	}
 	return groups, notes
@@ -254,6 +258,8 @@ func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]f
 		s, err = runHotkey(ctx, cfg, t, lk, c.workers, c.nodes, id, &f)
 	case Renew:
 		s, err = runRenew(ctx, cfg, t, lk, c.workers, id, &f)
+	case Stampede:
+		s, err = runStampede(ctx, cfg, t, lk, c.workers, c.nodes, id, &f)
 	default:
 		return nil, fmt.Errorf("unknown scenario %q", c.scenario)
 	}

@@ -1,0 +1,25 @@
+module github.com/redislock-go/redislock/examples/fencedsql
+
+go 1.25.0
+
+replace github.com/redislock-go/redislock => ../..
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redislock-go/redislock v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.30.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)

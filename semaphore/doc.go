@@ -1,0 +1,76 @@
+// Package semaphore limits a named resource to N holders at once across
+// every process that shares a Redis: processing slots, connections to a
+// fragile service, licences.
+//
+//	sem, err := semaphore.New(rdb, "transcoders", 4)
+//	...
+//	defer sem.Close()
+//	p, err := sem.Acquire(ctx, 30*time.Second) // waits for a slot
+//	...
+//	err = lease.RunLock(ctx, p, 30*time.Second, func(ctx context.Context) error {
+//		return transcode(ctx, p.Fence())
+//	})
+//
+// # Permits
+//
+// Each holder has a Permit of its own: a lease with its own random token,
+// a slot in [0, N) (the smallest free one when it was granted) and a fence
+// (strictly increasing across all permits of the semaphore). A Permit is a
+// lease.Lock, so lease.Hold and lease.RunLock renew it and cancel the
+// work's context when it is lost. Permits are released by token: a holder
+// whose lease ended can neither renew nor release another's permit.
+//
+// # Server time
+//
+// Leases end on the Redis server's clock: every script reads TIME and the
+// clients pass only durations, so a client with a wrong clock can neither
+// keep a permit past its lease nor end another's early. A holder that dies
+// frees its slot when its lease ends on the server; ValidUntil, the
+// holder's own view, ends earlier by the drift allowance.
+//
+// # Waiting
+//
+// Acquire waits while all slots are held; TryAcquire does not. Waiters
+// queue in arrival order, across processes, and a slot goes to the
+// waiter at the head of the queue: a release publishes the ticket of the
+// waiter it frees a slot for, and only that waiter wakes (pub/sub on one
+// subscription per Semaphore, opened by its first waiter and kept until
+// Close). A lease that ends without release publishes nothing: the
+// waiters next in line wake when it ends. Each waiter also renews its
+// place in the queue every third of the queue TTL (WithQueueTTL, default
+// 3 s), which is also the longest a lost wake-up costs; the queue entry of
+// a waiter that died lapses after the queue TTL.
+//
+// # Fencing with N holders
+//
+// N holders are valid at once, so a resource cannot keep one "newest
+// fence": keep one per slot. Write with the permit's fence to the slot's
+// record (redislock.FencedSet on a key per slot, or a fence column per
+// slot in SQL) and refuse a write whose fence is below its slot's newest.
+// A holder paused past its lease, whose slot has since been given to
+// another holder that wrote, is refused.
+//
+// # Keys
+//
+// A semaphore is five keys "<prefix>{<name>}...", hash-tagged by the name
+// so that all live in one Redis Cluster slot, plus the pub/sub channel
+// "<prefix>{<name>}:wake". Every key expires with the last lease or queue
+// entry it serves, and all but the fence counter are gone when no one
+// holds or waits; the fence counter expires 24 h after the last grant.
+//
+// # Limits
+//
+//   - One Redis: standalone, Sentinel (a failover client) or Cluster. No
+//     quorum mode: a failover that loses writes can lose permits.
+//   - Every user of a name must use the same limit while the semaphore is
+//     in use (ErrLimitMismatch otherwise); the limit may change when no
+//     one holds or waits. At most MaxLimit slots; a grant scans the slots
+//     for a free one, so its cost grows with the limit.
+//   - One slot per permit: no weighted acquire of several slots at once.
+//   - Strict arrival order: while a waiter at the head of the queue is
+//     stopped (SIGSTOP, a long GC pause), the slots it may take stay free
+//     for up to the queue TTL.
+//   - Acquire waits until its ctx ends: give it a deadline.
+//   - Sharded pub/sub (SPUBLISH) is not used: on Cluster a release's
+//     PUBLISH reaches every node.
+package semaphore

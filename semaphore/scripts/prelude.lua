@@ -1,0 +1,95 @@
+-- prelude: shared by every semaphore script; scripts.go puts it in front of
+-- each operation's file. Every script takes the same five keys, all in the
+-- semaphore's hash slot ("<prefix>{<name>}..."):
+--
+-- KEYS[1]  state hash: "limit" -> N; "seq" -> last queue number;
+--          "s<slot>" -> token of the slot's holder;
+--          "t<token>" -> "<slot>:<fence>:<acquired ms>:<holder identity>"
+-- KEYS[2]  holders: sorted set, token -> end of its lease (server ms)
+-- KEYS[3]  queue: sorted set, ticket -> queue number (arrival order)
+-- KEYS[4]  queue deadlines: sorted set, ticket -> end of its queue entry (ms)
+-- KEYS[5]  fence counter: the last fence minted (expires 24 h after the last
+--          grant)
+--
+-- Time is the server's (TIME), never a client's: a lease ends when the
+-- server's clock passes it, whatever the clients' clocks say. Each script
+-- first drops the holders and queue entries whose time has passed, and
+-- last sets every key to expire with the latest deadline it serves, so
+-- that no key lives without an expiry.
+local state, holders, queue, qdead, fencekey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local function int(x)
+  return string.format('%d', x)
+end
+
+local function stored_limit()
+  return tonumber(redis.call('HGET', state, 'limit') or '0')
+end
+
+-- drop removes a holder and frees its slot.
+local function drop(token)
+  local info = redis.call('HGET', state, 't' .. token)
+  if info then
+    local slot = string.match(info, '^(%d+):')
+    if redis.call('HGET', state, 's' .. slot) == token then
+      redis.call('HDEL', state, 's' .. slot)
+    end
+    redis.call('HDEL', state, 't' .. token)
+  end
+  redis.call('ZREM', holders, token)
+end
+
+-- dequeue removes a waiter's queue entry.
+local function dequeue(ticket)
+  redis.call('ZREM', queue, ticket)
+  redis.call('ZREM', qdead, ticket)
+end
+
+-- purge drops the holders whose lease has ended and the waiters whose
+-- queue entry has expired; it returns how many it dropped.
+local function purge()
+  local n = 0
+  for _, token in ipairs(redis.call('ZRANGEBYSCORE', holders, '-inf', int(now))) do
+    drop(token)
+    n = n + 1
+  end
+  for _, ticket in ipairs(redis.call('ZRANGEBYSCORE', qdead, '-inf', int(now))) do
+    dequeue(ticket)
+    n = n + 1
+  end
+  return n
+end
+
+-- keep makes every key expire with the last lease or queue entry, or
+-- deletes them all when none is left.
+local function keep()
+  local last = now
+  local h = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
+  if h[2] then last = math.max(last, tonumber(h[2])) end
+  local q = redis.call('ZRANGE', qdead, -1, -1, 'WITHSCORES')
+  if q[2] then last = math.max(last, tonumber(q[2])) end
+  if last <= now then
+    redis.call('DEL', state, holders, queue, qdead)
+    return
+  end
+  local ms = int(last - now + 1)
+  redis.call('PEXPIRE', state, ms)
+  redis.call('PEXPIRE', holders, ms)
+  redis.call('PEXPIRE', queue, ms)
+  redis.call('PEXPIRE', qdead, ms)
+end
+
+-- wake publishes, on channel, the tickets of the waiters that a free slot
+-- now awaits: the first (limit - holders) of the queue, in order.
+local function wake(limit, channel)
+  local free = limit - redis.call('ZCARD', holders)
+  if free <= 0 then return end
+  local heads = redis.call('ZRANGE', queue, 0, free - 1)
+  if #heads > 0 then
+    redis.call('PUBLISH', channel, table.concat(heads, ' '))
+  end
+end

@@ -1,0 +1,204 @@
+package stampede_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/leasetest"
+	"github.com/redislock-go/redislock/stampede"
+)
+
+// crowd is three Groups on one backend (three processes, in effect) with
+// callers each, all in the flight before the fill may return: one Group
+// fills, the two others wait for its lock.
+func crowd(t *testing.T, m *leasetest.Memory, perGroup int, fill func(ctx context.Context) ([]byte, error), opts ...stampede.Option) (fills *atomic.Int32, results []result) {
+	t.Helper()
+	return crowdOn(t, func() (lease.Locker, lease.Store) { return m, m }, perGroup, fill, opts...)
+}
+
+// crowdOn is crowd on the backends that backend returns, one per Group.
+func crowdOn(t *testing.T, backend func() (lease.Locker, lease.Store), perGroup int, fill func(ctx context.Context) ([]byte, error), opts ...stampede.Option) (fills *atomic.Int32, results []result) {
+	t.Helper()
+	ev := watch(t)
+	release := make(chan struct{})
+	fills = new(atomic.Int32)
+	gated := func(ctx context.Context) ([]byte, error) {
+		fills.Add(1)
+		<-release
+		return fill(ctx)
+	}
+	var dones []<-chan []result
+	for range 3 {
+		locker, store := backend()
+		g := newGroup(t, locker, store, opts...)
+		dones = append(dones, callers(context.Background(), g, perGroup, "k", time.Minute, gated))
+	}
+	ev.wait(t, stampede.EvJoin, 3*perGroup)
+	ev.wait(t, stampede.EvWait, 2)
+	close(release)
+	for _, d := range dones {
+		results = append(results, collect(t, d)...)
+	}
+	return fills, results
+}
+
+var errFill = errors.New("database down")
+
+// A failed fill is handed to every caller that waited for it, here and in
+// the other processes, and is not cached: the next Do fills again.
+func TestFailureReachesWaiters(t *testing.T) {
+	m := memory()
+	fills, rs := crowd(t, m, 10, func(context.Context) ([]byte, error) { return nil, errFill })
+	if n := fills.Load(); n != 1 {
+		t.Errorf("%d fills, want 1 (the waiters must get the failure, not fill again)", n)
+	}
+	local, remote := 0, 0
+	for i, r := range rs {
+		var fe *stampede.FillError
+		switch {
+		case errors.Is(r.err, errFill) && errors.Is(r.err, stampede.ErrFillFailed):
+			local++
+		case errors.As(r.err, &fe) && errors.Is(r.err, stampede.ErrFillFailed) && fe.Message != "":
+			remote++
+		default:
+			t.Fatalf("caller %d: %q, %v; want the fill's error", i, r.val, r.err)
+		}
+	}
+	if local != 10 || remote != 20 {
+		t.Errorf("%d callers got the local error and %d the recorded one, want 10 and 20", local, remote)
+	}
+	g := newGroup(t, m, m)
+	v, err := g.Do(context.Background(), "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("v"), nil })
+	if err != nil || string(v) != "v" {
+		t.Errorf("Do after a failed fill: %q, %v; want a new fill", v, err)
+	}
+}
+
+// A panicking fill: every caller gets an error, the lock is released, and
+// no goroutine is left.
+func TestPanicReachesWaiters(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	m := memory()
+	fills, rs := crowd(t, m, 10, func(context.Context) ([]byte, error) { panic("boom") })
+	if n := fills.Load(); n != 1 {
+		t.Errorf("%d fills, want 1", n)
+	}
+	for i, r := range rs {
+		var pe *stampede.PanicError
+		var fe *stampede.FillError
+		switch {
+		case errors.As(r.err, &pe) && pe.Value == "boom" && len(pe.Stack) > 0:
+		case errors.As(r.err, &fe) && fe.Panicked:
+		default:
+			t.Fatalf("caller %d: %q, %v; want the panic", i, r.val, r.err)
+		}
+		if !errors.Is(r.err, stampede.ErrPanicked) || !errors.Is(r.err, stampede.ErrFillFailed) {
+			t.Errorf("caller %d: %v does not match ErrPanicked and ErrFillFailed", i, r.err)
+		}
+	}
+	if info, _ := m.Inspect(context.Background(), stampede.DefaultNamespace+"k"); info.Held {
+		t.Error("the lock is held after the panic")
+	}
+}
+
+// A fill that calls runtime.Goexit (t.FailNow in a fill, say) ends its
+// flight with an error instead of hanging its callers.
+func TestGoexit(t *testing.T) {
+	m := memory()
+	g := newGroup(t, m, m)
+	rs := collect(t, callers(context.Background(), g, 5, "k", time.Minute, func(context.Context) ([]byte, error) {
+		runtime.Goexit()
+		return nil, nil
+	}))
+	for i, r := range rs {
+		if !errors.Is(r.err, stampede.ErrFillFailed) {
+			t.Errorf("caller %d: %v, want ErrFillFailed", i, r.err)
+		}
+	}
+	rec, err := m.Get(context.Background(), stampede.DefaultNamespace+"k")
+	if err != nil || len(rec.Value) == 0 || rec.Value[0] != 'f' {
+		t.Errorf("record after Goexit: %q, %v; want a failure record", rec.Value, err)
+	}
+}
+
+// WithFillRetries: the waiters fill again instead of taking the failure.
+func TestFillRetries(t *testing.T) {
+	m := memory()
+	var n atomic.Int32
+	fills, rs := crowd(t, m, 5, func(context.Context) ([]byte, error) {
+		if n.Add(1) == 1 {
+			return nil, errFill
+		}
+		return []byte("v"), nil
+	}, stampede.WithFillRetries(1))
+	for i, r := range rs {
+		if r.err != nil || string(r.val) != "v" {
+			t.Fatalf("caller %d: %q, %v; want the retried fill's value", i, r.val, r.err)
+		}
+	}
+	if got := fills.Load(); got != 2 {
+		t.Errorf("%d fills, want 2 (the failure and one retry)", got)
+	}
+}
+
+// A miss is an error like any other by default; WithNegativeTTL caches it
+// for its TTL.
+func TestNegativeCaching(t *testing.T) {
+	clock := leasetest.NewFakeClock(time.Time{})
+	m := memory(leasetest.WithClock(clock))
+	ctx := context.Background()
+	fills := 0
+	miss := func(context.Context) ([]byte, error) {
+		fills++
+		return nil, fmt.Errorf("user 42: %w", stampede.ErrMissing)
+	}
+	plain := newGroup(t, m, m)
+	for range 2 {
+		if _, err := plain.Do(ctx, "plain", time.Minute, miss); !errors.Is(err, stampede.ErrMissing) {
+			t.Fatalf("Do = %v, want ErrMissing", err)
+		}
+	}
+	if fills != 2 {
+		t.Errorf("%d fills without negative caching, want 2", fills)
+	}
+	fills = 0
+	neg := newGroup(t, m, m, stampede.WithNegativeTTL(time.Second))
+	for range 3 {
+		_, err := neg.Do(ctx, "neg", time.Minute, miss)
+		if !errors.Is(err, stampede.ErrMissing) {
+			t.Fatalf("Do = %v, want ErrMissing", err)
+		}
+	}
+	if fills != 1 {
+		t.Errorf("%d fills with a cached miss, want 1", fills)
+	}
+	clock.Advance(time.Second)
+	if _, err := neg.Do(ctx, "neg", time.Minute, miss); !errors.Is(err, stampede.ErrMissing) || fills != 2 {
+		t.Errorf("after the negative TTL: %v and %d fills, want a new fill", err, fills)
+	}
+}
+
+// A fill that outlives the fill timeout sees its ctx end; its callers get
+// the deadline error and nothing is stored.
+func TestFillTimeout(t *testing.T) {
+	m := memory()
+	g := newGroup(t, m, m, stampede.WithFillTimeout(time.Millisecond))
+	_, err := g.Do(context.Background(), "k", time.Minute, func(ctx context.Context) ([]byte, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, stampede.ErrFillFailed) {
+		t.Errorf("Do = %v, want a failed fill matching DeadlineExceeded", err)
+	}
+	if _, err := m.Get(context.Background(), stampede.DefaultNamespace+"k"); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("record after a timed-out fill: %v, want none", err)
+	}
+}

@@ -1,0 +1,261 @@
+package stampede_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/leasetest"
+	"github.com/redislock-go/redislock/stampede"
+)
+
+// A cached value is returned without a fill; a cold one is filled and
+// stored under the namespaced key with the lock's fence.
+func TestCachedValue(t *testing.T) {
+	m := memory()
+	g := newGroup(t, m, m)
+	ctx := context.Background()
+	fills := 0
+	fill := func(context.Context) ([]byte, error) { fills++; return []byte(fmt.Sprint("v", fills)), nil }
+	for range 3 {
+		v, err := g.Do(ctx, "k", time.Minute, fill)
+		if err != nil || string(v) != "v1" {
+			t.Fatalf("Do = %q, %v; want v1", v, err)
+		}
+	}
+	if fills != 1 {
+		t.Errorf("%d fills, want 1", fills)
+	}
+	rec, err := m.Get(ctx, stampede.DefaultNamespace+"k")
+	if err != nil || rec.Fence <= 0 || rec.TTL <= 0 || rec.TTL > time.Minute {
+		t.Errorf("stored record %+v, %v; want a fenced record with the TTL", rec, err)
+	}
+	if info, _ := m.Inspect(ctx, stampede.DefaultNamespace+"k"); info.Held {
+		t.Error("the fill lock is still held after Do returned")
+	}
+}
+
+// Callers of one Group share one flight: one read, one lock, one fill.
+func TestOneFlightPerProcess(t *testing.T) {
+	ev := watch(t)
+	m := memory()
+	g := newGroup(t, m, m)
+	fill := newGate("v", nil)
+	done := callers(context.Background(), g, 50, "k", time.Minute, fill.fill)
+	ev.wait(t, stampede.EvJoin, 50)
+	close(fill.open)
+	for i, r := range collect(t, done) {
+		if r.err != nil || string(r.val) != "v" {
+			t.Fatalf("caller %d: %q, %v", i, r.val, r.err)
+		}
+	}
+	if n := fill.runs.Load(); n != 1 {
+		t.Errorf("%d fills, want 1", n)
+	}
+	if n := ev.count(stampede.EvWait); n != 0 {
+		t.Errorf("%d flights waited for the lock, want 0 (one flight)", n)
+	}
+}
+
+// Groups on one backend (processes, in effect) fill once: the others wait
+// for the lock and read the stored value.
+func TestOneFillAcrossGroups(t *testing.T) {
+	ev := watch(t)
+	m := memory()
+	fill := newGate("v", nil)
+	var dones []<-chan []result
+	for range 3 {
+		g := newGroup(t, m, m)
+		dones = append(dones, callers(context.Background(), g, 20, "k", time.Minute, fill.fill))
+	}
+	ev.wait(t, stampede.EvJoin, 60)
+	ev.wait(t, stampede.EvWait, 2)
+	close(fill.open)
+	for _, d := range dones {
+		for i, r := range collect(t, d) {
+			if r.err != nil || string(r.val) != "v" {
+				t.Fatalf("caller %d: %q, %v", i, r.val, r.err)
+			}
+		}
+	}
+	if n := fill.runs.Load(); n != 1 {
+		t.Errorf("%d fills, want 1", n)
+	}
+}
+
+// A caller that gives up returns its ctx error at once; the fill goes on
+// with its own ctx and stores the value.
+func TestCallerCancelKeepsFill(t *testing.T) {
+	m := memory()
+	g := newGroup(t, m, m)
+	fill := newGate("v", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := callers(ctx, g, 1, "k", time.Minute, fill.fill)
+	<-fill.started
+	cancel()
+	if r := collect(t, done)[0]; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled caller: %q, %v; want context.Canceled", r.val, r.err)
+	}
+	close(fill.open)
+	v, err := g.Do(context.Background(), "k", time.Minute, func(context.Context) ([]byte, error) {
+		return nil, errors.New("second fill")
+	})
+	if err != nil || string(v) != "v" {
+		t.Fatalf("after the cancelled caller: %q, %v; want the first fill's value", v, err)
+	}
+	if n := fill.runs.Load(); n != 1 {
+		t.Errorf("%d fills, want 1", n)
+	}
+}
+
+// A flight that waits for another holder ends when its last caller gave
+// up; nothing is left running (goleak in TestMain), and the lock is not
+// taken behind the callers' backs.
+func TestAllCallersLeaveWhileWaiting(t *testing.T) {
+	ev := watch(t)
+	m := memory()
+	g := newGroup(t, m, m)
+	ctx := context.Background()
+	held, err := m.Obtain(ctx, stampede.DefaultNamespace+"k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := callers(cctx, g, 5, "k", time.Minute, newGate("v", nil).fill)
+	ev.wait(t, stampede.EvWait, 1)
+	cancel()
+	for _, r := range collect(t, done) {
+		if !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("caller: %v, want context.Canceled", r.err)
+		}
+	}
+	if err := g.Close(); err != nil { // waits for the flight
+		t.Fatal(err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := m.Inspect(ctx, stampede.DefaultNamespace+"k"); info.Held {
+		t.Error("the abandoned flight took the lock")
+	}
+}
+
+// A fill whose lock is lost sees its ctx end with a cause matching
+// ErrLockLost; its callers get the loss and nothing is stored.
+func TestLockLostEndsFill(t *testing.T) {
+	clock := leasetest.NewFakeClock(time.Time{})
+	m := memory(leasetest.WithClock(clock))
+	g := newGroup(t, m, m, stampede.WithLockTTL(300*time.Millisecond))
+	cause := make(chan error, 1)
+	fill := func(ctx context.Context) ([]byte, error) {
+		clock.WaitTimers(2) // the renewal and its watchdog
+		m.Break(stampede.DefaultNamespace + "k")
+		clock.Advance(100 * time.Millisecond) // the next renewal finds it gone
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return []byte("late"), nil
+	}
+	_, err := g.Do(context.Background(), "k", time.Minute, fill)
+	if !errors.Is(err, lease.ErrLockLost) {
+		t.Fatalf("Do = %v, want ErrLockLost", err)
+	}
+	if c := <-cause; !errors.Is(c, lease.ErrLockLost) {
+		t.Errorf("fill's ctx cause = %v, want ErrLockLost", c)
+	}
+	if _, err := m.Get(context.Background(), stampede.DefaultNamespace+"k"); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("record after a lost lock: %v, want none", err)
+	}
+}
+
+// Close ends a waiting flight: its callers get ErrClosed, and Do after
+// Close too.
+func TestClose(t *testing.T) {
+	ev := watch(t)
+	m := memory()
+	g, err := stampede.New(m, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := m.Obtain(context.Background(), stampede.DefaultNamespace+"k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	done := callers(context.Background(), g, 3, "k", time.Minute, newGate("v", nil).fill)
+	ev.wait(t, stampede.EvWait, 1)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range collect(t, done) {
+		if !errors.Is(r.err, lease.ErrClosed) {
+			t.Errorf("caller of a closed Group: %v, want ErrClosed", r.err)
+		}
+	}
+	if _, err := g.Do(context.Background(), "k", time.Minute, newGate("v", nil).fill); !errors.Is(err, lease.ErrClosed) {
+		t.Errorf("Do after Close: %v, want ErrClosed", err)
+	}
+	if err := g.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	m := memory()
+	if _, err := stampede.New(nil, m); !errors.Is(err, lease.ErrInvalidArgument) {
+		t.Errorf("New(nil locker) = %v", err)
+	}
+	for name, opt := range map[string]stampede.Option{
+		"lock TTL 0":      stampede.WithLockTTL(0),
+		"lock TTL 2ms":    stampede.WithLockTTL(2 * time.Millisecond),
+		"fill timeout 0":  stampede.WithFillTimeout(0),
+		"nil wait":        stampede.WithWait(nil),
+		"negative TTL 0":  stampede.WithNegativeTTL(0),
+		"early refresh 0": stampede.WithEarlyRefresh(0),
+		"max refreshes 0": stampede.WithMaxRefreshes(0),
+		"retries -1":      stampede.WithFillRetries(-1),
+		"nil handler":     stampede.WithErrorHandler(nil),
+		"long holder":     stampede.WithHolder(string(make([]byte, lease.MaxHolderLen+1))),
+	} {
+		if _, err := stampede.New(m, m, opt); !errors.Is(err, lease.ErrInvalidArgument) {
+			t.Errorf("%s: New = %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	g := newGroup(t, m, m, stampede.WithEarlyRefresh(time.Second))
+	fill := newGate("v", nil).fill
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"empty key":       func() error { _, err := g.Do(ctx, "", time.Minute, fill); return err },
+		"TTL 0":           func() error { _, err := g.Do(ctx, "k", 0, fill); return err },
+		"TTL under early": func() error { _, err := g.Do(ctx, "k", time.Second, fill); return err },
+		"nil fill":        func() error { _, err := g.Do(ctx, "k", time.Minute, nil); return err },
+	} {
+		if err := call(); !errors.Is(err, lease.ErrInvalidArgument) {
+			t.Errorf("%s: Do = %v, want ErrInvalidArgument", name, err)
+		}
+	}
+}
+
+// failingStore fails every Get.
+type failingStore struct{ lease.Store }
+
+var errBackend = errors.New("backend down")
+
+func (failingStore) Get(context.Context, string) (lease.Record, error) {
+	return lease.Record{}, errBackend
+}
+
+// A backend error is the callers' error, not a fill.
+func TestBackendError(t *testing.T) {
+	m := memory()
+	g := newGroup(t, m, failingStore{m})
+	fill := newGate("v", nil)
+	if _, err := g.Do(context.Background(), "k", time.Minute, fill.fill); !errors.Is(err, errBackend) {
+		t.Errorf("Do = %v, want the store's error", err)
+	}
+	if n := fill.runs.Load(); n != 0 {
+		t.Errorf("%d fills on an unreadable cache, want 0", n)
+	}
+}
