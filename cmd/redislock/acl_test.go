@@ -24,6 +24,7 @@ var aclRules = []string{
 	"+get", "+set", "+del", "+pexpire", "+pttl", "+append", "+incr", "+time", "+exists", // called by the scripts
 	"+zrange", "+zrem", "+zadd", "+zscore", "+zrangebyscore", // fair queues; ZRANGE also in releases of several keys
 	"+hget", "+hset", "+hmget", // fenced records (Store, FencedSet)
+	"+hdel", "+hexists", "+hincrby", "+zcard", "+zrank", // semaphores (run -n)
 	"+publish", "+spublish", // wake-ups (called by the release scripts)
 	"+subscribe", "+unsubscribe", "+ssubscribe", "+sunsubscribe", "+ping", // notified waiting
 }
@@ -183,6 +184,8 @@ func TestACLCommand(t *testing.T) {
 	}{
 		{[]string{"--addr", url("locker", "pw"), "run", "k", "--", "true"}, 0, ""},
 		{[]string{"--addr", url("locker", "pw"), "inspect", "k"}, 0, ""},
+		{[]string{"--addr", url("locker", "pw"), "run", "-n", "2", "k", "--", "true"}, 0, ""},
+		{[]string{"--addr", url("noeval", "pw"), "run", "-n", "2", "k", "--", "true"}, 77, "NOPERM"},
 		{[]string{"--addr", url("locker", "pw"), "--prefix", "other:", "run", "k", "--", "true"}, 77, "NOPERM"},
 		{[]string{"--addr", url("noeval", "pw"), "run", "k", "--", "true"}, 77, "NOPERM"},
 		{[]string{"--addr", url("noeval", "pw"), "run", "--nonblock", "k", "--", "true"}, 77, "NOPERM"},

@@ -14,7 +14,8 @@
 // REDISLOCK_KEY, REDISLOCK_FENCE and REDISLOCK_TOKEN in its environment;
 // the lock is renewed while it runs, and if the lock is lost the whole
 // group gets SIGTERM, then SIGKILL after --grace, and run exits 125.
-// Otherwise run exits with the command's own code. See "redislock run
+// Otherwise run exits with the command's own code. With -n N it holds one
+// of N slots of a semaphore instead. See "redislock run
 // --help" and README.md for the flags and the table of exit codes.
 //
 // From the repository root, on a machine without Redis:

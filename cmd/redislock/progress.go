@@ -6,8 +6,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/redislock-go/redislock"
 )
 
 // progressEvery is how often a wait's progress line is redrawn.
@@ -51,9 +49,9 @@ func (r *reporter) verbosef(format string, args ...any) {
 	}
 }
 
-// progress draws, on a terminal, a line that says who holds key and how
-// long the wait has lasted, until stop is called.
-func (r *reporter) progress(lc *redislock.Client, key string) (stop func()) {
+// progress draws, on a terminal, a line that says how long the wait for key
+// has lasted and who holds it (heldBy), until stop is called.
+func (r *reporter) progress(key string, heldBy func() string) (stop func()) {
 	if !r.tty {
 		return func() {}
 	}
@@ -71,7 +69,7 @@ func (r *reporter) progress(lc *redislock.Client, key string) (stop func()) {
 				return
 			case <-t.C:
 			}
-			s := heldBy(lc, key)
+			s := heldBy()
 			r.mu.Lock()
 			fmt.Fprintf(r.w, "\r\033[Kredislock: waiting %v for %q, %s", time.Since(start).Round(time.Second), key, s)
 			r.line = true

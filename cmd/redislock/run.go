@@ -15,6 +15,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/semaphore"
 )
 
 // run's defaults.
@@ -61,6 +62,11 @@ stopped the same way, the lock is released, and run exits with the command's
 code. SIGINT, SIGTERM and SIGHUP are forwarded to the process group (SIGKILL
 after --grace); the lock is released when the command has stopped.
 
+With -n N, run holds one of N slots of the semaphore KEY instead (the
+library's semaphore package): at most N commands run at once, and the
+command also gets REDISLOCK_SLOT, its slot in [0, N). Fences then grow across
+all slots; check them per slot.
+
 Exit codes:
   the command's   the command ran; its exit code (128+N if killed by signal N)
   75              the lock is held by another and --nonblock was given
@@ -68,7 +74,7 @@ Exit codes:
   124             --wait passed and the lock was still held by another
   125             the lock was lost while the command ran; the command was stopped
   126 / 127       the command could not be run / was not found
-  64              bad flags or arguments
+  64              bad flags or arguments (-n: the semaphore is in use with another N)
   69              Redis unreachable, an error reply, no quorum
   77              Redis refused the user (ACL NOPERM, bad password)
   128+N           redislock got signal N while waiting for the lock`
@@ -81,6 +87,9 @@ const runExample = `  # A cron job that runs on several hosts, once at a time; t
 
   # Wait at most a minute, on a TLS Redis with an ACL user:
   REDIS_URL=rediss://locker:secret@redis.internal:6380 redislock run --wait 1m backup -- sh -c 'pg_dump ... > /backup/db.sql'
+
+  # At most 4 transcoders at once, across hosts:
+  redislock run -n 4 transcoders -- ./transcode.sh "$FILE"
 
   # Pass the fencing token to the resource:
   redislock run invoice-batch -- sh -c 'psql -c "UPDATE batch SET fence = $REDISLOCK_FENCE WHERE fence < $REDISLOCK_FENCE"'`
@@ -108,7 +117,7 @@ func runCommand(c *conn) *cobra.Command {
 	fs.DurationVar(&f.grace, "grace", f.grace, "time between SIGTERM and SIGKILL when the command's process group is stopped")
 	fs.IntVar(&f.conflictCode, "conflict-exit-code", f.conflictCode, "exit `CODE` (0-255) when --nonblock finds the lock held")
 	fs.StringVar(&f.holder, "holder", "", "holder identity recorded with the lock, shown by inspect (default host:pid)")
-	fs.IntVarP(&f.slots, "slots", "n", 1, "hold one of `N` slots (a semaphore) instead of the lock")
+	fs.IntVarP(&f.slots, "slots", "n", 1, "hold one of `N` slots of the semaphore named KEY instead of the lock\n(REDISLOCK_SLOT: the slot, 0 to N-1; every user of KEY must give the same N)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "report obtaining, waiting and releasing on stderr")
 	return cmd
 }
@@ -134,8 +143,8 @@ func (f *runFlags) check(args []string) (key string, argv []string, err error) {
 		return "", nil, usageError("--conflict-exit-code %d: must be 0-255", f.conflictCode)
 	case f.slots < 1:
 		return "", nil, usageError("-n %d: must be at least 1", f.slots)
-	case f.slots > 1:
-		return "", nil, usageError("-n %d: slots (the semaphore) are not supported by this build yet", f.slots)
+	case f.slots > semaphore.MaxLimit:
+		return "", nil, usageError("-n %d: at most %d slots", f.slots, semaphore.MaxLimit)
 	}
 	if f.holder == "" {
 		f.holder = defaultHolder()
@@ -153,14 +162,14 @@ func (f *runFlags) run(c *conn, args []string) error {
 	defer signal.Stop(sigs)
 
 	notice := make(waitNotice, 1)
-	lc, closeClient, err := c.client(redislock.WithHolder(f.holder), redislock.WithObserver(notice))
+	acq, err := f.acquirer(c, key, notice)
 	if err != nil {
 		return err
 	}
-	defer closeClient()
+	defer acq.close()
 	out := newReporter(f.verbose)
 
-	lock, err := f.obtain(lc, key, sigs, notice, out)
+	lock, err := f.obtain(acq, key, sigs, notice, out)
 	if err != nil {
 		return err
 	}
@@ -171,7 +180,7 @@ func (f *runFlags) run(c *conn, args []string) error {
 		return err
 	}
 	env := append(os.Environ(), envKey+"="+key, envFence+"="+strconv.FormatInt(lock.Fence(), 10), envToken+"="+lock.Token())
-	ch, err := startChild(argv, env)
+	ch, err := startChild(argv, append(env, acq.env(lock)...))
 	if err != nil {
 		f.release(held, key, out)
 		return err
@@ -183,8 +192,35 @@ func (f *runFlags) run(c *conn, args []string) error {
 	return exitWith(code, errQuiet)
 }
 
-// obtain takes the lock as the flags say, giving up on a signal.
-func (f *runFlags) obtain(lc *redislock.Client, key string, sigs <-chan os.Signal, notice waitNotice, out *reporter) (*redislock.Lock, error) {
+// acquirer returns what run takes: the lock, or with -n a slot of the
+// semaphore named key.
+func (f *runFlags) acquirer(c *conn, key string, notice waitNotice) (acquirer, error) {
+	if f.slots == 1 {
+		lc, closeClient, err := c.client(redislock.WithHolder(f.holder), redislock.WithObserver(notice))
+		if err != nil {
+			return nil, err
+		}
+		return &lockAcquirer{lc: lc, key: key, closeClient: closeClient}, nil
+	}
+	rdbs, quorum, err := c.clients()
+	if err != nil {
+		return nil, err
+	}
+	if quorum {
+		closeAll(rdbs)
+		return nil, usageError("-n (a semaphore) needs one Redis: quorum mode is not supported")
+	}
+	a, err := newSemAcquirer(rdbs[0], key, f.slots, f.holder, c.prefix, notice)
+	if err != nil {
+		closeAll(rdbs)
+		return nil, err
+	}
+	a.closeClient = func() { closeAll(rdbs) }
+	return a, nil
+}
+
+// obtain takes the lock (or slot) as the flags say, giving up on a signal.
+func (f *runFlags) obtain(acq acquirer, key string, sigs <-chan os.Signal, notice waitNotice, out *reporter) (lease.Lock, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if f.wait > 0 {
@@ -212,26 +248,19 @@ func (f *runFlags) obtain(lc *redislock.Client, key string, sigs <-chan os.Signa
 				return
 			case <-notice:
 				if stopProgress == nil {
-					out.verbosef("waiting for %q, %s", key, heldBy(lc, key))
-					stopProgress = out.progress(lc, key)
+					out.verbosef("waiting for %q, %s", key, acq.heldBy())
+					stopProgress = out.progress(key, acq.heldBy)
 				}
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	var opts []redislock.Option
-	if !f.nonblock {
-		opts = append(opts, redislock.WithRetry(redislock.ExponentialBackoff(10*time.Millisecond, time.Second)))
-		if f.wait == 0 {
-			opts = append(opts, redislock.WithMaxWait(time.Hour))
-		}
-	}
-	var lock *redislock.Lock
+	var lock lease.Lock
 	var err error
 	for {
-		lock, err = lc.Obtain(ctx, key, f.ttl, opts...)
-		// Waiting as long as it takes: one Obtain waits at most an hour.
+		lock, err = acq.acquire(ctx, f.ttl, f.nonblock)
+		// Waiting as long as it takes: a lock's Obtain waits at most an hour.
 		if f.nonblock || f.wait > 0 || ctx.Err() != nil || !errors.Is(err, redislock.ErrNotObtained) {
 			break
 		}
@@ -247,9 +276,11 @@ func (f *runFlags) obtain(lc *redislock.Client, key string, sigs <-chan os.Signa
 	case err == nil:
 		return lock, nil
 	case errors.Is(err, redislock.ErrNotObtained) && f.nonblock:
-		return nil, exitWith(f.conflictCode, fmt.Errorf("%q is %s", key, heldBy(lc, key)))
+		return nil, exitWith(f.conflictCode, fmt.Errorf("%q is %s", key, acq.heldBy()))
 	case errors.Is(err, redislock.ErrNotObtained):
-		return nil, exitWith(exitTimeout, fmt.Errorf("--wait %v passed: %q is %s", f.wait, key, heldBy(lc, key)))
+		return nil, exitWith(exitTimeout, fmt.Errorf("--wait %v passed: %q is %s", f.wait, key, acq.heldBy()))
+	case errors.Is(err, semaphore.ErrLimitMismatch):
+		return nil, exitWith(exitUsage, err)
 	}
 	return nil, err
 }
@@ -314,20 +345,4 @@ func (w waitNotice) WaitStart(context.Context, redislock.WaitEvent) {
 	case w <- struct{}{}:
 	default:
 	}
-}
-
-// heldBy says who holds key, for messages: "held by H (fence F, T left)".
-func heldBy(lc *redislock.Client, key string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	info, err := lc.Inspect(ctx, key)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("held (holder unknown: %v)", err)
-	case !info.Held:
-		return "released just now"
-	case info.Holder == "":
-		return fmt.Sprintf("held (no holder recorded; fence %d, %v left)", info.Fence, info.TTL.Round(time.Millisecond))
-	}
-	return fmt.Sprintf("held by %s (fence %d, %v left)", info.Holder, info.Fence, info.TTL.Round(time.Millisecond))
 }

@@ -99,6 +99,10 @@ func TestRunLossKillsProcessGroup(t *testing.T) {
 	if _, err := fmt.Sscan(p.line(), &shell, &grandchild); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // if the test failed, leave no process behind
+		_ = syscall.Kill(shell, syscall.SIGKILL)
+		_ = syscall.Kill(grandchild, syscall.SIGKILL)
+	})
 	// Another party takes the lock (an operator's DEL, a failover that lost it).
 	stolen := time.Now()
 	if _, err := srv.Do("SET", "redislock:{stolen}", "thief:1", "PX", 60000); err != nil {
@@ -157,6 +161,7 @@ func TestRunSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	if held, _, _ := inspect(t, c, "svc"); !held {
 		t.Fatal("not held while the command runs")
 	}
