@@ -1,10 +1,13 @@
 package redislockotel
 
 import (
+	"slices"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/redislock-go/redislock/extra/internal/track"
 	"github.com/redislock-go/redislock/lease"
 )
 
@@ -18,13 +21,13 @@ const Version = "0.1.0"
 var (
 	// DefaultLatencyBuckets are the bucket boundaries (s) of the acquire
 	// and refresh durations: 0.5 ms to 10 s.
-	DefaultLatencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	DefaultLatencyBuckets = slices.Clone(track.LatencyBuckets)
 	// DefaultWaitBuckets are the bucket boundaries (s) of the wait
 	// duration: 1 ms to 5 min.
-	DefaultWaitBuckets = []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300}
+	DefaultWaitBuckets = slices.Clone(track.WaitBuckets)
 	// DefaultHoldBuckets are the bucket boundaries (s) of the hold
 	// duration: 10 ms to 1 h.
-	DefaultHoldBuckets = []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
+	DefaultHoldBuckets = slices.Clone(track.HoldBuckets)
 )
 
 // An Option configures an Observer.
@@ -61,20 +64,11 @@ func (c *config) check() error {
 		return lease.Invalid("redislockotel: nil TracerProvider")
 	}
 	for _, b := range [][]float64{c.latency, c.wait, c.hold} {
-		if !increasing(b) {
+		if !track.Increasing(b) {
 			return lease.Invalid("redislockotel: buckets %v must be a non-empty, strictly increasing list", b)
 		}
 	}
 	return nil
-}
-
-func increasing(b []float64) bool {
-	for i := 1; i < len(b); i++ {
-		if !(b[i-1] < b[i]) {
-			return false
-		}
-	}
-	return len(b) > 0
 }
 
 // WithMeterProvider sets where the metrics go. Default: the global one

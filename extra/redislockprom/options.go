@@ -2,9 +2,11 @@ package redislockprom
 
 import (
 	"regexp"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/redislock-go/redislock/extra/internal/track"
 	"github.com/redislock-go/redislock/lease"
 )
 
@@ -14,13 +16,13 @@ var (
 	DefaultNamespace = "redislock"
 	// DefaultLatencyBuckets are the buckets (seconds) of the acquire and
 	// refresh durations: 0.5 ms to 10 s.
-	DefaultLatencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	DefaultLatencyBuckets = slices.Clone(track.LatencyBuckets)
 	// DefaultWaitBuckets are the buckets (seconds) of the wait duration:
 	// 1 ms to 5 min.
-	DefaultWaitBuckets = []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300}
+	DefaultWaitBuckets = slices.Clone(track.WaitBuckets)
 	// DefaultHoldBuckets are the buckets (seconds) of the hold duration:
 	// 10 ms to 1 h.
-	DefaultHoldBuckets = []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
+	DefaultHoldBuckets = slices.Clone(track.HoldBuckets)
 )
 
 // An Option configures a Collector.
@@ -51,7 +53,7 @@ func (c *config) check() error {
 		return lease.Invalid("redislockprom: namespace %q is not a valid metric name prefix", c.namespace)
 	}
 	for _, b := range [][]float64{c.latency, c.wait, c.hold} {
-		if !increasing(b) {
+		if !track.Increasing(b) {
 			return lease.Invalid("redislockprom: buckets %v must be a non-empty, strictly increasing list", b)
 		}
 	}
@@ -61,15 +63,6 @@ func (c *config) check() error {
 		}
 	}
 	return nil
-}
-
-func increasing(b []float64) bool {
-	for i := 1; i < len(b); i++ {
-		if !(b[i-1] < b[i]) {
-			return false
-		}
-	}
-	return len(b) > 0
 }
 
 // WithNamespace sets the prefix of the metric names. Default "redislock"

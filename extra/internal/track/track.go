@@ -258,3 +258,21 @@ func Reason(cause error) string {
 	}
 	return ReasonNotHeld
 }
+
+// Default histogram buckets, in seconds, of both adapters.
+var (
+	LatencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10} // 0.5 ms to 10 s
+	WaitBuckets    = []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300}                  // 1 ms to 5 min
+	HoldBuckets    = []float64{.01, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}                        // 10 ms to 1 h
+)
+
+// Increasing reports whether b is a non-empty, strictly increasing list of
+// bucket boundaries.
+func Increasing(b []float64) bool {
+	for i := 1; i < len(b); i++ {
+		if !(b[i-1] < b[i]) {
+			return false
+		}
+	}
+	return len(b) > 0
+}
