@@ -35,12 +35,12 @@ type conn struct {
 }
 
 func (c *conn) bind(fs *pflag.FlagSet) {
-	fs.StringVar(&c.addr, "addr", "", "Redis `ADDRESS`: host:port, or a redis:// or rediss:// (TLS) URL with user, password and db\n(default: $REDIS_URL, else "+defaultAddr+")")
+	fs.StringVar(&c.addr, "addr", "", "the Redis: `ADDRESS` is host:port, or a redis:// or rediss:// (TLS) URL with user, password and db\n(default: $REDIS_URL, else "+defaultAddr+")")
 	fs.StringSliceVar(&c.quorum, "quorum", nil, "quorum mode: independent Redis masters `ADDR,ADDR,...` (each host:port or a URL);\na lock is held on a majority of them")
 	fs.StringVar(&c.sentinel, "sentinel", "", "use Redis Sentinel: the `MASTER` name; --addr (or $REDIS_URL) then names the Sentinels,\nas host:port,host:port or a go-redis failover URL")
-	fs.StringVar(&c.cacert, "cacert", "", "TLS: CA certificate `FILE` to verify the server with (rediss:// only)")
-	fs.StringVar(&c.cert, "cert", "", "TLS: client certificate `FILE` (rediss:// only; with --key)")
-	fs.StringVar(&c.key, "key", "", "TLS: client private key `FILE` (rediss:// only; with --cert)")
+	fs.StringVar(&c.cacert, "tls-ca", "", "TLS: CA certificate `FILE` to verify the server with (rediss:// only)")
+	fs.StringVar(&c.cert, "tls-cert", "", "TLS: client certificate `FILE` (rediss:// only; with --tls-key)")
+	fs.StringVar(&c.key, "tls-key", "", "TLS: client private key `FILE` (rediss:// only; with --tls-cert)")
 	fs.StringVar(&c.prefix, "prefix", redislock.DefaultPrefix, "namespace of the Redis keys redislock writes (the library's WithPrefix)")
 }
 
@@ -90,7 +90,7 @@ func redact(a string) string {
 func (c *conn) clients() (rdbs []redis.UniversalClient, quorum bool, err error) {
 	tlsFiles := c.cacert != "" || c.cert != "" || c.key != ""
 	if (c.cert == "") != (c.key == "") {
-		return nil, false, usageError("--cert and --key go together")
+		return nil, false, usageError("--tls-cert and --tls-key go together")
 	}
 	switch {
 	case len(c.quorum) > 0 && (c.addr != "" || c.sentinel != ""):
@@ -143,7 +143,7 @@ func (c *conn) options(a string, tlsFiles bool) (*redis.Options, error) {
 		o = &redis.Options{Addr: a}
 	}
 	if tlsFiles && o.TLSConfig == nil {
-		return nil, usageError("--cacert, --cert and --key need a rediss:// address (%s)", redact(a))
+		return nil, usageError("--tls-ca, --tls-cert and --tls-key need a rediss:// address (%s)", redact(a))
 	}
 	if err := c.tls(o.TLSConfig); err != nil {
 		return nil, err
@@ -174,7 +174,7 @@ func (c *conn) failover(tlsFiles bool) (*redis.FailoverOptions, error) {
 	}
 	o.MasterName = c.sentinel
 	if tlsFiles && o.TLSConfig == nil {
-		return nil, usageError("--cacert, --cert and --key need a rediss:// address")
+		return nil, usageError("--tls-ca, --tls-cert and --tls-key need a rediss:// address")
 	}
 	if err := c.tls(o.TLSConfig); err != nil {
 		return nil, err
@@ -204,18 +204,18 @@ func (c *conn) tls(cfg *tls.Config) error {
 	if c.cacert != "" {
 		pem, err := os.ReadFile(c.cacert)
 		if err != nil {
-			return usageError("--cacert: %v", err)
+			return usageError("--tls-ca: %v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return usageError("--cacert %s: no PEM certificate in it", c.cacert)
+			return usageError("--tls-ca %s: no PEM certificate in it", c.cacert)
 		}
 		cfg.RootCAs = pool
 	}
 	if c.cert != "" {
 		pair, err := tls.LoadX509KeyPair(c.cert, c.key)
 		if err != nil {
-			return usageError("--cert/--key: %v", err)
+			return usageError("--tls-cert/--tls-key: %v", err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}

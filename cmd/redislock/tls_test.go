@@ -102,13 +102,13 @@ func TestTLS(t *testing.T) {
 		want int
 		say  string
 	}{
-		{"TLS", []string{"--addr", "rediss://" + tlsAddr, "--cacert", cs.ca, "run", "k", "--", "true"}, 0, ""},
-		{"TLS and ACL user", []string{"--addr", "rediss://locker:pw@" + tlsAddr, "--cacert", cs.ca, "run", "k", "--", "true"}, 0, ""},
-		{"TLS inspect", []string{"--addr", "rediss://" + tlsAddr, "--cacert", cs.ca, "inspect", "k"}, 0, ""},
+		{"TLS", []string{"--addr", "rediss://" + tlsAddr, "--tls-ca", cs.ca, "run", "k", "--", "true"}, 0, ""},
+		{"TLS and ACL user", []string{"--addr", "rediss://locker:pw@" + tlsAddr, "--tls-ca", cs.ca, "run", "k", "--", "true"}, 0, ""},
+		{"TLS inspect", []string{"--addr", "rediss://" + tlsAddr, "--tls-ca", cs.ca, "inspect", "k"}, 0, ""},
 		{"unknown CA", []string{"--addr", "rediss://" + tlsAddr, "run", "k", "--", "true"}, 69, "certificate"},
 		{"plain to the TLS port", []string{"--addr", "redis://" + tlsAddr, "run", "k", "--", "true"}, 69, ""},
-		{"--cacert without rediss", []string{"--addr", "redis://" + tlsAddr, "--cacert", cs.ca, "run", "k", "--", "true"}, 64, "rediss://"},
-		{"missing CA file", []string{"--addr", "rediss://" + tlsAddr, "--cacert", "/nonexistent", "run", "k", "--", "true"}, 64, "--cacert"},
+		{"--tls-ca without rediss", []string{"--addr", "redis://" + tlsAddr, "--tls-ca", cs.ca, "run", "k", "--", "true"}, 64, "rediss://"},
+		{"missing CA file", []string{"--addr", "rediss://" + tlsAddr, "--tls-ca", "/nonexistent", "run", "k", "--", "true"}, 64, "--tls-ca"},
 	} {
 		code, _, stderr := result(t, tc.args...)
 		if code != tc.want || !strings.Contains(stderr, tc.say) {
@@ -120,10 +120,10 @@ func TestTLS(t *testing.T) {
 	if _, err := srv.Do("CONFIG", "SET", "tls-auth-clients", "yes"); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := result(t, "--addr", "rediss://"+tlsAddr, "--cacert", cs.ca, "run", "k", "--", "true"); code != 69 {
+	if code, _, stderr := result(t, "--addr", "rediss://"+tlsAddr, "--tls-ca", cs.ca, "run", "k", "--", "true"); code != 69 {
 		t.Errorf("no client certificate: exit %d (%s), want 69", code, stderr)
 	}
-	if code, _, stderr := result(t, "--addr", "rediss://"+tlsAddr, "--cacert", cs.ca, "--cert", cs.clientCert, "--key", cs.clientKey, "run", "k", "--", "true"); code != 0 {
+	if code, _, stderr := result(t, "--addr", "rediss://"+tlsAddr, "--tls-ca", cs.ca, "--tls-cert", cs.clientCert, "--tls-key", cs.clientKey, "run", "k", "--", "true"); code != 0 {
 		t.Errorf("client certificate: exit %d: %s", code, stderr)
 	}
 }
