@@ -24,6 +24,8 @@ const (
 	defaultGrace = 5 * time.Second
 	// releaseTimeout bounds the release at exit.
 	releaseTimeout = 5 * time.Second
+	// lostReleaseWait bounds the wait for the release after a loss.
+	lostReleaseWait = time.Second
 )
 
 // The environment of the command.
@@ -302,7 +304,16 @@ func (f *runFlags) supervise(ch *child, held *lease.Held, sigs <-chan os.Signal,
 			out.warnf("lock %q lost (%v): stopping the command (SIGTERM, SIGKILL after %v)", held.Lock().Key(), context.Cause(held.Context()), f.grace)
 			ch.stop(f.grace)
 			out.warnf("the command's process group stopped %v after the loss", time.Since(lost).Round(time.Millisecond))
-			_ = held.Release(context.Background()) // gone, or ours still: compare-and-delete either way
+			// Gone, or still ours on a Redis that stopped answering:
+			// compare-and-delete either way, but do not wait long for a
+			// renewal still in flight to a dead server (the lease ends
+			// on its own).
+			released := make(chan struct{})
+			go func() { _ = held.Release(context.Background()); close(released) }()
+			select {
+			case <-released:
+			case <-time.After(lostReleaseWait):
+			}
 			return exitLost
 		case s := <-sigs:
 			out.verbosef("got %v: passing it to the command", s)

@@ -241,3 +241,26 @@ func TestRunBadInput(t *testing.T) {
 		}
 	}
 }
+
+// Redis stops answering (SIGSTOP): no renewal gets through, the lease ends,
+// and the command is stopped as for a stolen lock.
+func TestRunLossRedisPaused(t *testing.T) {
+	srv, _, _ := server(t)
+	const ttl, grace = 600 * time.Millisecond, 200 * time.Millisecond
+	p := start(t, "--addr", srv.Addr(), "run", "--ttl", ttl.String(), "--grace", grace.String(), "paused", "--",
+		"sh", "-c", `echo $$; exec sleep 1000`)
+	pid, err := strconv.Atoi(p.line())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	paused := time.Now()
+	srv.Pause()
+	defer srv.Resume()
+	code := p.wait()
+	stderr := p.stderr.rest()
+	if code != 125 || !dead(pid) {
+		t.Fatalf("exit %d, command dead %v; want 125 and dead; stderr: %s", code, dead(pid), stderr)
+	}
+	t.Logf("Redis paused -> redislock exited: %v (ttl %v, grace %v)\n%s", time.Since(paused).Round(time.Millisecond), ttl, grace, stderr)
+}
