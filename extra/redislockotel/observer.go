@@ -112,12 +112,12 @@ func New(opts ...Option) (*Observer, error) {
 	}
 	o := &Observer{
 		cfg:     cfg,
-		tracer:  cfg.tracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
+		tracer:  cfg.tracerProvider.Tracer(ScopeName),
 		calls:   track.NewKey(),
 		expired: make(map[string]int64),
 	}
 	o.grants = track.NewGrants(nil, o.expire)
-	if err := o.instruments(cfg.meterProvider.Meter(ScopeName, metric.WithInstrumentationVersion(Version))); err != nil {
+	if err := o.instruments(cfg.meterProvider.Meter(ScopeName)); err != nil {
 		return nil, err
 	}
 	o.none = newAttrs(metric.WithAttributeSet(*attribute.EmptySet()))

@@ -14,9 +14,6 @@ import (
 // ScopeName is the instrumentation scope of the meter and the tracer.
 const ScopeName = "github.com/redislock-go/redislock/extra/redislockotel"
 
-// Version is the instrumentation version reported with the scope.
-const Version = "0.1.0"
-
 // Defaults, all in one place.
 var (
 	// DefaultLatencyBuckets are the bucket boundaries (s) of the acquire
