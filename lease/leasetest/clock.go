@@ -11,6 +11,12 @@ import (
 // FakeClock is a lease.Clock that moves only when told to: Advance runs the
 // timers that come due, in time order, so that code built on locks can be
 // tested without sleeping. It is safe for concurrent use.
+//
+// A goroutine that a timer's function wakes runs while Advance goes on: if
+// it then sets a timer of its own, it may read Now after Advance moved
+// past the time it was woken at, and its timer comes due later than it
+// would on a real clock. Advance in steps no longer than the shortest wait
+// of the code under test, after WaitTimers shows that it waits.
 type FakeClock struct {
 	mu      sync.Mutex
 	now     time.Time

@@ -1,0 +1,205 @@
+package dedup
+
+import (
+	"time"
+
+	"github.com/redislock-go/redislock/lease"
+)
+
+// Defaults, all in one place.
+const (
+	// DefaultLease is the lease a running job holds, renewed every third
+	// of it while the job runs: how long a crashed worker's job stays
+	// locked before another worker may run it.
+	DefaultLease = 30 * time.Second
+	// DefaultRetention is how long a job's outcome is kept (UntilDone and
+	// UntilDoneOrFailed): for this long after it ran, a repeat of its id
+	// gets the stored outcome instead of a run.
+	DefaultRetention = 24 * time.Hour
+	// DefaultPrefix is put in front of a job's id to make its lock key and
+	// record key.
+	DefaultPrefix = "dedup:"
+)
+
+// A Scope says which outcomes of a job keep its id from running again,
+// and for how long.
+type Scope struct {
+	failed bool          // failures are recorded too
+	period time.Duration // > 0: every outcome, for period after the run began
+}
+
+var (
+	// UntilDone records a job that returned without error; a failed one
+	// can run again at once. The default.
+	UntilDone = Scope{}
+	// UntilDoneOrFailed records every outcome: a repeat of a failed job
+	// gets a *FailedError with the failure's message instead of a run.
+	UntilDoneOrFailed = Scope{failed: true}
+)
+
+// ForPeriod records every outcome, success or failure, for d after the
+// run began: at most one run per id per period. d must be at least 1 ms.
+func ForPeriod(d time.Duration) Scope { return Scope{failed: true, period: d} }
+
+// String names the scope.
+func (s Scope) String() string {
+	switch {
+	case s.period > 0:
+		return "ForPeriod(" + s.period.String() + ")"
+	case s.failed:
+		return "UntilDoneOrFailed"
+	}
+	return "UntilDone"
+}
+
+// An Option configures a Group. Invalid values make New fail with an error
+// matching lease.ErrInvalidArgument; none is silently corrected.
+type Option func(*options)
+
+type options struct {
+	lease        time.Duration
+	renew        time.Duration // 0: a third of the lease
+	scope        Scope
+	retention    time.Duration
+	retentionSet bool
+	wait         time.Duration // > 0: duplicates wait, retrying at least this often
+	holder       string
+	prefix       string
+	clock        lease.Clock
+
+	err error // the first invalid value
+}
+
+func defaultOptions() options {
+	return options{
+		lease:     DefaultLease,
+		scope:     UntilDone,
+		retention: DefaultRetention,
+		prefix:    DefaultPrefix,
+		clock:     realClock{},
+	}
+}
+
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// WithLease sets the lease a running job holds. Default: DefaultLease
+// (30 s). It is renewed while the job runs, so it bounds only how long a
+// crashed worker keeps its job locked. It must leave validity after the
+// backend's drift (lease.CheckTTL).
+func WithLease(d time.Duration) Option {
+	return func(o *options) {
+		o.fail(lease.CheckTTL(d, lease.DefaultDriftFactor))
+		o.lease = d
+	}
+}
+
+// WithRefreshInterval sets how often a running job's lease is renewed.
+// Default: a third of the lease. It must be positive and shorter than the
+// lease less drift.
+func WithRefreshInterval(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.fail(lease.Invalid("refresh interval %v must be positive", d))
+		}
+		o.renew = d
+	}
+}
+
+// WithScope sets which outcomes are recorded: UntilDone (the default),
+// UntilDoneOrFailed or ForPeriod(d).
+func WithScope(s Scope) Option {
+	return func(o *options) {
+		if s.period < 0 || s.period > 0 && s.period < time.Millisecond {
+			o.fail(lease.Invalid("ForPeriod(%v): the period must be at least 1ms", s.period))
+		}
+		o.scope = s
+	}
+}
+
+// WithRetention sets how long an outcome is kept in the UntilDone and
+// UntilDoneOrFailed scopes. Default: DefaultRetention (24 h). 0 keeps it
+// without expiry. It must be 0 or at least 1 ms, and cannot be combined
+// with ForPeriod, whose period is its retention.
+func WithRetention(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 || d > 0 && d < time.Millisecond {
+			o.fail(lease.Invalid("retention %v must be 0 or at least 1ms", d))
+		}
+		o.retention, o.retentionSet = d, true
+	}
+}
+
+// WithWait makes a duplicate that finds its job running wait for the run
+// to end, and return its outcome (or run the job itself, if the run failed
+// in the UntilDone scope or its worker crashed), until its ctx ends.
+// poll bounds each wait: a backend that wakes waiters when a lock is
+// released (redislock in single mode, leasetest.Memory) ends it sooner.
+// Default: no waiting, the duplicate gets an *InProgressError at once.
+// poll must be positive.
+func WithWait(poll time.Duration) Option {
+	return func(o *options) {
+		if poll <= 0 {
+			o.fail(lease.Invalid("wait poll %v must be positive", poll))
+		}
+		o.wait = poll
+	}
+}
+
+// WithHolder records id (a worker's name) on the lock of every job the
+// Group runs, where an *InProgressError reports it. Default: none. At most
+// lease.MaxHolderLen bytes.
+func WithHolder(id string) Option {
+	return func(o *options) {
+		o.fail(lease.CheckHolder(id))
+		o.holder = id
+	}
+}
+
+// WithPrefix sets what is put in front of a job's id to make its keys.
+// Default: DefaultPrefix ("dedup:"). Give each kind of job its own prefix
+// when ids can repeat across kinds.
+func WithPrefix(p string) Option {
+	return func(o *options) { o.prefix = p }
+}
+
+// WithClock sets the clock that ForPeriod measures a run's age on:
+// leasetest.FakeClock in tests, with a leasetest.Memory on the same
+// clock. Default: the real clock. It must not be nil.
+func WithClock(c lease.Clock) Option {
+	return func(o *options) {
+		if c == nil {
+			o.fail(lease.Invalid("nil Clock"))
+			return
+		}
+		o.clock = c
+	}
+}
+
+// apply returns the options set by opts over the defaults, checked.
+func apply(opts []Option) (options, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.err != nil {
+		return options{}, o.err
+	}
+	if o.scope.period > 0 && o.retentionSet {
+		return options{}, lease.Invalid("WithRetention with %v: the period is the retention", o.scope)
+	}
+	if _, err := lease.RenewInterval(o.lease, o.renew, lease.DefaultDriftFactor); err != nil {
+		return options{}, err
+	}
+	return o, nil
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                                  { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) lease.Timer { return time.AfterFunc(d, f) }

@@ -1,0 +1,213 @@
+package leader_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/redislock-go/redislock/leader"
+	"github.com/redislock-go/redislock/lease"
+)
+
+// Failovers on leasetest.Memory with the fake clock: a partitioned leader,
+// and hundreds of forced failovers.
+
+// step lets one retry period pass on the fake clock, once n timers are
+// pending: every candidate has gone back to waiting. Leases, renewals and
+// the candidates' waits all fall on a grid of the retry period, so each
+// candidate wakes at the end of a step and reads the clock there: nothing
+// reads a time that a longer Advance has already left behind.
+func (env memEnv) step(n int) {
+	env.t.Helper()
+	env.waitTimers(n)
+	env.clock.Advance(memRetry)
+}
+
+// A leader whose renewals cannot get through is cancelled a margin before
+// its validity ends; the next candidate wins exactly when the lease ends
+// on the backend, one lease after the last renewal, and not before.
+func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
+	env := newMemEnv(t)
+	ctx := ctxFor(t)
+	la := env.link()
+	a := env.candidate(t, la, "a")
+	b := env.candidate(t, env.link(), "b")
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := make(chan *leader.Term, 1)
+	go func() {
+		tb, err := b.Campaign(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		won <- tb
+	}()
+	const live = 4 // a's renewal, lease watchdog and margin; b's wait
+	for range memRenew / memRetry {
+		env.step(live) // one renewal gets through
+	}
+	la.cut.Store(true)
+	claimed := ta.ValidUntil()
+	expiry := la.lastLock().lastOK().Add(memLease) // the renewal's lease on the Memory
+	if want := ta.Started().Add(memRenew + memLease); !expiry.Equal(want) {
+		t.Fatalf("the renewal's lease ends at start%+v, want start%+v", expiry.Sub(ta.Started()), want.Sub(ta.Started()))
+	}
+	for env.clock.Now().Add(memRetry).Before(claimed) {
+		env.step(live)
+	}
+	if err := ta.Err(); err != nil {
+		t.Fatalf("a's term ended %v before its claimed validity: %v", claimed.Sub(env.clock.Now()), err)
+	}
+	env.step(live) // past claimed
+	select {
+	case <-ta.Done():
+	default:
+		t.Fatal("a's term not over after its ValidUntil")
+	}
+	wantIs(t, "a's term", ta.Err(), lease.ErrLockLost, lease.ErrLeaseExpired)
+	if !ta.ValidUntil().IsZero() {
+		t.Errorf("ValidUntil after the end: %v", ta.ValidUntil())
+	}
+	for env.clock.Now().Add(memRetry).Before(expiry) {
+		env.step(1) // b alone waits
+	}
+	env.waitTimers(1)
+	select {
+	case tb := <-won:
+		t.Fatalf("b won %v before a's lease ended", expiry.Sub(tb.Started()))
+	default:
+	}
+	env.step(1)
+	tb := recv(t, ctx, won, "b's term")
+	if !tb.Started().Equal(expiry) {
+		t.Errorf("b won %v after a's lease ended; want at its end", tb.Started().Sub(expiry))
+	}
+	if gap := tb.Started().Sub(claimed); gap < memMargin {
+		t.Errorf("a stopped only %v before b won; want at least the margin %v", gap, memMargin)
+	}
+	if err := ta.Resign(ctx); err == nil {
+		t.Error("Resign of a lost term: nil, want its release's error")
+	}
+	if err := tb.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Hundreds of forced failovers on the fake clock: each round cuts the
+// leader's link, so that its renewals fail, and lets time run to the end of
+// its lease. Every round: the old leader's term ends before the new one
+// begins, the new one begins exactly when the old lease ends (one lease
+// after its last renewal), terms strictly increase, and the fenced sink
+// refuses the old leader's late write and never sees two valid leaders.
+func TestFailoverStormMemory(t *testing.T) {
+	const candidates, rounds = 5, 500
+	env := newMemEnv(t)
+	ctx := ctxFor(t)
+	rctx, stop := context.WithCancel(ctx)
+	s := &sink{now: env.clock.Now}
+	type win struct {
+		term *leader.Term
+		link *link
+		back chan struct{} // the link is restored
+	}
+	wins := make(chan win)
+	var wg sync.WaitGroup
+	for i := range candidates {
+		l := env.link()
+		e := env.candidate(t, l, fmt.Sprintf("c%d", i))
+		back := make(chan struct{}, 1)
+		wg.Go(func() {
+			for rctx.Err() == nil {
+				term, err := e.Campaign(rctx)
+				switch {
+				case rctx.Err() != nil:
+					return
+				case errors.Is(err, errCut):
+					select {
+					case <-back:
+					case <-rctx.Done():
+					}
+					continue
+				case err != nil:
+					t.Errorf("c%d: Campaign: %v", i, err)
+					return
+				}
+				select {
+				case wins <- win{term, l, back}:
+				case <-rctx.Done():
+					_ = term.Resign(ctx)
+					return
+				}
+				<-term.Done()
+				_ = term.Resign(ctx) // over a cut link: fails, as it would
+			}
+		})
+	}
+	cur := recv(t, ctx, wins, "the first leader")
+	const leading, waiting = 3, candidates - 1 // timers: the leader's renewal, lease watchdog, margin; one per waiter
+	var lastTerm int64
+	for r := range rounds {
+		// 0, 1 or 2 renewals get through, then the leader's link is cut.
+		for range (r % 3) * int(memRenew/memRetry) {
+			if err := s.writeAs(cur.term); err != nil {
+				t.Fatalf("round %d: the leader's write: %v", r, err)
+			}
+			env.step(leading + waiting)
+		}
+		claimed := cur.term.ValidUntil()
+		expiry := cur.link.lastLock().lastOK().Add(memLease) // the lease on the Memory
+		cur.link.cut.Store(true)
+		for env.clock.Now().Before(expiry) {
+			n := waiting
+			if cur.term.Err() == nil {
+				n += leading
+				if err := s.writeAs(cur.term); err != nil {
+					t.Fatalf("round %d: the cut leader's write before its validity ended: %v", r, err)
+				}
+			}
+			env.step(n)
+		}
+		next := recv(t, ctx, wins, "the next leader")
+		old := cur.term
+		if !next.term.Started().Equal(expiry) {
+			t.Fatalf("round %d: term %d began %v after the lease of term %d ended; want at its end",
+				r, next.term.Fence(), next.term.Started().Sub(expiry), old.Fence())
+		}
+		select {
+		case <-old.Done():
+		default:
+			t.Fatalf("round %d: term %d still running when term %d began", r, old.Fence(), next.term.Fence())
+		}
+		if next.term.Started().Before(claimed) {
+			t.Fatalf("round %d: term %d began %v before term %d's claimed validity ended",
+				r, next.term.Fence(), claimed.Sub(next.term.Started()), old.Fence())
+		}
+		if next.term.Fence() <= old.Fence() || old.Fence() <= lastTerm {
+			t.Fatalf("round %d: terms %d, %d after %d: must increase", r, old.Fence(), next.term.Fence(), lastTerm)
+		}
+		lastTerm = old.Fence()
+		if err := s.writeAs(next.term); err != nil {
+			t.Fatalf("round %d: the new leader's write: %v", r, err)
+		}
+		// The old leader, resumed, still has its fence: the sink refuses it.
+		if err := s.write(old.Fence(), claimed); !errors.Is(err, lease.ErrStaleFence) {
+			t.Fatalf("round %d: the old leader's late write: %v, want ErrStaleFence", r, err)
+		}
+		env.waitTimers(leading + waiting - 1) // the old leader is off
+		cur.link.cut.Store(false)
+		select { // unless it has not yet found the link cut
+		case cur.back <- struct{}{}:
+		default:
+		}
+		env.waitTimers(leading + waiting)
+		cur = next
+	}
+	stop()
+	_ = cur.term.Resign(ctx)
+	wg.Wait()
+	s.check(t)
+}

@@ -1,0 +1,414 @@
+package leader_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/redislock-go/redislock/leader"
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/leasetest"
+)
+
+// The election on leasetest.Memory with a fake clock: fast and
+// deterministic, no sleeps.
+
+const (
+	memLease  = time.Second
+	memRenew  = 300 * time.Millisecond
+	memMargin = 100 * time.Millisecond
+	memRetry  = 100 * time.Millisecond // the grid: every wait and renewal falls on it
+)
+
+type memEnv struct {
+	t     *testing.T
+	clock *leasetest.FakeClock
+	m     *leasetest.Memory
+}
+
+// waitTimers waits until n timers are pending on the fake clock: every
+// goroutine under test waits on it. Ten seconds without is a failure.
+func (env memEnv) waitTimers(n int) {
+	env.t.Helper()
+	done := make(chan struct{})
+	go func() {
+		env.clock.WaitTimers(n)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		env.t.Fatalf("%d timers pending on the fake clock, want %d: a goroutine under test is stuck or gone", env.clock.Timers(), n)
+	}
+}
+
+func newMemEnv(t *testing.T) memEnv {
+	c := leasetest.NewFakeClock(time.Time{})
+	return memEnv{t: t, clock: c, m: leasetest.NewMemory(leasetest.WithClock(c))}
+}
+
+// link returns a new candidate's own link to the Memory.
+func (env memEnv) link() *link { return &link{m: env.m, clock: env.clock} }
+
+func (env memEnv) candidate(t *testing.T, locker lease.Locker, id string, opts ...leader.Option) *leader.Election {
+	t.Helper()
+	opts = append([]leader.Option{
+		leader.WithIdentity(id), leader.WithClock(env.clock), leader.WithLease(memLease),
+		leader.WithRenewInterval(memRenew), leader.WithMargin(memMargin), leader.WithRetryPeriod(memRetry),
+		leader.WithObserveInterval(50 * time.Millisecond),
+	}, opts...)
+	e, err := leader.New(locker, "scheduler", opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return e
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	m := leasetest.NewMemory()
+	for _, c := range []struct {
+		name   string
+		locker lease.Locker
+		elect  string
+		opts   []leader.Option
+	}{
+		{"nil locker", nil, "x", nil},
+		{"empty name", m, "", nil},
+		{"empty identity", m, "x", []leader.Option{leader.WithIdentity("")}},
+		{"long identity", m, "x", []leader.Option{leader.WithIdentity(strings.Repeat("i", lease.MaxHolderLen+1))}},
+		{"zero lease", m, "x", []leader.Option{leader.WithLease(0)}},
+		{"lease within drift", m, "x", []leader.Option{leader.WithLease(2 * time.Millisecond)}},
+		{"zero renew interval", m, "x", []leader.Option{leader.WithRenewInterval(0)}},
+		{"renew interval above lease", m, "x", []leader.Option{leader.WithLease(time.Second), leader.WithRenewInterval(time.Second)}},
+		{"negative margin", m, "x", []leader.Option{leader.WithMargin(-time.Millisecond)}},
+		{"margin leaves no renewal", m, "x", []leader.Option{leader.WithLease(time.Second), leader.WithMargin(700 * time.Millisecond)}},
+		{"zero retry period", m, "x", []leader.Option{leader.WithRetryPeriod(0)}},
+		{"zero observe interval", m, "x", []leader.Option{leader.WithObserveInterval(0)}},
+		{"nil clock", m, "x", []leader.Option{leader.WithClock(nil)}},
+	} {
+		e, err := leader.New(c.locker, c.elect, c.opts...)
+		if e != nil || !errors.Is(err, lease.ErrInvalidArgument) {
+			t.Errorf("New with %s: %v, %v; want an error matching ErrInvalidArgument", c.name, e, err)
+		}
+	}
+	e, err := leader.New(m, "x", leader.WithMargin(0))
+	if err != nil {
+		t.Fatalf("New with margin 0: %v", err)
+	}
+	if !strings.Contains(e.Identity(), ":") || e.Key() != leader.DefaultPrefix+"x" {
+		t.Errorf("defaults: identity %q, key %q", e.Identity(), e.Key())
+	}
+	if err := e.Run(context.Background(), leader.Callbacks{}); !errors.Is(err, lease.ErrInvalidArgument) {
+		t.Errorf("Run without OnStartedLeading: %v", err)
+	}
+}
+
+// A resignation hands over at once: the waiting candidate wins at the same
+// instant of the fake clock, with a higher term, and Leader follows.
+func TestResignHandsOverAtOnce(t *testing.T) {
+	env := newMemEnv(t)
+	ctx := ctxFor(t)
+	a := env.candidate(t, env.link(), "a")
+	b := env.candidate(t, env.link(), "b")
+	if _, err := a.Leader(ctx); !errors.Is(err, leader.ErrNoLeader) {
+		t.Fatalf("Leader before any campaign: %v, want ErrNoLeader", err)
+	}
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := a.Campaign(ctx); err != nil || again != ta {
+		t.Fatalf("Campaign while leading: %v, %v; want the current term", again, err)
+	}
+	if info, err := b.Leader(ctx); err != nil || info.Identity != "a" || info.Term != ta.Fence() {
+		t.Fatalf("Leader: %+v, %v; want a at term %d", info, err, ta.Fence())
+	}
+	won := make(chan *leader.Term, 1)
+	go func() {
+		tb, err := b.Campaign(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		won <- tb
+	}()
+	env.waitTimers(4) // a's renewal, its lease watchdog, its margin; b's wait
+	at := env.clock.Now()
+	if err := a.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	tb := recv(t, ctx, won, "b's term")
+	if !tb.Started().Equal(at) {
+		t.Errorf("b won %v after the resignation; want at once", tb.Started().Sub(at))
+	}
+	if tb.Fence() <= ta.Fence() {
+		t.Errorf("term %d after %d", tb.Fence(), ta.Fence())
+	}
+	wantIs(t, "a's term after Resign", ta.Err(), leader.ErrResigned)
+	if a.Current() != nil || b.Current() != tb {
+		t.Errorf("Current: a %v, b %v", a.Current(), b.Current())
+	}
+	if info, err := a.Leader(ctx); err != nil || info.Identity != "b" || info.Term != tb.Fence() {
+		t.Fatalf("Leader after the handover: %+v, %v", info, err)
+	}
+	if err := ta.Resign(ctx); err != nil {
+		t.Errorf("second Resign: %v, want the first's result", err)
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Errorf("Resign of a candidate that does not lead: %v", err)
+	}
+	if err := tb.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCampaignEndsWithContext(t *testing.T) {
+	env := newMemEnv(t)
+	a := env.candidate(t, env.link(), "a")
+	b := env.candidate(t, env.link(), "b")
+	ta, err := a.Campaign(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ta.Resign(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Campaign(ctx)
+		done <- err
+	}()
+	env.waitTimers(4)
+	cancel()
+	wantIs(t, "Campaign after cancel", <-done, lease.ErrNotObtained, context.Canceled)
+	if b.Current() != nil {
+		t.Error("b leads after a cancelled campaign")
+	}
+	cut := env.link()
+	c := env.candidate(t, cut, "c")
+	cut.cut.Store(true)
+	if _, err := c.Campaign(ctxFor(t)); !errors.Is(err, errCut) || errors.Is(err, lease.ErrNotObtained) {
+		t.Errorf("Campaign over a cut link: %v, want the backend's error", err)
+	}
+}
+
+// A renewal that finds the lock gone ends the term with ErrNotHeld.
+func TestBrokenLockEndsTerm(t *testing.T) {
+	env := newMemEnv(t)
+	ctx := ctxFor(t)
+	a := env.candidate(t, env.m, "a")
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.m.Break(a.Key())
+	env.clock.Advance(memRenew)
+	select {
+	case <-ta.Done():
+	default:
+		t.Fatal("term not over after a renewal found the lock gone")
+	}
+	wantIs(t, "term", ta.Err(), lease.ErrLockLost, lease.ErrNotHeld)
+	if a.Current() != nil {
+		t.Error("Current after the loss")
+	}
+	wantIs(t, "Resign", ta.Resign(ctx), lease.ErrNotHeld)
+}
+
+// Observe reports the vacancy, then each new term; it closes the channel
+// when its ctx ends.
+func TestObserve(t *testing.T) {
+	env := newMemEnv(t)
+	ctx := ctxFor(t)
+	a := env.candidate(t, env.m, "a")
+	b := env.candidate(t, env.m, "b")
+	watcher := env.candidate(t, env.m, "w")
+	octx, stop := context.WithCancel(ctx)
+	ch := watcher.Observe(octx)
+	if v := recv(t, ctx, ch, "first value"); v != (leader.Info{}) {
+		t.Fatalf("first value %+v, want the vacancy", v)
+	}
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.clock.Advance(50 * time.Millisecond)
+	if v := recv(t, ctx, ch, "a"); v.Identity != "a" || v.Term != ta.Fence() {
+		t.Fatalf("after a won: %+v", v)
+	}
+	if err := ta.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.clock.Advance(50 * time.Millisecond)
+	if v := recv(t, ctx, ch, "vacancy"); v != (leader.Info{}) {
+		t.Fatalf("after a resigned: %+v", v)
+	}
+	tb, err := b.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Resign(ctx)
+	env.clock.Advance(50 * time.Millisecond)
+	if v := recv(t, ctx, ch, "b"); v.Identity != "b" || v.Term <= ta.Fence() {
+		t.Fatalf("after b won: %+v", v)
+	}
+	// A candidate's own win is reported without waiting for a poll.
+	own := b.Observe(octx)
+	if v := recv(t, ctx, own, "b's own view"); v.Identity != "b" {
+		t.Fatalf("b's own observer: %+v", v)
+	}
+	stop()
+	for range ch {
+	}
+	for range own {
+	}
+}
+
+// Run calls the callbacks in order, keeps the lock while the work runs
+// after its ctx was cancelled, and gives it back only once the work has
+// returned. It runs in a synctest bubble (leasetest.Memory on the bubble's
+// clock), so that synctest.Wait lets every goroutine Run started act on
+// the cancellation before the test looks at the lock.
+func TestRunWaitsForWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := leasetest.NewMemory()
+		ctx := ctxFor(t)
+		a, err := leader.New(m, "scheduler", leader.WithIdentity("a"), leader.WithLease(memLease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		var (
+			mu     sync.Mutex
+			events []string
+		)
+		log := func(s string) {
+			mu.Lock()
+			events = append(events, s)
+			mu.Unlock()
+		}
+		started := make(chan *leader.Term)
+		release := make(chan struct{})
+		newLeader := make(chan string, 1)
+		errWork := errors.New("work stopped")
+		done := make(chan error, 1)
+		go func() {
+			done <- a.Run(rctx, leader.Callbacks{
+				OnStartedLeading: func(ctx context.Context, term *leader.Term) error {
+					log("started")
+					started <- term
+					<-ctx.Done()
+					<-release
+					log("work returned")
+					return errWork
+				},
+				OnStoppedLeading: func() { log("stopped") },
+				OnNewLeader: func(id string) {
+					select {
+					case newLeader <- id:
+					default:
+					}
+				},
+			})
+		}()
+		term := recv(t, ctx, started, "OnStartedLeading")
+		if id := recv(t, ctx, newLeader, "OnNewLeader"); id != "a" {
+			t.Errorf("OnNewLeader(%q), want a", id)
+		}
+		cancel()
+		synctest.Wait()
+		// The work's ctx is cancelled; the term goes on until the work returns.
+		if info, err := m.Inspect(ctx, a.Key()); err != nil || !info.Held || info.Fence != term.Fence() || term.Err() != nil {
+			t.Fatalf("after Run's ctx ended, before the work returned: %+v, %v, term %v", info, err, term.Err())
+		}
+		close(release)
+		err = recv(t, ctx, done, "Run")
+		if !errors.Is(err, errWork) || errors.Is(err, lease.ErrLockLost) {
+			t.Errorf("Run: %v, want the work's error alone", err)
+		}
+		mu.Lock()
+		got := strings.Join(events, ", ")
+		mu.Unlock()
+		if want := "started, work returned, stopped"; got != want {
+			t.Errorf("callbacks: %s; want %s", got, want)
+		}
+		if info, err := m.Inspect(ctx, a.Key()); err != nil || info.Held {
+			t.Errorf("after Run: %+v, %v; want the lock given back", info, err)
+		}
+		wantIs(t, "term after Run", term.Err(), leader.ErrResigned)
+	})
+}
+
+// A lost term cancels the work's ctx with ErrLockLost, and Run reports it.
+func TestRunReportsLoss(t *testing.T) {
+	env := newMemEnv(t)
+	ctx := ctxFor(t)
+	a := env.candidate(t, env.m, "a")
+	errWork := errors.New("work stopped")
+	stopped := false
+	err := a.Run(ctx, leader.Callbacks{
+		OnStartedLeading: func(ctx context.Context, term *leader.Term) error {
+			env.m.Break(a.Key())
+			env.clock.Advance(memRenew)
+			<-ctx.Done()
+			wantIs(t, "work's ctx cause", context.Cause(ctx), lease.ErrLockLost)
+			return errWork
+		},
+		OnStoppedLeading: func() { stopped = true },
+	})
+	wantIs(t, "Run after a loss", err, errWork, lease.ErrLockLost, lease.ErrNotHeld)
+	if !stopped {
+		t.Error("OnStoppedLeading not called")
+	}
+}
+
+// A panicking leader gives the lock back and OnStoppedLeading runs before
+// the panic goes on.
+func TestRunReleasesOnPanic(t *testing.T) {
+	env := newMemEnv(t)
+	ctx := ctxFor(t)
+	a := env.candidate(t, env.m, "a")
+	stopped := false
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want the work's panic", r)
+			}
+		}()
+		_ = a.Run(ctx, leader.Callbacks{
+			OnStartedLeading: func(context.Context, *leader.Term) error { panic("boom") },
+			OnStoppedLeading: func() { stopped = true },
+			OnNewLeader:      func(string) {},
+		})
+	}()
+	if !stopped {
+		t.Error("OnStoppedLeading not called after a panic")
+	}
+	if info, err := env.m.Inspect(ctx, a.Key()); err != nil || info.Held {
+		t.Errorf("after a panic: %+v, %v; want the lock given back", info, err)
+	}
+}
+
+func TestRunEndsWithContext(t *testing.T) {
+	env := newMemEnv(t)
+	a := env.candidate(t, env.m, "a")
+	b := env.candidate(t, env.m, "b")
+	ta, err := a.Campaign(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ta.Resign(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Run(ctx, leader.Callbacks{
+			OnStartedLeading: func(context.Context, *leader.Term) error { t.Error("b led"); return nil },
+			OnStoppedLeading: func() { t.Error("OnStoppedLeading without leading") },
+		})
+	}()
+	env.waitTimers(4)
+	cancel()
+	wantIs(t, "Run cancelled while campaigning", <-done, lease.ErrNotObtained, context.Canceled)
+}
