@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package main
+
+import "syscall"
+
+func dieWithRedislock(*syscall.SysProcAttr) {}
+
+func becomeSubreaper() {}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/semaphore"
+)
+
+// run's defaults.
+const (
+	defaultTTL   = 10 * time.Second
+	defaultGrace = 5 * time.Second
+	// releaseTimeout bounds the release at exit.
+	releaseTimeout = 5 * time.Second
+	// lostReleaseWait bounds the wait for the release after a loss.
+	lostReleaseWait = time.Second
+)
+
+// The environment of the command.
+const (
+	envKey   = "REDISLOCK_KEY"
+	envFence = "REDISLOCK_FENCE"
+	envToken = "REDISLOCK_TOKEN"
+)
+
+type runFlags struct {
+	ttl          time.Duration
+	wait         time.Duration
+	grace        time.Duration
+	nonblock     bool
+	conflictCode int
+	holder       string
+	slots        int
+	verbose      bool
+}
+
+const runLong = `Run COMMAND while holding the lock KEY, renewed in the background.
+
+The lock is the library's: "redislock run KEY" holds the same lock as
+Client.Obtain(ctx, "KEY", ...) with the default prefix, so programs and shell
+jobs exclude each other. By default run waits for the lock as long as it
+takes; --wait bounds the wait and --nonblock does not wait at all.
+
+The command runs in its own process group, with REDISLOCK_KEY, REDISLOCK_FENCE
+(the grant's fencing token: pass it to what the command writes, so that a
+stale holder's writes can be refused) and REDISLOCK_TOKEN in its environment.
+The lock is renewed every TTL/3 while the command runs. If the lock is lost
+(a renewal finds it gone, or no renewal gets through before the lease ends),
+the whole process group gets SIGTERM, then SIGKILL after --grace, and run
+exits with 125. When the command exits, processes it left in its group are
+stopped the same way, the lock is released, and run exits with the command's
+code. SIGINT, SIGTERM and SIGHUP are forwarded to the process group (SIGKILL
+after --grace); the lock is released when the command has stopped.
+
+With -n N, run holds one of N slots of the semaphore KEY instead (the
+library's semaphore package): at most N commands run at once, and the
+command also gets REDISLOCK_SLOT, its slot in [0, N). Fences then grow across
+all slots; check them per slot.
+
+Exit codes:
+  the command's   the command ran; its exit code (128+N if killed by signal N)
+  75              the lock is held by another and --nonblock was given
+                  (change it with --conflict-exit-code, as flock -E)
+  124             --wait passed and the lock was still held by another
+  125             the lock was lost while the command ran; the command was stopped
+  126 / 127       the command could not be run / was not found
+  64              bad flags or arguments (-n: the semaphore is in use with another N)
+  69              Redis unreachable, an error reply, no quorum
+  77              Redis refused the user (ACL NOPERM, bad password)
+  128+N           redislock got signal N while waiting for the lock`
+
+const runExample = `  # A cron job that runs on several hosts, once at a time; the others wait:
+  redislock run nightly-report -- ./report.sh --month 2026-11
+
+  # Skip the run if another host has it (exit 0 instead of 75):
+  redislock run --nonblock --conflict-exit-code 0 db-migrate -- ./migrate.sh
+
+  # Wait at most a minute, on a TLS Redis with an ACL user:
+  REDIS_URL=rediss://locker:secret@redis.internal:6380 redislock run --wait 1m backup -- sh -c 'pg_dump ... > /backup/db.sql'
+
+  # At most 4 transcoders at once, across hosts:
+  redislock run -n 4 transcoders -- ./transcode.sh "$FILE"
+
+  # Pass the fencing token to the resource:
+  redislock run invoice-batch -- sh -c 'psql -c "UPDATE batch SET fence = $REDISLOCK_FENCE WHERE fence < $REDISLOCK_FENCE"'`
+
+func runCommand(c *conn) *cobra.Command {
+	f := runFlags{ttl: defaultTTL, grace: defaultGrace, conflictCode: exitConflict, slots: 1}
+	cmd := &cobra.Command{
+		Use:     "run [flags] KEY -- COMMAND [ARGS...]",
+		Short:   "Run a command while holding a lock",
+		Long:    runLong,
+		Example: runExample,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError("run needs a KEY and a COMMAND (redislock run KEY -- COMMAND ARGS...)")
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error { return f.run(c, args) },
+	}
+	fs := cmd.Flags()
+	fs.SetInterspersed(false) // flags after KEY belong to the command
+	fs.DurationVar(&f.ttl, "ttl", f.ttl, "lease of the lock, renewed every TTL/3 while the command runs")
+	fs.DurationVar(&f.wait, "wait", 0, "wait at most `DURATION` for the lock, then exit 124 (default: wait as long as it takes)")
+	fs.BoolVar(&f.nonblock, "nonblock", false, "do not wait: if the lock is held, exit with the conflict code at once")
+	fs.DurationVar(&f.grace, "grace", f.grace, "time between SIGTERM and SIGKILL when the command's process group is stopped")
+	fs.IntVar(&f.conflictCode, "conflict-exit-code", f.conflictCode, "exit `CODE` (0-255) when --nonblock finds the lock held")
+	fs.StringVar(&f.holder, "holder", "", "holder identity recorded with the lock, shown by inspect (default host:pid)")
+	fs.IntVarP(&f.slots, "slots", "n", 1, "hold one of `N` slots of the semaphore named KEY instead of the lock\n(REDISLOCK_SLOT: the slot, 0 to N-1; every user of KEY must give the same N)")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "report obtaining, waiting and releasing on stderr")
+	return cmd
+}
+
+// check validates the flags and splits args into the key and the command.
+func (f *runFlags) check(args []string) (key string, argv []string, err error) {
+	key, argv = args[0], args[1:]
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	switch {
+	case key == "":
+		return "", nil, usageError("empty KEY")
+	case len(argv) == 0:
+		return "", nil, usageError("no COMMAND to run (redislock run KEY -- COMMAND ARGS...)")
+	case f.wait < 0:
+		return "", nil, usageError("--wait %v: must be positive", f.wait)
+	case f.nonblock && f.wait > 0:
+		return "", nil, usageError("--nonblock and --wait exclude each other")
+	case f.grace < 0:
+		return "", nil, usageError("--grace %v: must not be negative", f.grace)
+	case f.conflictCode < 0 || f.conflictCode > 255:
+		return "", nil, usageError("--conflict-exit-code %d: must be 0-255", f.conflictCode)
+	case f.slots < 1:
+		return "", nil, usageError("-n %d: must be at least 1", f.slots)
+	case f.slots > semaphore.MaxLimit:
+		return "", nil, usageError("-n %d: at most %d slots", f.slots, semaphore.MaxLimit)
+	}
+	if f.holder == "" {
+		f.holder = defaultHolder()
+	}
+	return key, argv, nil
+}
+
+func (f *runFlags) run(c *conn, args []string) error {
+	key, argv, err := f.check(args)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	notice := make(waitNotice, 1)
+	acq, err := f.acquirer(c, key, notice)
+	if err != nil {
+		return err
+	}
+	defer acq.close()
+	out := newReporter(f.verbose)
+
+	lock, err := f.obtain(acq, key, sigs, notice, out)
+	if err != nil {
+		return err
+	}
+	out.verbosef("obtained %q (fence %d, holder %s)", key, lock.Fence(), f.holder)
+	held, err := lease.Hold(context.Background(), lock, f.ttl)
+	if err != nil {
+		_ = lock.Release(context.Background())
+		return err
+	}
+	env := append(os.Environ(), envKey+"="+key, envFence+"="+strconv.FormatInt(lock.Fence(), 10), envToken+"="+lock.Token())
+	ch, err := startChild(argv, append(env, acq.env(lock)...))
+	if err != nil {
+		f.release(held, key, out)
+		return err
+	}
+	code := f.supervise(ch, held, sigs, out)
+	if code != exitLost {
+		f.release(held, key, out)
+	}
+	return exitWith(code, errQuiet)
+}
+
+// acquirer returns what run takes: the lock, or with -n a slot of the
+// semaphore named key.
+func (f *runFlags) acquirer(c *conn, key string, notice waitNotice) (acquirer, error) {
+	if f.slots == 1 {
+		lc, closeClient, err := c.client(redislock.WithHolder(f.holder), redislock.WithObserver(notice))
+		if err != nil {
+			return nil, err
+		}
+		return &lockAcquirer{lc: lc, key: key, closeClient: closeClient}, nil
+	}
+	rdbs, quorum, err := c.clients()
+	if err != nil {
+		return nil, err
+	}
+	if quorum {
+		closeAll(rdbs)
+		return nil, usageError("-n (a semaphore) needs one Redis: quorum mode is not supported")
+	}
+	a, err := newSemAcquirer(rdbs[0], key, f.slots, f.holder, c.prefix, notice)
+	if err != nil {
+		closeAll(rdbs)
+		return nil, err
+	}
+	a.closeClient = func() { closeAll(rdbs) }
+	return a, nil
+}
+
+// obtain takes the lock (or slot) as the flags say, giving up on a signal.
+func (f *runFlags) obtain(acq acquirer, key string, sigs <-chan os.Signal, notice waitNotice, out *reporter) (lease.Lock, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if f.wait > 0 {
+		ctx, cancel = context.WithTimeout(ctx, f.wait)
+		defer cancel()
+	}
+	var (
+		wg  sync.WaitGroup
+		sig os.Signal
+	)
+	wg.Add(1)
+	go func() { // owned by obtain: ends with its ctx
+		defer wg.Done()
+		var stopProgress func()
+		defer func() {
+			if stopProgress != nil {
+				stopProgress()
+			}
+		}()
+		for {
+			select {
+			case s := <-sigs:
+				sig = s
+				cancel()
+				return
+			case <-notice:
+				if stopProgress == nil {
+					out.verbosef("waiting for %q, %s", key, acq.heldBy())
+					stopProgress = out.progress(key, acq.heldBy)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var lock lease.Lock
+	var err error
+	for {
+		lock, err = acq.acquire(ctx, f.ttl, f.nonblock)
+		// Waiting as long as it takes: a lock's Obtain waits at most an hour.
+		if f.nonblock || f.wait > 0 || ctx.Err() != nil || !errors.Is(err, redislock.ErrNotObtained) {
+			break
+		}
+	}
+	cancel()
+	wg.Wait()
+	switch {
+	case sig != nil:
+		if lock != nil {
+			_ = lock.Release(context.Background())
+		}
+		return nil, exitWith(exitSignal+signum(sig), fmt.Errorf("interrupted by %v while waiting for %q", sig, key))
+	case err == nil:
+		return lock, nil
+	case errors.Is(err, redislock.ErrNotObtained) && f.nonblock:
+		return nil, exitWith(f.conflictCode, fmt.Errorf("%q is %s", key, acq.heldBy()))
+	case errors.Is(err, redislock.ErrNotObtained):
+		return nil, exitWith(exitTimeout, fmt.Errorf("--wait %v passed: %q is %s", f.wait, key, acq.heldBy()))
+	case errors.Is(err, semaphore.ErrLimitMismatch):
+		return nil, exitWith(exitUsage, err)
+	}
+	return nil, err
+}
+
+// supervise waits for the command, the loss of the lock or a signal, and
+// returns the exit code.
+func (f *runFlags) supervise(ch *child, held *lease.Held, sigs <-chan os.Signal, out *reporter) int {
+	var killAt <-chan time.Time
+	for {
+		select {
+		case <-ch.done:
+			if ch.groupAlive() {
+				out.warnf("the command exited and left processes in its group: stopping them (SIGTERM, SIGKILL after %v)", f.grace)
+				ch.stop(f.grace)
+			}
+			return ch.exitCode()
+		case <-held.Done():
+			lost := time.Now()
+			out.warnf("lock %q lost (%v): stopping the command (SIGTERM, SIGKILL after %v)", held.Lock().Key(), context.Cause(held.Context()), f.grace)
+			ch.stop(f.grace)
+			out.warnf("the command's process group stopped %v after the loss", time.Since(lost).Round(time.Millisecond))
+			// Gone, or still ours on a Redis that stopped answering:
+			// compare-and-delete either way, but do not wait long for a
+			// renewal still in flight to a dead server (the lease ends
+			// on its own).
+			released := make(chan struct{})
+			go func() { _ = held.Release(context.Background()); close(released) }()
+			select {
+			case <-released:
+			case <-time.After(lostReleaseWait):
+			}
+			return exitLost
+		case s := <-sigs:
+			out.verbosef("got %v: passing it to the command", s)
+			ch.signal(s.(syscall.Signal))
+			if killAt == nil {
+				killAt = time.After(f.grace)
+			}
+		case <-killAt:
+			out.warnf("the command did not stop within --grace %v of the signal: SIGKILL", f.grace)
+			ch.signal(syscall.SIGKILL)
+		}
+	}
+}
+
+func (f *runFlags) release(held *lease.Held, key string, out *reporter) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	switch err := held.Release(ctx); {
+	case err == nil:
+		out.verbosef("released %q", key)
+	case errors.Is(err, redislock.ErrNotHeld):
+		out.warnf("lock %q was no longer held at release (its lease ended)", key)
+	default:
+		out.warnf("release of %q failed (it expires with its lease): %v", key, err)
+	}
+}
+
+func signum(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return int(n)
+	}
+	return 0
+}
+
+// waitNotice is an Observer that signals when an Obtain starts to wait.
+type waitNotice chan struct{}
+
+func (w waitNotice) WaitStart(context.Context, redislock.WaitEvent) {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
