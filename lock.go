@@ -21,9 +21,12 @@ type Lock struct {
 	keys  keys.Lock
 	token string
 	arg   any // token, boxed once for the script calls
-	fence int64
-	opts  options
-	start time.Time // the request that granted it began: hold times
+	// ttlArg is the TTL in ms of the request that granted it, boxed once
+	// for the script calls.
+	ttlArg any
+	fence  int64
+	opts   options
+	start  time.Time // the request that granted it began: hold times
 
 	validity
 	released bool            // guarded by mu: a Release succeeded; a second one is ErrNotHeld
@@ -191,7 +194,7 @@ type pttl struct {
 }
 
 func ttlOn(ctx context.Context, rdb redis.Scripter, l *Lock) (pttl, error) {
-	ms, held, err := script.TTL(ctx, rdb, l.keys.Obtain[:1], l.arg)
+	ms, held, err := script.TTL(ctx, rdb, l.keys.Pair[:1], l.arg)
 	return pttl{ms, held}, err
 }
 
@@ -202,7 +205,7 @@ type extension struct {
 }
 
 func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
-	return script.Refresh(ctx, rdb, e.l.keys.Obtain[:1], e.l.arg, e.ms)
+	return script.Refresh(ctx, rdb, e.l.keys.Pair[:1], e.l.arg, e.ms)
 }
 
 // Release gives the lock back, only if this grant still holds it; ErrNotHeld
@@ -255,9 +258,37 @@ func (c *Client) releaseAll(ctx context.Context, l *Lock) (released int, errs []
 	return tally(onNodes(c, buf[:0], ctx, l.opts.releaseTimeout, l.opts.autoPipeline, "release", l, releaseOn), isTrue)
 }
 
-// releaseOn deletes the grant on one node (release.lua).
+// releaseOn gives the grant back on one node (release.lua): the key
+// becomes a released record for recordTTL.
 func releaseOn(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
-	return script.Release(ctx, rdb, l.keys.Release[:], l.arg, l.opts.publish(l.c.quorum), fenceCounterTTLms, l.opts.queueArg())
+	ks := l.keys.Pair[:]
+	if l.opts.fair {
+		ks = l.keys.FairRelease()
+	}
+	return script.Release(ctx, rdb, ks, l.arg, l.opts.publish(l.c.quorum), recordTTL(l.currentTTL(), l.ttlArg), l.opts.queueArg())
+}
+
+// MinRecordTTL is the shortest time a released lock's key stays, as a
+// released record (scripts/release.lua): it keeps the lock's last fence
+// and the tokens of its latest releases, so that go-redis' re-send of a
+// release whose reply was lost still finds its own release.
+const MinRecordTTL = time.Second
+
+// minRecordTTLms is MinRecordTTL in ms, boxed once.
+var minRecordTTLms any = MinRecordTTL.Milliseconds()
+
+// recordTTL is how long a released lock's key stays: the lock's TTL, at
+// least MinRecordTTL, in ms for a script. ttlArg is the lock's TTL in ms
+// as first granted, boxed, reused when the TTL is still the same (nil:
+// box anew).
+func recordTTL(ttl time.Duration, ttlArg any) any {
+	if ttl <= MinRecordTTL {
+		return minRecordTTLms
+	}
+	if ms, ok := ttlArg.(int64); ok && ms == ttl.Milliseconds() {
+		return ttlArg
+	}
+	return ttl.Milliseconds()
 }
 
 // awaitLate waits, at most the release timeout, until every node has

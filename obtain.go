@@ -45,7 +45,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if err := o.checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl}
+	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl, ttlArg: ttl.Milliseconds()}
 	if o.fair {
 		req.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
 	}
@@ -157,12 +157,13 @@ type request struct {
 	keys   keys.Lock
 	opts   options
 	ttl    time.Duration
+	ttlArg any     // ttl in ms, boxed once for the script calls
 	ticket *ticket // fair mode: the call's place in the queue
 }
 
 func (r *request) newLock() *Lock {
 	token := rand.Text()
-	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, opts: r.opts}
+	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
 }
 
 // obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on
@@ -181,15 +182,14 @@ func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
 
 func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 	l.start = time.Now()
-	ms := r.ttl.Milliseconds()
 	var rep script.ObtainReply
 	err := c.call(ctx, c.nodes[0], c.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
 		if r.ticket != nil {
-			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: ms, CounterTTL: fenceCounterTTLms,
+			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: l.ttlArg,
 				QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: r.ticket.id, Holder: l.opts.holder}.Run(ctx, rdb)
 			return err
 		}
-		rep, err = script.Obtain{Keys: l.keys.Obtain[:2], Token: l.arg, TTL: ms, CounterTTL: fenceCounterTTLms, Holder: l.opts.holder}.Run(ctx, rdb)
+		rep, err = script.Obtain{Keys: l.keys.Pair[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
 		return err
 	})
 	switch {

@@ -69,17 +69,9 @@ const (
 	DefaultReleaseTimeout = 3 * time.Second
 	DefaultQueueTTL       = 3 * time.Second
 
-	// fenceCounterTTL is the lifetime of a per-key fence counter (from its
-	// creation in single mode, from the last grant in quorum mode) and of a
-	// key's list of released tokens; afterwards the next fence is seeded
-	// from the server clock again.
-	fenceCounterTTL = 24 * time.Hour
 	// minQueueTTL is the shortest WithQueueTTL.
 	minQueueTTL = 10 * time.Millisecond
 )
-
-// fenceCounterTTLms is boxed once: it is an argument of every obtain.
-var fenceCounterTTLms any = fenceCounterTTL.Milliseconds()
 
 func defaultOptions() options {
 	return options{

@@ -25,14 +25,13 @@ const maxProposals = 3
 func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 	n, q := len(c.nodes), c.majority()
 	timeout := c.nodeTimeout(&r.opts, r.ttl)
-	ms := r.ttl.Milliseconds()
 	for range maxProposals {
 		l := r.newLock()
 		proposal := max(time.Now().UnixMicro(), c.seen.Load()+1)
 		l.start = time.Now()
 		round := fanout(c, ctx, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
-			return script.Obtain{Keys: l.keys.Obtain[:2], Token: l.arg, TTL: ms, Proposal: proposal,
-				CounterTTL: fenceCounterTTLms, Holder: l.opts.holder}.Run(ctx, rdb)
+			return script.Obtain{Keys: l.keys.Pair[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
+				Holder: l.opts.holder}.Run(ctx, rdb)
 		})
 		v := votes{c: c, ctx: ctx, n: n, q: q, proposal: proposal}
 		_, missing := round.Gather(timeout, v.count)

@@ -83,11 +83,13 @@ func Refresh(ctx context.Context, rdb redis.Scripter, key []string, token any, m
 	return n == 1, err
 }
 
-// Release deletes the lock if it holds token and wakes its waiters
-// (release.lua); keys are {lock, rel, wake, queue}. released reports
-// whether the grant was released by this call or an earlier run of it.
-func Release(ctx context.Context, rdb redis.Scripter, keys []string, token any, publish Publish, relTTL any, queue Queue) (released bool, err error) {
-	n, err := release.Run(ctx, rdb, keys, token, publish, relTTL, queue).Int64()
+// Release gives the lock back if it holds token and wakes its waiters
+// (release.lua): the key becomes a released record for recordTTL ms (an
+// int64, boxed once); keys are {lock, wake}, in fair mode {lock, wake,
+// queue}. released reports whether the grant was released by this call or
+// an earlier run of it.
+func Release(ctx context.Context, rdb redis.Scripter, keys []string, token any, publish Publish, recordTTL any, queue Queue) (released bool, err error) {
+	n, err := release.Run(ctx, rdb, keys, token, publish, recordTTL, queue).Int64()
 	return n == 1, err
 }
 
