@@ -194,7 +194,7 @@ type pttl struct {
 }
 
 func ttlOn(ctx context.Context, rdb redis.Scripter, l *Lock) (pttl, error) {
-	ms, held, err := script.TTL(ctx, rdb, l.keys.Pair[:1], l.arg)
+	ms, held, err := script.TTL(ctx, rdb, l.keys.Boxed[:1], l.arg)
 	return pttl{ms, held}, err
 }
 
@@ -205,7 +205,7 @@ type extension struct {
 }
 
 func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
-	return script.Refresh(ctx, rdb, e.l.keys.Pair[:1], e.l.arg, e.ms)
+	return script.Refresh(ctx, rdb, e.l.keys.Boxed[:1], e.l.arg, e.ms)
 }
 
 // Release gives the lock back, only if this grant still holds it; ErrNotHeld
@@ -261,9 +261,9 @@ func (c *Client) releaseAll(ctx context.Context, l *Lock) (released int, errs []
 // releaseOn gives the grant back on one node (release.lua): the key
 // becomes a released record for recordTTL.
 func releaseOn(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
-	ks := l.keys.Pair[:]
+	ks := l.keys.Boxed[:]
 	if l.opts.fair {
-		ks = l.keys.FairRelease()
+		ks = script.Box(l.keys.FairRelease()...)
 	}
 	return script.Release(ctx, rdb, ks, l.arg, l.opts.publish(l.c.quorum), recordTTL(l.currentTTL(), l.ttlArg), l.opts.queueArg())
 }

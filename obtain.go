@@ -189,7 +189,7 @@ func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 				QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: r.ticket.id, Holder: l.opts.holder}.Run(ctx, rdb)
 			return err
 		}
-		rep, err = script.Obtain{Keys: l.keys.Pair[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
+		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
 		return err
 	})
 	switch {

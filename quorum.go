@@ -30,7 +30,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		proposal := max(time.Now().UnixMicro(), c.seen.Load()+1)
 		l.start = time.Now()
 		round := fanout(c, ctx, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
-			return script.Obtain{Keys: l.keys.Pair[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
+			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
 				Holder: l.opts.holder}.Run(ctx, rdb)
 		})
 		v := votes{c: c, ctx: ctx, n: n, q: q, proposal: proposal}

@@ -15,6 +15,8 @@ type Lock struct {
 	// Pair is {Lock, Wake}: release's KEYS, and Pair[:1] every other
 	// script's, as one array so that passing them allocates nothing.
 	Pair [2]string
+	// Boxed is Pair as script arguments, boxed once.
+	Boxed [2]any
 }
 
 // tagEscaper makes any key a valid hash-tag body: Redis ends a tag at the
@@ -48,7 +50,7 @@ func New(prefix, key string) Lock {
 	b.WriteByte('}')
 	b.WriteString(wake)
 	w := b.String()
-	return Lock{Lock: w[:n], Wake: w, Pair: [2]string{w[:n], w}}
+	return Lock{Lock: w[:n], Wake: w, Pair: [2]string{w[:n], w}, Boxed: [2]any{w[:n], w}}
 }
 
 // Queue is fair mode's queue of waiters' tickets by arrival.

@@ -38,23 +38,29 @@ type ObtainReply struct {
 
 // Obtain is the request of obtain.lua.
 type Obtain struct {
-	Keys     []string // {lock}
-	Token    any      // the new grant's token (a string, boxed once)
-	TTL      any      // lease in ms (an int64, boxed once)
-	Proposal int64    // quorum: the proposed fence; 0: mint it on the node
-	Holder   any      // holder identity (a string, "" for none), boxed once
-	From     any      // handoff: the token of the grant handed over; nil: none
+	Keys     []any // {lock}, boxed
+	Token    any   // the new grant's token (a string, boxed once)
+	TTL      any   // lease in ms (an int64, boxed once)
+	Proposal int64 // quorum: the proposed fence; 0: mint it on the node
+	Holder   any   // holder identity (a string, "" for none), boxed once
+	From     any   // handoff: the token of the grant handed over; nil: none
 }
 
 // Run sends the request (obtain.lua).
 func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error) {
-	var cmd *redis.Cmd
-	if o.From != nil {
-		cmd = obtain.Run(ctx, rdb, o.Keys, o.Token, o.TTL, o.Proposal, o.Holder, o.From)
-	} else {
-		cmd = obtain.Run(ctx, rdb, o.Keys, o.Token, o.TTL, o.Proposal, o.Holder)
+	a := append(obtainFast.args(o.Keys, 5), o.Token, o.TTL, o.Proposal, o.Holder)
+	if o.From == nil && o.Proposal == 0 {
+		// The reply is one integer.
+		n, err := obtainFast.runInt(ctx, rdb, len(o.Keys), a)
+		if err != nil {
+			return ObtainReply{}, err
+		}
+		return obtainInt(n), nil
 	}
-	res, err := cmd.Result()
+	if o.From != nil {
+		a = append(a, o.From)
+	}
+	res, err := obtainFast.run(ctx, rdb, len(o.Keys), a)
 	if err != nil {
 		return ObtainReply{}, err
 	}
@@ -71,7 +77,7 @@ func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error
 		r := obtainInt(v[0])
 		r.Released = v[1] == 1
 		return r, nil
-	case o.From == nil && o.Proposal != 0 && v[0] == lowProposal:
+	case o.From == nil && v[0] == lowProposal:
 		return ObtainReply{Status: LowProposal, Counter: v[1]}, nil
 	}
 	return ObtainReply{}, unexpected("obtain", res)

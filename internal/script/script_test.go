@@ -31,7 +31,7 @@ func TestObtainScriptReplay(t *testing.T) {
 		k := keys.New("redislock:", "replay")
 		run := func(token string, proposal int64) ObtainReply {
 			t.Helper()
-			r, err := Obtain{Keys: k.Pair[:1], Token: token, TTL: 10000, Proposal: proposal, Holder: ""}.Run(ctx, rdb)
+			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Proposal: proposal, Holder: ""}.Run(ctx, rdb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +89,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 		k := keys.New("redislock:", "rel")
 		obtain := func(tok string) int64 {
 			t.Helper()
-			r, err := Obtain{Keys: k.Pair[:1], Token: tok, TTL: 10000, Holder: ""}.Run(ctx, rdb)
+			r, err := Obtain{Keys: k.Boxed[:1], Token: tok, TTL: 10000, Holder: ""}.Run(ctx, rdb)
 			if err != nil || r.Status != Granted {
 				t.Fatal(r, err)
 			}
@@ -97,7 +97,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 		}
 		release := func(token string) bool {
 			t.Helper()
-			ok, err := Release(ctx, rdb, k.Pair[:], token, PublishPlain, 5000, QueueNo)
+			ok, err := Release(ctx, rdb, k.Boxed[:], token, PublishPlain, 5000, QueueNo)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +188,7 @@ func TestHandoffScript(t *testing.T) {
 		k := keys.New("redislock:", "handoff")
 		run := func(token string, from any) ObtainReply {
 			t.Helper()
-			r, err := Obtain{Keys: k.Pair[:1], Token: token, TTL: 10000, Holder: "", From: from}.Run(ctx, rdb)
+			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Holder: "", From: from}.Run(ctx, rdb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +205,7 @@ func TestHandoffScript(t *testing.T) {
 		if v := rdb.Get(ctx, k.Lock).Val(); v != "w:"+strconv.FormatInt(want.Fence, 10)+": r:;" {
 			t.Fatalf("lock holds %q", v)
 		}
-		if ok, _ := Release(ctx, rdb, k.Pair[:], "r", PublishPlain, 60000, QueueNo); !ok {
+		if ok, _ := Release(ctx, rdb, k.Boxed[:], "r", PublishPlain, 60000, QueueNo); !ok {
 			t.Fatal("a replayed release of the handed-over grant answered not held")
 		}
 		if got := run("x", "y"); got.Status != Held || got.PTTL <= 0 || got.Released {
@@ -238,7 +238,7 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 			if len(from) > 0 {
 				f = from[0]
 			}
-			r, err := Obtain{Keys: k.Pair[:1], Token: token, TTL: 10000, Holder: "", From: f}.Run(ctx, rdb)
+			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Holder: "", From: f}.Run(ctx, rdb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,14 +286,14 @@ func TestObtainScriptUnknownValue(t *testing.T) {
 		k := keys.New("redislock:", "old")
 		for _, v := range []string{"TOKA:123", "TOKA:123:holder;*", "garbage", "~", "~:x:"} {
 			rdb.Set(ctx, k.Lock, v, time.Hour)
-			r, err := Obtain{Keys: k.Pair[:1], Token: "t", TTL: 10000, Holder: ""}.Run(ctx, rdb)
+			r, err := Obtain{Keys: k.Boxed[:1], Token: "t", TTL: 10000, Holder: ""}.Run(ctx, rdb)
 			if err != nil || r.Status != Held || r.PTTL <= 0 {
 				t.Fatalf("value %q: obtain = %+v, %v, want held", v, r, err)
 			}
-			if ok, err := Release(ctx, rdb, k.Pair[:], "t", PublishPlain, 1000, QueueNo); ok || err != nil {
+			if ok, err := Release(ctx, rdb, k.Boxed[:], "t", PublishPlain, 1000, QueueNo); ok || err != nil {
 				t.Fatalf("value %q: release = %v, %v", v, ok, err)
 			}
-			if ms, held, err := TTL(ctx, rdb, k.Pair[:1], "t"); held || err != nil {
+			if ms, held, err := TTL(ctx, rdb, k.Boxed[:1], "t"); held || err != nil {
 				t.Fatalf("value %q: ttl = %v, %v, %v", v, ms, held, err)
 			}
 		}
