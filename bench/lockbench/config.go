@@ -22,6 +22,7 @@ const (
 type Config struct {
 	Scenarios   []string      `json:"scenarios"`
 	Workers     []int         `json:"workers"`      // uncontended
+	FreshKeys   bool          `json:"fresh_keys"`   // uncontended: a new key per pair (else one key per worker)
 	HotWorkers  []int         `json:"hot_workers"`  // hotkey
 	QuorumSizes []int         `json:"quorum_sizes"` // quorum
 	Hold        time.Duration `json:"hold"`         // hotkey: time a grant is held
@@ -151,6 +152,11 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 		return nil
 	})
 	intList(fs, "workers", "uncontended: worker counts", &c.Workers)
+	fs.BoolVar(&c.FreshKeys, "fresh-keys", c.FreshKeys, "uncontended: a new key for every pair (as per-job deduplication does)")
+	fs.BoolFunc("same-key", "uncontended: each worker reuses its own key (the default)", func(string) error {
+		c.FreshKeys = false
+		return nil
+	})
 	intList(fs, "hot-workers", "hotkey: worker counts contending on one key", &c.HotWorkers)
 	intList(fs, "quorum-sizes", "quorum: node counts", &c.QuorumSizes)
 	fs.DurationVar(&c.Hold, "hold", c.Hold, "hotkey: how long each grant is held before release")

@@ -130,15 +130,15 @@ func WriteTable(w io.Writer, rep *Report) {
 	}
 	unc, hot, ren := scenarioGroups(rep)
 	if len(unc) > 0 {
-		fmt.Fprintln(w, "\nUncontended: Obtain+Release pairs, each worker on its own key")
+		fmt.Fprintf(w, "\nUncontended: Obtain+Release pairs, %s; keys left = keys on the nodes after the run per released lock and node (no TTL: how many had no expiry)\n", keyMode(rep.Config))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tops/s\tx first\tp50\tp99\tmax\tallocs/op\tB/op\tredis calls/op\tsent/op\terrors\tnote\t")
+		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tops/s\tx first\tp50\tp99\tmax\tallocs/op\tB/op\tredis calls/op\tsent/op\tkeys left\tno TTL\terrors\tnote\t")
 		for _, g := range unc {
 			ref := metric(g[0], MOpsPerSec)
 			for _, r := range g {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
 					spread(r, MOpsPerSec), fmtNum(metric(r, MOpsPerSec)/ref), med(r, MLatP50), med(r, MLatP99), med(r, MLatMax),
-					med(r, MAllocsPerOp), med(r, MBytesPerOp), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MErrors), r.Note)
+					med(r, MAllocsPerOp), med(r, MBytesPerOp), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MKeysLeft), med(r, MKeysNoTTL), med(r, MErrors), r.Note)
 			}
 		}
 		tw.Flush()
@@ -341,4 +341,12 @@ func scenarioGroups(rep *Report) (unc, hot, ren [][]*Result) {
 		}
 	}
 	return unc, hot, ren
+}
+
+// keyMode says which keys the uncontended workers lock.
+func keyMode(c Config) string {
+	if c.FreshKeys {
+		return "a fresh key per pair (--fresh-keys)"
+	}
+	return "each worker on its own key (--same-key)"
 }
