@@ -39,14 +39,16 @@
 //
 // # Fences
 //
-// In single mode the first fence of a key is the server's clock in µs, each
-// later one the last fence + 1, from a counter key that expires 24 h after
-// it was created. A key is granted far less often than once per µs, so the
-// counter stays below the clock, and a fence minted from the clock after
-// Redis lost the counter (a restart without persistence, FLUSHALL,
-// eviction, expiry) is still higher than every earlier one, as long as the
-// server's clock did not step back by more than the time since the counter
-// was seeded. Quorum mode: see below.
+// A lock is one Redis key, "<prefix>{<key>}": its grant while held, then a
+// released record that keeps the last fence for the lock's TTL (at least
+// 1 s) after Release, and nothing after that. In single mode the
+// first fence of a key is the server's clock in µs, each later one the last
+// fence + 1, read from the grant or the released record. A key is granted
+// far less often than once per µs, so its fences stay below the clock, and
+// a fence minted from the clock once the key is gone (its record expired,
+// a restart without persistence, FLUSHALL, eviction) is still higher than
+// every earlier one, as long as the server's clock did not step back by
+// more than the time since the key's last grant. Quorum mode: see below.
 //
 // # Waiting
 //
@@ -136,10 +138,13 @@
 //
 // Quorum fences are strictly increasing and unique per key, under these
 // assumptions: two granting majorities share a node, and that node still
-// has its fence counter. Each attempt proposes one fence, above the
-// client's clock in µs and above every counter it has seen; each node, in
-// the same atomic script as the set-if-absent, accepts it only if it is
-// above its stored counter and stores it, else answers its counter so that
+// has the lock's key (a grant, or a released record, which lives the
+// lock's TTL, at least 1 s, after its release); for grants further
+// apart than that, the proposing client's clock is not behind the earlier
+// holder's by more than the time between them. Each attempt proposes one
+// fence, above the client's clock in µs and above every fence it has seen;
+// each node, in the same atomic script as the grant, accepts it only if it
+// is above the last fence its key holds, else answers that fence so that
 // the attempt is proposed again, higher. A node that restarts empty forgets
 // its counters and its locks: two clients may then hold a majority at once
 // (a double grant); the fences keep ordering the grants as long as no two

@@ -22,3 +22,6 @@ func LockKey(key string) string { return keys.New(DefaultPrefix, key).Lock }
 
 // InFlight reports the fan-out and clean-up calls in flight to node i.
 func InFlight(c *Client, i int) (fanned, cleaning int) { return c.nodes[i].InFlight() }
+
+// MinRecordTTL is the shortest lifetime of a released lock's record.
+const MinRecordTTL = minRecordTTL

@@ -268,21 +268,21 @@ func releaseOn(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
 	return script.Release(ctx, rdb, ks, l.arg, l.opts.publish(l.c.quorum), recordTTL(l.currentTTL(), l.ttlArg), l.opts.queueArg())
 }
 
-// MinRecordTTL is the shortest time a released lock's key stays, as a
+// minRecordTTL is the shortest time a released lock's key stays, as a
 // released record (scripts/release.lua): it keeps the lock's last fence
 // and the tokens of its latest releases, so that go-redis' re-send of a
 // release whose reply was lost still finds its own release.
-const MinRecordTTL = time.Second
+const minRecordTTL = time.Second
 
-// minRecordTTLms is MinRecordTTL in ms, boxed once.
-var minRecordTTLms any = MinRecordTTL.Milliseconds()
+// minRecordTTLms is minRecordTTL in ms, boxed once.
+var minRecordTTLms any = minRecordTTL.Milliseconds()
 
 // recordTTL is how long a released lock's key stays: the lock's TTL, at
-// least MinRecordTTL, in ms for a script. ttlArg is the lock's TTL in ms
+// least minRecordTTL, in ms for a script. ttlArg is the lock's TTL in ms
 // as first granted, boxed, reused when the TTL is still the same (nil:
 // box anew).
 func recordTTL(ttl time.Duration, ttlArg any) any {
-	if ttl <= MinRecordTTL {
+	if ttl <= minRecordTTL {
 		return minRecordTTLms
 	}
 	if ms, ok := ttlArg.(int64); ok && ms == ttl.Milliseconds() {
