@@ -41,7 +41,7 @@
 //
 // A lock is one Redis key, "<prefix>{<key>}": its grant while held, then a
 // released record that keeps the last fence for the lock's TTL (at least
-// 1 s) after Release, and nothing after that. In single mode the
+// the release timeout, default 3 s) after Release, and nothing after that. In single mode the
 // first fence of a key is the server's clock in µs, each later one the last
 // fence + 1, read from the grant or the released record. A key is granted
 // far less often than once per µs, so its fences stay below the clock, and
@@ -139,7 +139,7 @@
 // Quorum fences are strictly increasing and unique per key, under these
 // assumptions: two granting majorities share a node, and that node still
 // has the lock's key (a grant, or a released record, which lives the
-// lock's TTL, at least 1 s, after its release); for grants further
+// lock's TTL, at least the release timeout, after its release); for grants further
 // apart than that, the proposing client's clock is not behind the earlier
 // holder's by more than the time between them. Each attempt proposes one
 // fence, above the client's clock in µs and above every fence it has seen;

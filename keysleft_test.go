@@ -51,12 +51,19 @@ func TestStaleHolderAfterNewerGrant(t *testing.T) {
 }
 
 // After Release, a lock leaves exactly one key: its released record, with
-// a TTL of the lock's TTL, at least redislock.MinRecordTTL; plain, fair and
+// a TTL of the lock's TTL, at least the release timeout; plain, fair and
 // multi-key locks alike, and no key is ever without expiry.
 func TestKeysLeftAfterRelease(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := ctxT(t, 10*time.Second)
-		c := newClient(t, b.rdb)
+		const rt = 300 * time.Millisecond
+		c := newClient(t, b.rdb, redislock.WithReleaseTimeout(rt))
+		if d := redislock.RecordTTL(50*time.Millisecond, rt); d != rt {
+			t.Fatalf("record TTL of a 50 ms lock = %v, want the release timeout", d)
+		}
+		if d := redislock.RecordTTL(time.Minute, rt); d != time.Minute {
+			t.Fatalf("record TTL of a 1 min lock = %v, want its TTL", d)
+		}
 		// left checks the keys in Redis: want of them, each with a TTL in
 		// (0, bound]; released: each a released record.
 		left := func(how string, want int, bound time.Duration, released bool) {
@@ -84,7 +91,7 @@ func TestKeysLeftAfterRelease(t *testing.T) {
 			opts  []redislock.Option
 		}{
 			{"plain", 5 * time.Second, 5 * time.Second, nil},
-			{"short", 50 * time.Millisecond, redislock.MinRecordTTL, nil},
+			{"short", 50 * time.Millisecond, rt, nil},
 			{"fair", 5 * time.Second, 5 * time.Second, []redislock.Option{redislock.WithFair(true)}},
 			{"holder", 5 * time.Second, 5 * time.Second, []redislock.Option{redislock.WithHolder("w:1;*")}},
 		} {
@@ -128,7 +135,7 @@ func TestKeysLeftAfterRelease(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		b.elapse(redislock.MinRecordTTL + 100*time.Millisecond)
+		b.elapse(rt + 100*time.Millisecond)
 		left("after the record's TTL", 0, 0, true)
 	})
 }
@@ -140,7 +147,8 @@ func TestKeysLeftAfterRelease(t *testing.T) {
 func TestFenceIncreasesAcrossLoss(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := ctxT(t, 10*time.Second)
-		c := newClient(t, b.rdb)
+		const rt = 300 * time.Millisecond
+		c := newClient(t, b.rdb, redislock.WithReleaseTimeout(rt))
 		var last int64
 		next := func(how string, ttl time.Duration, opts ...redislock.Option) *redislock.Lock {
 			t.Helper()
@@ -170,7 +178,7 @@ func TestFenceIncreasesAcrossLoss(t *testing.T) {
 		next("before an expiry", 50*time.Millisecond)
 		b.elapse(100 * time.Millisecond)
 		release(next("after the lock expired", 50*time.Millisecond))
-		b.elapse(redislock.MinRecordTTL + 100*time.Millisecond) // the record expires too
+		b.elapse(rt + 100*time.Millisecond) // the record expires too
 		l := next("after the record expired", 5*time.Second)
 		if err := b.rdb.FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)

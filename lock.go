@@ -259,37 +259,39 @@ func (c *Client) releaseAll(ctx context.Context, l *Lock) (released int, errs []
 }
 
 // releaseOn gives the grant back on one node (release.lua): the key
-// becomes a released record for recordTTL.
+// becomes a released record (see recordTTL).
 func releaseOn(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
 	ks := l.keys.Boxed[:]
 	if l.opts.fair {
 		ks = script.Box(l.keys.FairRelease()...)
 	}
-	return script.Release(ctx, rdb, ks, l.arg, l.opts.publish(l.c.quorum), recordTTL(l.currentTTL(), l.ttlArg), l.opts.queueArg())
+	return script.Release(ctx, rdb, ks, l.arg, l.opts.publish(l.c.quorum), recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg), l.opts.queueArg())
 }
 
-// minRecordTTL is the shortest time a released lock's key stays, as a
-// released record (scripts/release.lua): it keeps the lock's last fence
-// and the tokens of its latest releases, so that go-redis' re-send of a
-// release whose reply was lost still finds its own release.
-const minRecordTTL = time.Second
-
-// minRecordTTLms is minRecordTTL in ms, boxed once.
-var minRecordTTLms any = minRecordTTL.Milliseconds()
-
-// recordTTL is how long a released lock's key stays: the lock's TTL, at
-// least minRecordTTL, in ms for a script. ttlArg is the lock's TTL in ms
-// as first granted, boxed, reused when the TTL is still the same (nil:
-// box anew).
-func recordTTL(ttl time.Duration, ttlArg any) any {
-	if ttl <= minRecordTTL {
-		return minRecordTTLms
-	}
-	if ms, ok := ttlArg.(int64); ok && ms == ttl.Milliseconds() {
+// recordTTL is how long a released lock's key stays, as a released record
+// (scripts/release.lua) that keeps the lock's last fence and the tokens of
+// its latest releases: the lock's TTL, at least the release timeout, in ms
+// for a script. At least the release timeout, because go-redis re-sends a
+// release whose reply was lost only within the release call, which the
+// release timeout bounds: the record answers every such re-send. At least
+// the TTL, because then a released lock never leaves more than a crashed
+// holder's would, and quorum nodes order the fences of grants up to a TTL
+// apart without the clients' clocks. ttlArg is the lock's TTL in ms as
+// first granted, boxed, reused when it is the answer.
+func recordTTL(ttl, releaseTimeout time.Duration, ttlArg any) any {
+	d := max(ttl, releaseTimeout)
+	switch ms := d.Milliseconds(); {
+	case d == DefaultReleaseTimeout:
+		return defaultReleaseTimeoutMS
+	case ttlArg == any(ms):
 		return ttlArg
+	default:
+		return ms
 	}
-	return ttl.Milliseconds()
 }
+
+// defaultReleaseTimeoutMS is DefaultReleaseTimeout in ms, boxed once.
+var defaultReleaseTimeoutMS any = DefaultReleaseTimeout.Milliseconds()
 
 // awaitLate waits, at most the release timeout, until every node has
 // answered the grant, so that a release reaches each node after its grant

@@ -214,7 +214,7 @@ func (m *MultiLock) releaseGroups(ctx context.Context, groups [][]keys.Lock) (re
 		}
 		var n int
 		e := m.call(ctx, m.opts.releaseTimeout, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.opts.publish(false), recordTTL(m.currentTTL(), nil))
+			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.opts.publish(false), recordTTL(m.currentTTL(), m.opts.releaseTimeout, nil))
 			return err
 		})
 		released += n

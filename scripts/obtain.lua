@@ -40,16 +40,26 @@ local handed = 0
 local fence, rel, mark = 0, '', ''
 local v = redis.call('GET', KEYS[1])
 if v then
-  local tok, f, r = string.match(v, '^([^:]*):(%d+):([^:]*)')
+  -- tok ":" f ":" r [":" ...], found with plain searches (patterns cost
+  -- more on long values); any part missing: a value of someone else's.
+  local tok, f, r
+  local i = string.find(v, ':', 1, true)
+  local j = i and string.find(v, ':', i + 1, true)
+  if j then
+    tok, f = string.sub(v, 1, i - 1), tonumber(string.sub(v, i + 1, j - 1))
+    r = string.sub(v, j + 1, (string.find(v, ':', j + 1, true) or 0) - 1)
+    if not f then
+      tok = nil
+    end
+  end
   if from and r and string.find(r .. ' ', ' ' .. from .. ' ', 1, true) then
     handed = 1 -- released already: a replay whose first reply was lost
   end
   if tok == ARGV[1] then
-    local n = tonumber(f)
     if from then
-      return {n, handed}
+      return {f, handed}
     end
-    return n
+    return f
   end
   if tok ~= '~' and (not from or tok ~= from) then
     local pttl = redis.call('PTTL', KEYS[1])
@@ -61,7 +71,7 @@ if v then
     end
     return -(pttl + 1)
   end
-  fence, rel = tonumber(f), r
+  fence, rel = f, r
   if tok ~= '~' then
     -- The handed-over grant's release, remembered as release.lua does; the
     -- waiters of other clients stay marked.

@@ -28,9 +28,15 @@ local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
 end
-local tok, f, r = string.match(v, '^([^:]*):(%d+):([^:]*)')
-if tok == ARGV[1] then
-  local ok = redis.pcall('SET', KEYS[1], '~:' .. f .. ':' .. string.sub(' ' .. tok .. r, 1, 8 * (#tok + 1)), 'PX', ARGV[3])
+-- The value is tok ":" fence ":" rel [":" ...] (obtain.lua), read with
+-- plain searches.
+local tok = ARGV[1]
+local n = #tok
+local j = string.find(v, ':', n + 2, true)
+local r
+if j and string.sub(v, 1, n + 1) == tok .. ':' then
+  r = string.sub(v, j + 1, (string.find(v, ':', j + 1, true) or 0) - 1)
+  local ok = redis.pcall('SET', KEYS[1], '~:' .. string.sub(v, n + 2, j) .. ' ' .. tok .. string.sub(r, 1, 7 * (n + 1)), 'PX', ARGV[3])
   if type(ok) == 'table' and ok.err then
     -- Out of memory (maxmemory with noeviction): delete instead, which
     -- frees memory. The next fence then comes from the clock.
@@ -50,7 +56,13 @@ if tok == ARGV[1] then
   end
   return 1
 end
-if r and string.find(r .. ' ', ' ' .. ARGV[1] .. ' ', 1, true) then
-  return 1
+-- Not this grant: released by an earlier run of this request?
+local i = string.find(v, ':', 1, true)
+j = i and string.find(v, ':', i + 1, true)
+if j then
+  r = string.sub(v, j + 1, (string.find(v, ':', j + 1, true) or 0) - 1)
+  if string.find(r .. ' ', ' ' .. tok .. ' ', 1, true) then
+    return 1
+  end
 end
 return 0
