@@ -41,13 +41,16 @@ func Box(keys ...string) []any {
 	return b
 }
 
+// processor runs one command: go-redis' clients.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
 // direct is where a call may go straight through Process: go-redis'
 // plain and Cluster clients answer every command before Process returns.
 // Anything else (an AutoPipeliner, a Ring, a user's wrapper) goes through
 // Script.Run.
-func direct(rdb redis.Scripter) (interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}, bool) {
+func direct(rdb redis.Scripter) (processor, bool) {
 	switch r := rdb.(type) {
 	case *redis.Client:
 		return r, true
@@ -64,16 +67,7 @@ func (s *fast) runInt(ctx context.Context, rdb redis.Scripter, nkeys int, a []an
 	if !ok {
 		return s.script.Run(ctx, rdb, keysOf(a, nkeys), a[3+nkeys:]...).Int64()
 	}
-	cmd := redis.NewIntCmd(ctx, a...)
-	cmd.SetFirstKeyPos(3)
-	_ = p.Process(ctx, cmd)
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		a[0], a[1] = "eval", s.src
-		cmd = redis.NewIntCmd(ctx, a...)
-		cmd.SetFirstKeyPos(3)
-		_ = p.Process(ctx, cmd)
-	}
-	return cmd.Val(), cmd.Err()
+	return send(ctx, p, s, a, redis.NewIntCmd).Result()
 }
 
 // run is runInt for any reply.
@@ -82,16 +76,21 @@ func (s *fast) run(ctx context.Context, rdb redis.Scripter, nkeys int, a []any) 
 	if !ok {
 		return s.script.Run(ctx, rdb, keysOf(a, nkeys), a[3+nkeys:]...).Result()
 	}
-	cmd := redis.NewCmd(ctx, a...)
+	return send(ctx, p, s, a, redis.NewCmd).Result()
+}
+
+// send processes the EVALSHA command a, and EVAL on NOSCRIPT.
+func send[C redis.Cmder](ctx context.Context, p processor, s *fast, a []any, newCmd func(ctx context.Context, args ...any) C) C {
+	cmd := newCmd(ctx, a...)
 	cmd.SetFirstKeyPos(3)
 	_ = p.Process(ctx, cmd)
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		a[0], a[1] = "eval", s.src
-		cmd = redis.NewCmd(ctx, a...)
+		cmd = newCmd(ctx, a...)
 		cmd.SetFirstKeyPos(3)
 		_ = p.Process(ctx, cmd)
 	}
-	return cmd.Val(), cmd.Err()
+	return cmd
 }
 
 // keysOf recovers the keys of a command slice for Script.Run.

@@ -22,7 +22,6 @@ var (
 	obtain       = obtainFast.script
 	refresh      = refreshFast.script
 	release      = releaseFast.script
-	ttl          = ttlFast.script
 	inspect      = redis.NewScript(scripts.Inspect)
 	fairObtain   = redis.NewScript(scripts.FairObtain)
 	fairLeave    = redis.NewScript(scripts.FairLeave)

@@ -18,11 +18,6 @@ import (
 // The scripts by the names the tests call them.
 var obtainScript, refreshScript, releaseScript = obtain, refresh, release
 
-// obtainArgs is obtain.lua's ARGV for token with a 10 s lease.
-func obtainArgs(token string, proposal int64, from ...any) []any {
-	return append([]any{token, 10000, proposal, ""}, from...)
-}
-
 // obtain.lua is idempotent under go-redis' own re-sends: a replay of the
 // same request reports the grant with the fence it minted the first time.
 func TestObtainScriptReplay(t *testing.T) {
