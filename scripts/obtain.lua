@@ -63,7 +63,7 @@ if v then
   end
   if tok ~= '~' and (not from or tok ~= from) then
     local pttl = redis.call('PTTL', KEYS[1])
-    if pttl >= 0 and string.sub(v, -1) ~= '*' then
+    if pttl >= 0 and string.byte(v, -1) ~= 42 then
       redis.call('APPEND', KEYS[1], '*')
     end
     if from then
@@ -77,7 +77,7 @@ if v then
     -- waiters of other clients stay marked.
     handed = 1
     rel = string.sub(' ' .. from .. rel, 1, 8 * (#from + 1))
-    if string.sub(v, -1) == '*' then
+    if string.byte(v, -1) == 42 then
       mark = '*'
     end
   end
