@@ -126,13 +126,15 @@
 // timeout (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as
 // soon as a majority granted, with validity = TTL - elapsed - drift. Nodes
 // that answer later are settled in the background: a late grant is kept as
-// part of the lock, and Release first waits for them (at most the release
-// timeout) so that its release reaches each node after the grant did.
-// Without a valid majority it releases on every node that granted or did
-// not answer, then retries or fails: ErrNoQuorum when fewer than a majority
-// answered, ErrNotObtained when a majority answered but other holders
-// denied the grant (both as a *QuorumError with each failing node's
-// *NodeError). Refresh needs a majority; Release asks every node.
+// part of the lock. Without a valid majority it releases on every node that
+// granted or did not answer, then retries or fails: ErrNoQuorum when fewer
+// than a majority answered, ErrNotObtained when a majority answered but
+// other holders denied the grant (both as a *QuorumError with each failing
+// node's *NodeError). Refresh, TTL and Release decide at the majority too
+// and return; the other nodes finish in the background (Close waits for
+// them), so a dead or stalled minority slows none of them. Release goes to
+// the nodes that granted; one whose grant answers after the Release is
+// released then, so that a release never reaches a node before its grant.
 //
 // Quorum fences are strictly increasing and unique per key, under these
 // assumptions: two granting majorities share a node, and that node still

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,14 +46,18 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 			expired = l.confirmFrom(&l.opts, l.start, r.ttl)
 		}
 		keep := won && expired == nil
+		if keep {
+			l.grant = newGrantNodes(n, v.grants, missing)
+		}
 		round.Stop(func(rep nodes.Reply[script.ObtainReply]) {
-			if rep.Err != nil || rep.Val.Status == script.Granted && !keep {
+			granted := rep.Err == nil && rep.Val.Status == script.Granted
+			switch {
+			case keep:
+				c.settleLate(ctx, l, rep.Node, granted, rep.Err != nil, errors.Is(rep.Err, nodes.ErrBusy))
+			case granted || rep.Err != nil && !errors.Is(rep.Err, nodes.ErrBusy):
 				c.releaseInBackground(ctx, l, rep.Node)
 			}
 		})
-		if keep && len(missing) > 0 {
-			l.settled = round.Settled()
-		}
 		for _, i := range v.failed {
 			c.releaseInBackground(ctx, l, i) // a lost reply may hide a grant
 		}
@@ -101,6 +106,9 @@ type votes struct {
 // count adds one reply and reports whether the attempt is decided.
 func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	switch r := rep.Val; {
+	case errors.Is(rep.Err, nodes.ErrBusy): // never sent: nothing to clean up
+		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: v.c.nodeErr(v.ctx, rep.Node, "obtain", rep.Err)})
+		return false
 	case rep.Err != nil:
 	case r.Status == script.Granted && r.Fence == v.proposal:
 		v.granted++
