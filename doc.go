@@ -116,8 +116,10 @@
 // fn's context is cancelled no later than the last confirmed ValidUntil and
 // Run returns an error matching ErrLockLost; context.Cause tells why (a
 // cause matching ErrNotHeld, or ErrLeaseExpired with the last renewal's
-// error). To hold a lock outside a callback, use lease.Hold: its Done
-// channel closes the moment the lock is lost.
+// error). When the lock is known lost or Redis is unreachable as fn
+// returns, the release goes to the background (Close waits for it) and Run
+// returns at once. To hold a lock outside a callback, use lease.Hold: its
+// Done channel closes the moment the lock is lost.
 //
 // # Quorum mode
 //
