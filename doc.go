@@ -52,8 +52,10 @@
 //
 // By default Obtain tries once. With WithRetry it waits while the lock is
 // held, until the strategy gives up, the context ends, or, for a context
-// without deadline, WithMaxWait passes; then it returns ErrNotObtained, also
-// matching the context's error when that ended the wait.
+// without deadline, the wait limit passes (WithMaxWait, default 30 s; a
+// lease seen about to end at the limit is waited for); then it returns
+// ErrNotObtained, also matching the context's error when that ended the
+// wait, or a *WaitLimitError with the remaining TTL seen at the limit.
 //
 // Waiting is notified (WithNotify, on by default): a release publishes a
 // wake-up on the lock's channel in the same script that deletes the lock,

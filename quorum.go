@@ -35,7 +35,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 			return script.Obtain{Keys: l.keys.Obtain[:2], Token: l.arg, TTL: ms, Proposal: proposal,
 				CounterTTL: fenceCounterTTLms, Holder: l.opts.holder}.Run(ctx, rdb)
 		})
-		v := votes{c: c, ctx: ctx, n: n, q: q, proposal: proposal}
+		v := votes{c: c, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
 		_, missing := round.Gather(timeout, v.count)
 
 		won := v.granted >= q
@@ -72,7 +72,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		case expired != nil:
 			return nil, expired
 		case v.held > n-q:
-			return nil, heldFor(r.keys, -1)
+			return nil, heldFor(r.keys, v.pttl)
 		case v.low > 0 && v.granted+v.low+len(missing) >= q:
 			continue // a higher proposal may win: propose again at once
 		}
@@ -99,6 +99,7 @@ type votes struct {
 	proposal int64
 
 	granted, held, low int
+	pttl               int64                             // the longest remaining lease of the nodes that answered "held"
 	grants, failed     []int                             // nodes that granted; nodes that failed
 	errs               []nodes.Reply[script.ObtainReply] // the failed nodes' replies
 }
@@ -118,6 +119,7 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 		rep.Err = v.c.nodeErr(v.ctx, rep.Node, "obtain", errNoExpiry)
 	case r.Status == script.Held:
 		v.held++
+		v.pttl = max(v.pttl, r.PTTL)
 		return v.held > v.n-v.q // other holders alone deny the majority
 	case r.Status == script.LowProposal:
 		v.low++
