@@ -115,8 +115,8 @@ func (l *Lock) ValidUntil() time.Time {
 }
 
 // TTL returns the lock's remaining time to live on Redis (in quorum mode the
-// least over the nodes that hold it), or ErrNotHeld when this grant is no
-// longer held. This is Redis' view; ValidUntil is the conservative local one.
+// least over the majority of nodes that answered first that they hold it),
+// or ErrNotHeld when this grant is no longer held. This is Redis' view; ValidUntil is the conservative local one.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, ErrNotHeld
@@ -246,7 +246,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 
 // releaseAll deletes the grant (compare-and-delete), bounded by the release
 // timeout: in quorum mode on the nodes that granted it, deciding at the
-// majority (see releaseNodes); ctx must be detached from the caller's
+// majority (see onGrant and grantNodes); ctx must be detached from the caller's
 // cancellation.
 func (c *Client) releaseAll(ctx context.Context, l *Lock) (released int, errs []error) {
 	var ns []*nodes.Node
