@@ -120,6 +120,24 @@ func holdThroughMinority(t *testing.T, q *cluster, rdbs []redis.UniversalClient,
 	if fired() {
 		t.Fatalf("ErrNotHeld waited for the nodes %v that do not answer", bad)
 	}
+
+	// The calls to the bad nodes go on in the background, and Close waits
+	// for them.
+	busy := 0
+	for _, i := range bad {
+		fanned, cleaning := redislock.InFlight(c, i)
+		busy += fanned + cleaning
+	}
+	if busy == 0 {
+		t.Fatalf("no call in flight to the nodes %v that do not answer", bad)
+	}
+	w.release()
+	_ = c.Close()
+	for i := range rdbs {
+		if fanned, cleaning := redislock.InFlight(c, i); fanned+cleaning > 0 {
+			t.Fatalf("Close returned with %d fan-out and %d clean-up calls in flight to node %d", fanned, cleaning, i)
+		}
+	}
 }
 
 func isBad(i int, bad []int) bool {
