@@ -98,9 +98,8 @@ func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f
 // reply; it did not on a network error or a timeout. A call cancelled by
 // its caller tells nothing.
 func (n *Node) noteReached(err error) {
-	var reply redis.Error
 	switch {
-	case err == nil || errors.As(err, &reply):
+	case err == nil || isReply(err):
 		if n.down.Load() {
 			n.down.Store(false)
 		}
@@ -110,6 +109,13 @@ func (n *Node) noteReached(err error) {
 			n.down.Store(true)
 		}
 	}
+}
+
+// isReply reports whether err is an error reply of the server (kept out of
+// noteReached, so that a call without error allocates nothing).
+func isReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
 }
 
 // Down reports whether the node's last call that ended did not reach the
