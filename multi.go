@@ -110,7 +110,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 			}
 			return m, nil
 		}
-		wait, werr := deadline.next(&o, attempts, ErrNotObtained)
+		wait, werr := deadline.next(&o, attempts, err)
 		if werr != nil {
 			return nil, werr
 		}
