@@ -81,7 +81,7 @@ func (r *Renewer) work(q *nodeQueue) {
 			if h.call != c || h.stopped || h.done {
 				continue
 			}
-			reqs = append(reqs, Request{Key: h.key, Token: h.token, TTL: h.ttl, Due: r.at(h.due)})
+			reqs = append(reqs, Request{Key: h.key, Token: h.token, TTL: h.ttl, Due: r.at(h.due), Ref: h.ref})
 			sent = append(sent, h)
 			// Results that come after the first expiry, or later than an
 			// interval, are of no use: the entry is lost or renewed anew.
@@ -122,7 +122,7 @@ func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Res
 		if h.call == c {
 			h.call = nil
 		}
-		if h.stopped || h.done {
+		if h.stopped || h.done || r.closed {
 			continue
 		}
 		res := Result{Err: err}

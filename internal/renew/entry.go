@@ -32,6 +32,8 @@ type Entry struct {
 	// confirmed renewal (lease.ErrLeaseExpired, with the last renewal's
 	// error), lease.LossLead(TTL, Interval) before ValidUntil. Required.
 	Lost func(cause error)
+	// Ref is the owner's own, handed back in each Request of the entry.
+	Ref any
 }
 
 // Handle is an entry being renewed; Stop ends its renewal.
@@ -56,6 +58,7 @@ type Handle struct {
 	lastErr   error         // the last renewal's error
 	renewed   func(time.Time)
 	lost      func(error)
+	ref       any
 }
 
 // Add starts renewing e; its first renewal is due Interval from now. Bad
@@ -78,7 +81,7 @@ func (r *Renewer) Add(e Entry) (*Handle, error) {
 		return nil, lease.Invalid("renew: zero ValidUntil")
 	}
 	h := &Handle{r: r, group: e.Group, key: e.Key, token: e.Token, ttl: e.TTL, interval: e.Interval, drift: e.Drift, lead: lead,
-		renewed: e.Renewed, lost: e.Lost, idx: -1}
+		renewed: e.Renewed, lost: e.Lost, ref: e.Ref, idx: -1}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -98,9 +101,11 @@ func (r *Renewer) Add(e Entry) (*Handle, error) {
 // expiry is when the entry's loss by expiry is due.
 func (h *Handle) expiry() time.Duration { return h.until - h.lead }
 
-// Confirmed tells the Renewer that the owner confirmed the grant itself
+// Confirmed tells the Renewer that the owner renewed the grant itself
 // until validUntil (an explicit Refresh): the entry is not reported lost
-// by expiry before then. An earlier validUntil is ignored.
+// by expiry before then, and its next renewal is due when it would be had
+// the Renewer made that renewal (an interval after the refresh began). An
+// earlier validUntil is ignored.
 func (h *Handle) Confirmed(validUntil time.Time) {
 	r := h.r
 	r.mu.Lock()
@@ -110,15 +115,19 @@ func (h *Handle) Confirmed(validUntil time.Time) {
 		return
 	}
 	h.until = until
-	if h.idx >= 0 {
-		if h.call != nil {
-			h.next = h.expiry()
-		} else {
-			h.next = min(h.due, h.expiry())
-		}
-		heap.Fix(&r.heap, h.idx)
-		r.arm()
+	if h.idx < 0 {
+		return
 	}
+	if h.call != nil {
+		h.next = h.expiry()
+	} else {
+		// The refresh began at until - (TTL - Drift): its renewal is due
+		// an interval after that.
+		h.due = max(h.due, min(r.now()+h.interval, until-h.ttl.Truncate(time.Millisecond)+h.drift+h.interval))
+		h.next = min(h.due, h.expiry())
+	}
+	heap.Fix(&r.heap, h.idx)
+	r.arm()
 }
 
 // Stop ends the entry's renewal. When it returns, neither Renewed nor Lost
@@ -130,23 +139,42 @@ func (h *Handle) Stop() {
 	r := h.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !h.stopped {
-		h.stopped = true
-		if h.idx >= 0 {
-			heap.Remove(&r.heap, h.idx)
-		}
-		if h.call != nil {
-			h.call.leave()
-			if !h.call.sent {
-				h.call = nil // the worker will leave it out
-			}
-		}
-		if testHookStopped != nil {
-			testHookStopped(h)
-		}
-	}
+	h.remove()
 	for h.reporting || h.call != nil && !r.closed {
 		r.cond.Wait()
+	}
+}
+
+// Remove ends the entry's renewal without waiting: a call in flight with
+// the entry may still finish, and a callback of it already decided may
+// still run (the owner ignores it), but no renewal is sent for it any
+// more. It may be called from anywhere, the entry's callbacks included;
+// Stop may follow.
+func (h *Handle) Remove() {
+	r := h.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h.remove()
+}
+
+// remove takes the entry out of the heap and its call. Called with mu held.
+func (h *Handle) remove() {
+	r := h.r
+	if h.stopped {
+		return
+	}
+	h.stopped = true
+	if h.idx >= 0 {
+		heap.Remove(&r.heap, h.idx)
+	}
+	if h.call != nil {
+		h.call.leave()
+		if !h.call.sent {
+			h.call = nil // the worker will leave it out
+		}
+	}
+	if testHookStopped != nil {
+		testHookStopped(h)
 	}
 }
 

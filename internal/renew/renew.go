@@ -43,6 +43,8 @@ type Request struct {
 	// Due is when the renewal was due; it may be sent up to Config.Early of
 	// the entry's interval before, to share a call.
 	Due time.Time
+	// Ref is the entry's Entry.Ref.
+	Ref any
 }
 
 // Result is the outcome of one Request.
@@ -155,7 +157,14 @@ func (r *Renewer) Len() int {
 // Close ends every entry's renewal and waits for the calls in flight
 // (cancelled) and the timer to finish. No Renewed or Lost is called after
 // Close returns; entries are not told. Later Adds fail with ErrClosed.
-func (r *Renewer) Close() {
+func (r *Renewer) Close() { r.shutdown(nil) }
+
+// CloseLost is Close, but tells every entry still renewed that it is lost,
+// with cause, before it returns (each entry's Lost, once, in no particular
+// order; an entry already stopped or lost is not told again).
+func (r *Renewer) CloseLost(cause error) { r.shutdown(cause) }
+
+func (r *Renewer) shutdown(cause error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -165,17 +174,28 @@ func (r *Renewer) Close() {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
-	for _, e := range r.heap {
+	live := r.heap
+	for _, e := range live {
 		e.idx = -1
-		e.stopped = true
+		if cause == nil {
+			e.stopped = true
+		}
 	}
 	r.heap = nil
 	r.mu.Unlock()
 	r.cancel()
 	r.running.Wait()
 	r.mu.Lock()
-	r.cond.Broadcast() // Stops waiting for a call return
-	r.mu.Unlock()
+	var reports []report
+	if cause != nil {
+		for _, e := range live {
+			if !e.stopped && !e.done {
+				e.done = true
+				reports = append(reports, report{h: e, cause: cause})
+			}
+		}
+	}
+	r.report(reports) // and wakes the Stops waiting for a call to return
 }
 
 // enter registers a timer step or a worker, unless the Renewer is closed.
