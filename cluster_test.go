@@ -35,12 +35,14 @@ func TestCluster(t *testing.T) {
 		{"Run", clusterRun},
 		{"LeaseContract", clusterLeaseContract},
 		{"BatchRefreshScript", clusterBatchRefresh},
+		{"KeptAcrossSlots", clusterKeptAcrossSlots},
 		// Faults, last: they move slots and masters.
 		{"SlotMigration", clusterSlotMigration},
 		{"MigrationWindow", clusterMigrationWindow},
 		{"WaiterAcrossMigration", clusterWaiterAcrossMigration},
 		{"ManualFailover", clusterManualFailover},
 		{"TakeoverWithoutGrant", clusterTakeoverWithoutGrant},
+		{"KilledMasterFollowed", clusterKilledMasterFollowed},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, rc) })
 	}

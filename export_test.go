@@ -22,3 +22,15 @@ func LockKey(key string) string { return keys.New(DefaultPrefix, key).Lock }
 
 // InFlight reports the fan-out and clean-up calls in flight to node i.
 func InFlight(c *Client, i int) (fanned, cleaning int) { return c.nodes[i].InFlight() }
+
+// Renewing reports how many locks c's renewer renews (0 before its first
+// Keep).
+func Renewing(c *Client) int {
+	c.mu.Lock()
+	rn := c.rn
+	c.mu.Unlock()
+	if rn == nil {
+		return 0
+	}
+	return rn.Len()
+}

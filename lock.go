@@ -29,6 +29,7 @@ type Lock struct {
 	released bool            // guarded by mu: a Release succeeded; a second one is ErrNotHeld
 	settled  <-chan struct{} // quorum: closed when every node answered the grant (nil: all had)
 	handoffs int             // how many handoffs in a row led to this grant (handoff.go)
+	kept     *kept           // guarded by mu: the Client's renewer renews it (renewer.go)
 }
 
 // validity is what a grant last confirmed, safe for concurrent use (shared
@@ -179,7 +180,13 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		}
 		return err
 	}
-	return l.confirmFrom(&l.opts, start, ttl)
+	if err := l.confirmFrom(&l.opts, start, ttl); err != nil {
+		return err
+	}
+	if k := l.keptEntry(); k != nil && !renewal {
+		k.h.Confirmed(l.validUntil()) // the renewer's next renewal moves
+	}
+	return nil
 }
 
 func isTrue(b bool) bool { return b }
@@ -226,6 +233,9 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	l.mu.Unlock()
 	if released {
 		return ErrNotHeld
+	}
+	if k := l.keptEntry(); k != nil {
+		k.remove() // no renewal after the release
 	}
 	ctx = detach(ctx)
 	if obs := l.c.obs; obs != nil {
