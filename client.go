@@ -47,6 +47,9 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 		c.nodes = append(c.nodes, nodes.New(i, rdb))
 	}
 	c.err = cfg.defaults.validate()
+	if c.err == nil && len(c.nodes) > 0 {
+		c.err = c.checkReplicas(&cfg.defaults)
+	}
 	return c
 }
 

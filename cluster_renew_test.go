@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
@@ -106,4 +109,50 @@ type nodeLog struct{ t *testing.T }
 
 func (n nodeLog) NodeFailed(_ context.Context, e redislock.NodeEvent) {
 	n.t.Logf("node failed %s: %v (%T)", e.Op, e.Err, errors.Unwrap(e.Err))
+}
+
+// WithReplicas on Cluster: the WAIT runs on the master of the key's slot,
+// so the grant is on that master's replica when Obtain returns; Run's
+// batched renewals wait for it too.
+func clusterReplicas(t *testing.T, rc realCluster) {
+	ctx := ctxT(t, 20*time.Second)
+	c := newClient(t, rc.rdb, redislock.WithReplicas(1, 2*time.Second))
+	for _, key := range rc.keysOnMasters(t, t.Name(), 3) {
+		replica := rc.replicaOf(t, rc.masterOf(t, key))
+		err := c.Run(ctx, key, time.Second, func(ctx context.Context, l *redislock.Lock) error {
+			if !replicaHolds(t, replica, key, l.Token()) {
+				t.Fatalf("%s: Obtain returned before the replica had the grant", key)
+			}
+			renewedAfter(t, l, l.ValidUntil(), 5*time.Second)
+			return context.Cause(ctx)
+		})
+		if err != nil {
+			t.Fatalf("%s: Run = %v", key, err)
+		}
+		// Each master has one replica: two never acknowledge.
+		if _, err := c.Obtain(ctx, key, time.Second, redislock.WithReplicas(2, 20*time.Millisecond)); !errors.Is(err, redislock.ErrNotReplicated) {
+			t.Fatalf("%s: Obtain wanting 2 replicas = %v, want ErrNotReplicated", key, err)
+		}
+		if n := rc.rdb.Exists(ctx, redislock.LockKey(key)).Val(); n != 0 {
+			t.Fatalf("%s: the unacknowledged grant was not released", key)
+		}
+	}
+}
+
+// replicaHolds reports whether cluster replica n itself holds key's lock
+// with token (read with READONLY, which a cluster replica needs to answer
+// a read for its master's slots).
+func replicaHolds(t *testing.T, n *redisproc.Node, key, token string) bool {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+	defer rdb.Close()
+	v, err := rdb.Get(context.Background(), redislock.LockKey(key)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false
+	case err != nil:
+		t.Fatalf("GET on %s: %v", n.Addr(), err)
+	}
+	return strings.HasPrefix(v, token+":")
 }

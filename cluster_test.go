@@ -36,6 +36,7 @@ func TestCluster(t *testing.T) {
 		{"LeaseContract", clusterLeaseContract},
 		{"BatchRefreshScript", clusterBatchRefresh},
 		{"KeptAcrossSlots", clusterKeptAcrossSlots},
+		{"Replicas", clusterReplicas},
 		// Faults, last: they move slots and masters.
 		{"SlotMigration", clusterSlotMigration},
 		{"MigrationWindow", clusterMigrationWindow},

@@ -209,7 +209,18 @@ type extension struct {
 }
 
 func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
-	return script.Refresh(ctx, rdb, e.l.keys.Obtain[:1], e.l.arg, e.ms)
+	l := e.l
+	if l.opts.replicas == 0 || l.c.quorum {
+		return script.Refresh(ctx, rdb, l.keys.Obtain[:1], l.arg, e.ms)
+	}
+	var held bool
+	err := l.c.onConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
+		if held, err = script.Refresh(ctx, conn, l.keys.Obtain[:1], l.arg, e.ms); err != nil || !held {
+			return err
+		}
+		return awaitReplicas(ctx, conn, &l.opts)
+	})
+	return held, err
 }
 
 // Release gives the lock back, only if this grant still holds it; ErrNotHeld

@@ -61,6 +61,8 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		return nil, invalid("ObtainMulti is not supported in quorum mode")
 	case o.fair:
 		return nil, invalid("ObtainMulti does not support WithFair")
+	case o.replicas > 0:
+		return nil, invalid("ObtainMulti does not support WithReplicas")
 	case len(keyList) == 0:
 		return nil, invalid("no keys")
 	case ctx == nil:

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -91,17 +92,21 @@ func (l *Lock) keepBatched(ttl, interval time.Duration, lost func(cause error)) 
 // group otherwise. A group is chosen once: after a failover the calls of
 // an old group still go where go-redis routes their keys.
 func (c *Client) renewGroup(l *Lock) renew.Group {
-	cc, ok := c.nodes[0].RDB.(*redis.ClusterClient)
-	if !ok {
-		return renew.Group{}
+	var g renew.Group
+	if cc, ok := c.nodes[0].RDB.(*redis.ClusterClient); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), l.opts.releaseTimeout)
+		defer cancel()
+		if m, err := cc.MasterForKey(ctx, l.keys.Lock); err == nil {
+			g.Node = m.Options().Addr
+		} else {
+			g.Node = "slot " + strconv.Itoa(int(keys.Slot(l.keys.Lock)))
+		}
 	}
-	slot := int(keys.Slot(l.keys.Lock))
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.releaseTimeout)
-	defer cancel()
-	if m, err := cc.MasterForKey(ctx, l.keys.Lock); err == nil {
-		return renew.Group{Node: m.Options().Addr}
+	if o := &l.opts; o.replicas > 0 {
+		// Locks that wait for replicas share calls only with their like.
+		g.Node += fmt.Sprintf(" wait %d %v", o.replicas, o.replicaTimeout)
 	}
-	return renew.Group{Node: "slot " + strconv.Itoa(slot)}
+	return g
 }
 
 // stop ends the renewal (Keep's stop).
@@ -174,7 +179,29 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	}
 	batches, index := slotBatches(reqs, c.cluster())
 	n := c.nodes[0]
+	var unacked error // WithReplicas: renewals too few replicas acknowledged
 	err := c.call(ctx, n, c.nodeTimeout(&first.opts, ttl), false, "refresh", func(ctx context.Context, rdb redis.Scripter) error {
+		if first.opts.replicas > 0 {
+			err := c.onConn(ctx, reqs[0].Key, func(conn *redis.Conn) error {
+				for i := range batches {
+					b := &batches[i]
+					if b.Status, b.Err = script.BatchRefresh(ctx, conn, b.Keys, b.Tokens, ttl.Milliseconds(), nil); b.Err != nil {
+						return b.Err
+					}
+				}
+				return awaitReplicas(ctx, conn, &first.opts)
+			})
+			var re *ReplicaError
+			if errors.As(err, &re) {
+				unacked, err = c.nodeErr(ctx, n.Index, "refresh", err), nil
+			}
+			if err != nil { // no WAIT ran: no renewal of the call is acknowledged
+				for i := range batches {
+					batches[i].Err = err
+				}
+			}
+			return err
+		}
 		if len(batches) == 1 {
 			b := &batches[0]
 			b.Status, b.Err = script.BatchRefresh(ctx, rdb, b.Keys, b.Tokens, ttl.Milliseconds(), nil)
@@ -196,6 +223,8 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 			switch {
 			case b.Err != nil:
 				res[i].Err = b.Err
+			case b.Status[j] == script.BatchRenewed && unacked != nil:
+				res[i].Err = unacked // retried
 			case b.Status[j] == script.BatchRenewed:
 				res[i].Renewed = true
 			default:

@@ -61,7 +61,9 @@ type Handle struct {
 	ref       any
 }
 
-// Add starts renewing e; its first renewal is due Interval from now. Bad
+// Add starts renewing e; its first renewal is due Interval after the
+// request of the grant began (ValidUntil - (TTL - Drift)), at the latest
+// Interval from now: a grant that took long to return is renewed early. Bad
 // entries are errors matching lease.ErrInvalidArgument; after Close, Add
 // fails with ErrClosed.
 func (r *Renewer) Add(e Entry) (*Handle, error) {
@@ -89,13 +91,19 @@ func (r *Renewer) Add(e Entry) (*Handle, error) {
 	}
 	now := r.now()
 	h.until = e.ValidUntil.Sub(r.base)
-	h.due = now + e.Interval
+	h.due = max(min(now+e.Interval, h.renewalOf(h.until)), now)
 	h.next = min(h.due, h.expiry())
 	heap.Push(&r.heap, h)
 	if h.idx == 0 {
 		r.arm()
 	}
 	return h, nil
+}
+
+// renewalOf is when the renewal of a grant valid until until is due: an
+// interval after its request began, at until - (TTL - Drift).
+func (h *Handle) renewalOf(until time.Duration) time.Duration {
+	return until - h.ttl.Truncate(time.Millisecond) + h.drift + h.interval
 }
 
 // expiry is when the entry's loss by expiry is due.
@@ -121,9 +129,7 @@ func (h *Handle) Confirmed(validUntil time.Time) {
 	if h.call != nil {
 		h.next = h.expiry()
 	} else {
-		// The refresh began at until - (TTL - Drift): its renewal is due
-		// an interval after that.
-		h.due = max(h.due, min(r.now()+h.interval, until-h.ttl.Truncate(time.Millisecond)+h.drift+h.interval))
+		h.due = max(h.due, min(r.now()+h.interval, h.renewalOf(until)))
 		h.next = min(h.due, h.expiry())
 	}
 	heap.Fix(&r.heap, h.idx)

@@ -81,3 +81,25 @@ func TestCloseLost(t *testing.T) {
 	h.r.CloseLost(cause) // idempotent, tells no one again
 	h.r.Close()
 }
+
+// A grant that took long to return (its request began half an interval
+// before Add) is renewed an interval after its request began, not an
+// interval after Add, which could come after its expiry.
+func TestAddLateGrant(t *testing.T) {
+	h := newHarness(t, Config{Early: -1})
+	ent := h.entry("k", Group{})
+	began := h.clock.Now().Add(-testInterval / 2)
+	ent.ValidUntil = began.Add(testTTL - testDrift)
+	if _, err := h.r.Add(ent); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(testInterval/2 - time.Millisecond)
+	h.noCall()
+	h.clock.Advance(time.Millisecond)
+	c := h.call()
+	if !c.reqs[0].Due.Equal(began.Add(testInterval)) {
+		t.Fatalf("renewal due %v, want %v", c.reqs[0].Due, began.Add(testInterval))
+	}
+	c.renewAll()
+	h.event()
+}
