@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,4 +156,37 @@ func replicaHolds(t *testing.T, n *redisproc.Node, key, token string) bool {
 		t.Fatalf("GET on %s: %v", n.Addr(), err)
 	}
 	return strings.HasPrefix(v, token+":")
+}
+
+// Under load, calls through a ClusterClient are auto-pipelined too (one
+// pipeline per node), and every grant, fence and release is still right.
+func clusterAutoPipeline(t *testing.T, rc realCluster) {
+	ctx := ctxT(t, 30*time.Second)
+	c := newClient(t, rc.Client(nil))
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			key := fmt.Sprintf("%s-%d", t.Name(), w)
+			var last int64
+			for range 30 {
+				l, err := c.Obtain(ctx, key, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if l.Fence() <= last {
+					t.Errorf("fence %d after %d", l.Fence(), last)
+				}
+				last = l.Fence()
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if !redislock.Pipelined(c) {
+		t.Fatal("64 callers did not set up auto-pipelining")
+	}
 }

@@ -37,6 +37,7 @@ func TestCluster(t *testing.T) {
 		{"BatchRefreshScript", clusterBatchRefresh},
 		{"KeptAcrossSlots", clusterKeptAcrossSlots},
 		{"Replicas", clusterReplicas},
+		{"AutoPipeline", clusterAutoPipeline},
 		// Faults, last: they move slots and masters.
 		{"SlotMigration", clusterSlotMigration},
 		{"MigrationWindow", clusterMigrationWindow},

@@ -34,3 +34,6 @@ func Renewing(c *Client) int {
 	}
 	return rn.Len()
 }
+
+// Pipelined reports whether c's node has set up auto-pipelining.
+func Pipelined(c *Client) bool { return c.nodes[0].Pipelined() }

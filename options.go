@@ -248,8 +248,9 @@ func WithNotify(on bool) Option {
 // On, while more than 16 calls of the Client are in flight to one node,
 // further ones go through that node's go-redis AutoPipeliner, which sends
 // the calls waiting at that moment in one pipeline. It applies to nodes
-// that are a *redis.Client (standalone, or a Sentinel failover client).
-// go-redis marks Client.AutoPipeline EXPERIMENTAL; the AutoPipeliner is
+// that are a *redis.Client (standalone, or a Sentinel failover client) or
+// a *redis.ClusterClient (which sends one pipeline per master). go-redis
+// marks AutoPipeline EXPERIMENTAL; the AutoPipeliner is
 // cached by go-redis and closed with the go-redis client, and the
 // AutoPipelineOptions set on that client apply.
 func WithAutoPipeline(on bool) Option {

@@ -149,7 +149,7 @@ func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Res
 				cause = lease.ErrNotHeld
 			}
 			h.done = true
-			heap.Remove(&r.heap, h.idx)
+			heap.Remove(&r.heap, int(h.idx))
 			reports = append(reports, report{h: h, cause: cause})
 			continue
 		default:
@@ -157,12 +157,12 @@ func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Res
 			h.due = r.retryAt(h, now)
 		}
 		if h.expiry() <= now {
-			heap.Remove(&r.heap, h.idx)
+			heap.Remove(&r.heap, int(h.idx))
 			reports = append(reports, r.expire(h))
 			continue
 		}
 		h.next = min(h.due, h.expiry())
-		heap.Fix(&r.heap, h.idx)
+		heap.Fix(&r.heap, int(h.idx))
 	}
 	r.arm()
 	r.report(reports)

@@ -39,7 +39,7 @@ type Entry struct {
 // Handle is an entry being renewed; Stop ends its renewal.
 type Handle struct {
 	r          *Renewer
-	group      Group
+	group      *Group // interned: one per distinct Group (Renewer.groups)
 	key, token string
 	ttl        time.Duration
 	interval   time.Duration
@@ -50,7 +50,7 @@ type Handle struct {
 	until     time.Duration // validity confirmed
 	due       time.Duration // when the next renewal is due
 	next      time.Duration // heap key: due, or the expiry while a call is pending or sooner
-	idx       int           // in r.heap; -1 when not in it
+	idx       int32         // in r.heap; -1 when not in it (int32: packed with the flags, 8 bytes less per entry)
 	call      *call         // the call this entry is part of, nil if none
 	stopped   bool          // Stop or Close: no more callbacks
 	done      bool          // the loss was reported
@@ -82,12 +82,17 @@ func (r *Renewer) Add(e Entry) (*Handle, error) {
 	case e.ValidUntil.IsZero():
 		return nil, lease.Invalid("renew: zero ValidUntil")
 	}
-	h := &Handle{r: r, group: e.Group, key: e.Key, token: e.Token, ttl: e.TTL, interval: e.Interval, drift: e.Drift, lead: lead,
+	h := &Handle{r: r, key: e.Key, token: e.Token, ttl: e.TTL, interval: e.Interval, drift: e.Drift, lead: lead,
 		renewed: e.Renewed, lost: e.Lost, ref: e.Ref, idx: -1}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, ErrClosed
+	}
+	h.group = r.groups[e.Group]
+	if h.group == nil {
+		h.group = &e.Group
+		r.groups[e.Group] = h.group
 	}
 	now := r.now()
 	h.until = e.ValidUntil.Sub(r.base)
@@ -132,7 +137,7 @@ func (h *Handle) Confirmed(validUntil time.Time) {
 		h.due = max(h.due, min(r.now()+h.interval, h.renewalOf(until)))
 		h.next = min(h.due, h.expiry())
 	}
-	heap.Fix(&r.heap, h.idx)
+	heap.Fix(&r.heap, int(h.idx))
 	r.arm()
 }
 
@@ -171,7 +176,7 @@ func (h *Handle) remove() {
 	}
 	h.stopped = true
 	if h.idx >= 0 {
-		heap.Remove(&r.heap, h.idx)
+		heap.Remove(&r.heap, int(h.idx))
 	}
 	if h.call != nil {
 		h.call.leave()
@@ -195,11 +200,11 @@ func (q entryHeap) Len() int           { return len(q) }
 func (q entryHeap) Less(i, j int) bool { return q[i].next < q[j].next }
 func (q entryHeap) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].idx, q[j].idx = i, j
+	q[i].idx, q[j].idx = int32(i), int32(j)
 }
 func (q *entryHeap) Push(x any) {
 	h := x.(*Handle)
-	h.idx = len(*q)
+	h.idx = int32(len(*q))
 	*q = append(*q, h)
 }
 func (q *entryHeap) Pop() any {

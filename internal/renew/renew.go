@@ -99,6 +99,7 @@ type Renewer struct {
 	heap    entryHeap
 	timer   lease.Timer // due at the head of the heap
 	nodes   map[string]*nodeQueue
+	groups  map[Group]*Group // every Group an entry had: entries share them
 	closed  bool
 	running sync.WaitGroup // timer steps and workers; Close waits for them
 }
@@ -117,7 +118,7 @@ func New(cfg Config) (*Renewer, error) {
 		return nil, lease.Invalid("renew: early share %v is not below 1", cfg.Early)
 	}
 	r := &Renewer{batch: cfg.Batch, batchSize: cfg.BatchSize, perNode: cfg.PerNode, early: max(cfg.Early, 0), clock: cfg.Clock,
-		nodes: make(map[string]*nodeQueue)}
+		nodes: make(map[string]*nodeQueue), groups: make(map[Group]*Group)}
 	if r.batchSize == 0 {
 		r.batchSize = DefaultBatchSize
 	}
