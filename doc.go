@@ -107,10 +107,10 @@
 // # Several keys
 //
 // ObtainMulti holds several keys as one lock, all or nothing, with a fence
-// per key. On one Redis, and on Cluster when all keys share a hash slot,
-// one atomic script takes every key. Across slots it takes them one slot at
-// a time in a canonical order and gives back what it took before waiting,
-// so that no one waits while holding.
+// per key. On one Redis one atomic script takes every key. On Cluster each
+// key has a hash tag of its own (braces inside a key do not choose its
+// slot), so it takes them one slot at a time in a canonical order and gives
+// back what it took before waiting, so that no one waits while holding.
 //
 // # Run and renewal
 //
@@ -123,7 +123,11 @@
 // error). When the lock is known lost or Redis is unreachable as fn
 // returns, the release goes to the background (Close waits for it) and Run
 // returns at once. To hold a lock outside a callback, use lease.Hold: its
-// Done channel closes the moment the lock is lost.
+// Done channel closes the moment the lock is lost. In single mode the locks a
+// Client holds this way share one renewer: one timer heap and one script
+// call for up to 500 locks due together (per slot on Cluster, pipelined per
+// master), each lock still told of its own loss; quorum mode renews each
+// lock on its own.
 //
 // # Quorum mode
 //

@@ -32,6 +32,7 @@ type Lock struct {
 	released bool        // guarded by mu: a Release succeeded; a second one is ErrNotHeld
 	grant    *grantNodes // quorum: the nodes the grant reached (quorumgrant.go)
 	handoffs int         // how many handoffs in a row led to this grant (handoff.go)
+	kept     *kept       // guarded by mu: the Client's renewer renews it (renewer.go)
 }
 
 // validity is what a grant last confirmed, safe for concurrent use (shared
@@ -178,7 +179,13 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		}
 		return err
 	}
-	return l.confirmFrom(&l.opts, start, ttl)
+	if err := l.confirmFrom(&l.opts, start, ttl); err != nil {
+		return err
+	}
+	if k := l.keptEntry(); k != nil && !renewal {
+		k.h.Confirmed(l.validUntil()) // the renewer's next renewal moves
+	}
+	return nil
 }
 
 func isTrue(b bool) bool { return b }
@@ -201,7 +208,18 @@ type extension struct {
 }
 
 func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
-	return script.Refresh(ctx, rdb, e.l.keys.Boxed[:1], e.l.arg, e.ms)
+	l := e.l
+	if l.opts.replicas == 0 || l.c.quorum {
+		return script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, e.ms)
+	}
+	var held bool
+	err := l.c.onConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
+		if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, e.ms); err != nil || !held {
+			return err
+		}
+		return awaitReplicas(ctx, conn, &l.opts)
+	})
+	return held, err
 }
 
 // Release gives the lock back, only if this grant still holds it; ErrNotHeld
@@ -227,6 +245,9 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	l.mu.Unlock()
 	if released {
 		return ErrNotHeld
+	}
+	if k := l.keptEntry(); k != nil {
+		k.remove() // no renewal after the release
 	}
 	ctx = detach(ctx)
 	if obs := l.c.obs; obs != nil {

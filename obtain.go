@@ -43,6 +43,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	case o.fair && c.quorum:
 		return nil, invalid("WithFair is not supported in quorum mode")
 	}
+	if err := c.checkReplicas(&o); err != nil {
+		return nil, err
+	}
 	if err := o.checkTTL(ttl); err != nil {
 		return nil, err
 	}
@@ -147,7 +150,7 @@ func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
 func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 	l.start = time.Now()
 	var rep script.ObtainReply
-	err := c.call(ctx, c.nodes[0], c.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
+	run := func(ctx context.Context, rdb redis.Scripter) (err error) {
 		if r.ticket != nil {
 			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: l.ttlArg,
 				QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: r.ticket.id, Holder: l.opts.holder}.Run(ctx, rdb)
@@ -155,7 +158,24 @@ func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 		}
 		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
 		return err
-	})
+	}
+	var unacked *ReplicaError // WithReplicas: a grant too few replicas acknowledged
+	err := c.call(ctx, c.nodes[0], c.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline && l.opts.replicas == 0, "obtain",
+		func(ctx context.Context, rdb redis.Scripter) error {
+			if l.opts.replicas == 0 {
+				return run(ctx, rdb)
+			}
+			return c.onConn(ctx, l.keys.Lock, func(conn *redis.Conn) error {
+				if err := run(ctx, conn); err != nil || rep.Status != script.Granted {
+					return err
+				}
+				err := awaitReplicas(ctx, conn, &l.opts)
+				if errors.As(err, &unacked) {
+					return nil
+				}
+				return err
+			})
+		})
 	switch {
 	case err != nil:
 		// The script may have run (a reply lost to a timeout or a cut
@@ -173,6 +193,10 @@ func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 		return c.nodeErr(ctx, 0, "obtain", errUnexpected)
 	}
 	l.fence = rep.Fence
+	if unacked != nil {
+		c.releaseAll(detach(ctx), l)
+		return unacked
+	}
 	if err := l.confirmFrom(&l.opts, l.start, r.ttl); err != nil {
 		c.releaseAll(detach(ctx), l)
 		return err

@@ -59,6 +59,8 @@ type options struct {
 	fair            bool          // FIFO queue (fair.go)
 	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
 	holder          any           // the holder identity (a string), boxed once: a script argument
+	replicas        int           // WithReplicas: acknowledgements each grant and refresh waits for (0: none)
+	replicaTimeout  time.Duration // WithReplicas: how long it waits for them
 	errs            []error       // invalid option values, reported on use
 }
 
@@ -248,8 +250,9 @@ func WithNotify(on bool) Option {
 // On, while more than 16 calls of the Client are in flight to one node,
 // further ones go through that node's go-redis AutoPipeliner, which sends
 // the calls waiting at that moment in one pipeline. It applies to nodes
-// that are a *redis.Client (standalone, or a Sentinel failover client).
-// go-redis marks Client.AutoPipeline EXPERIMENTAL; the AutoPipeliner is
+// that are a *redis.Client (standalone, or a Sentinel failover client) or
+// a *redis.ClusterClient (which sends one pipeline per master). go-redis
+// marks AutoPipeline EXPERIMENTAL; the AutoPipeliner is
 // cached by go-redis and closed with the go-redis client, and the
 // AutoPipelineOptions set on that client apply.
 func WithAutoPipeline(on bool) Option {
@@ -290,6 +293,41 @@ func WithQueueTTL(d time.Duration) Option {
 			return
 		}
 		o.queueTTL = d
+	})
+}
+
+// WithReplicas makes each grant and each refresh wait until at least k
+// replicas of the Redis that granted it have acknowledged it, at most
+// timeout: a WAIT k timeout on the same connection, right after the
+// script (WAIT cannot run inside a script). Default: off (k = 0, no
+// WAIT). k must not be negative; with k > 0 the timeout must be at least
+// 1 ms (WAIT 0 would block for ever).
+//
+// A grant that fewer than k replicas acknowledged in time is released and
+// never returned: Obtain fails with a *ReplicaError matching
+// ErrNotReplicated (the lock may be free again). A Refresh that fewer than
+// k acknowledged returns that error and leaves ValidUntil as it was (the
+// primary did extend the lease); a renewal by Run or lease.Hold that is
+// not acknowledged counts as failed and is retried, and if none is
+// acknowledged before ValidUntil the lock is reported lost
+// (ErrLeaseExpired, joined with the ReplicaError).
+//
+// What it protects against, and what not: see the README (Redis Cluster
+// and Sentinel). It is single-mode only (standalone, Sentinel, Cluster):
+// quorum mode, a *redis.Ring and ObtainMulti refuse it (errors matching
+// ErrInvalidArgument). The time WAIT takes comes out of the grant's
+// validity, which still starts when the request began.
+func WithReplicas(k int, timeout time.Duration) Option {
+	return optionFunc(func(o *options) {
+		switch {
+		case k < 0:
+			o.fail(invalid("replicas %d is negative", k))
+			return
+		case k > 0 && timeout < time.Millisecond:
+			o.fail(invalid("replica timeout %v is below 1ms", timeout))
+			return
+		}
+		o.replicas, o.replicaTimeout = k, timeout
 	})
 }
 

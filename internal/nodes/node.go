@@ -28,7 +28,7 @@ const (
 
 // AutoPipelineAbove is how many calls of a client may be in flight to one
 // node before further calls are batched through go-redis' AutoPipeliner
-// (a *redis.Client only): below it a lone caller never waits for a batch to
+// (a *redis.Client or *redis.ClusterClient): below it a lone caller never waits for a batch to
 // fill, and hot-key handoffs, a single call each, are not slowed.
 const AutoPipelineAbove = 16
 
@@ -129,10 +129,18 @@ func (n *Node) Down() bool { return n.down.Load() }
 func (n *Node) scripter(batch bool) redis.Scripter {
 	if batch {
 		n.apOnce.Do(func() {
-			if rdb, ok := n.RDB.(*redis.Client); ok {
-				if ap, err := rdb.AutoPipeline(); err == nil {
-					n.ap = ap
-				}
+			var ap *redis.AutoPipeliner
+			var err error
+			switch rdb := n.RDB.(type) {
+			case *redis.Client:
+				ap, err = rdb.AutoPipeline()
+			case *redis.ClusterClient:
+				ap, err = rdb.AutoPipeline() // one pipeline per node the batch's keys live on
+			default:
+				return
+			}
+			if err == nil {
+				n.ap = ap
 			}
 		})
 		if n.ap != nil {
