@@ -215,7 +215,7 @@ func TestQuorumStalledNode(t *testing.T) {
 // its grant answers.
 func TestQuorumLateGrantAfterRelease(t *testing.T) {
 	q := startQuorum(t, 5)
-	// Node 4 holds the obtain script (2 keys; the release has 4) of key
+	// Node 4 holds the obtain script (1 key; the release has 3) of key
 	// "lr" until the test lets it go.
 	hold := make(chan struct{})
 	q.rdbs[4].AddHook(holdHook{hold: hold, key: redislock.DefaultPrefix + "{lr}"})
@@ -249,7 +249,7 @@ func (holdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if a := cmd.Args(); len(a) > 3 && fmt.Sprint(a[2]) == "2" && a[3] == h.key {
+		if a := cmd.Args(); len(a) > 3 && fmt.Sprint(a[2]) == "1" && a[3] == h.key {
 			select {
 			case <-h.hold:
 			case <-ctx.Done():
