@@ -79,7 +79,12 @@ func (c *Client) wakeLocal(l *Lock) {
 // giveBack releases, in the background, a grant that no caller will use (a
 // handoff to a waiter that left, or whose outcome is unknown), and wakes the
 // Client's next waiter for the key.
-func (c *Client) giveBack(ctx context.Context, l *Lock) {
+func (c *Client) giveBack(ctx context.Context, l *Lock) { c.releaseLater(ctx, l, nil) }
+
+// releaseLater releases l in the background, as giveBack does, and then
+// calls done, if not nil, with the release's outcome (as Release returns
+// it); with ErrBusy wrapped when the clean-up pool refused the call.
+func (c *Client) releaseLater(ctx context.Context, l *Lock, done func(error)) {
 	ctx = detach(ctx)
 	n := c.nodes[0]
 	if !n.Background(c.cleanup, func() {
@@ -90,7 +95,14 @@ func (c *Client) giveBack(ctx context.Context, l *Lock) {
 		for _, err := range errs {
 			c.cleanupFailed(ctx, l, 0, err)
 		}
+		if done != nil {
+			done(c.verdict(released, errs))
+		}
 	}) {
-		c.cleanupFailed(ctx, l, 0, c.nodeErr(ctx, 0, "release", nodes.ErrBusy))
+		err := c.nodeErr(ctx, 0, "release", nodes.ErrBusy)
+		c.cleanupFailed(ctx, l, 0, err)
+		if done != nil {
+			done(err)
+		}
 	}
 }

@@ -264,7 +264,7 @@ func TestExpiration(t *testing.T) {
 }
 
 func TestLoss(t *testing.T) {
-	_, reg, c, srv := setup(t)
+	col, reg, c, srv := setup(t)
 	ctx := context.Background()
 
 	// A renewal finds the lock gone (someone deleted it).
@@ -278,6 +278,7 @@ func TestLoss(t *testing.T) {
 	if !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("Run: %v", err)
 	}
+	_ = c.Close() // Run released the lost lock in the background
 	want(t, reg, 1, "redislock_locks_lost_total", "reason", "not_held")
 	want(t, reg, 1, "redislock_refreshes_total", "kind", "renewal", "result", "not_held")
 	want(t, reg, 1, "redislock_expirations_total")
@@ -288,13 +289,22 @@ func TestLoss(t *testing.T) {
 	want(t, reg, 0, "redislock_stale_owner_total", "op", "refresh")
 
 	// Renewals cannot get through: the server is paused past the validity
-	// (and the release after it: the server resumes once Run returned).
+	// (and the release after it, which Run hands to the background: the
+	// server resumes once that release failed).
+	c = redislock.New(srv.Client(func(o *redis.Options) { o.ReadTimeout = 200 * time.Millisecond }), redislock.WithObserver(col))
+	defer c.Close()
 	err = c.Run(ctx, "paused", 300*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
 		srv.Pause()
 		<-ctx.Done()
 		return nil
 	})
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if value(t, reg, "redislock_releases_total", "result", "error") > 0 {
+			break
+		}
+	}
 	srv.Resume()
+	_ = c.Close()
 	if !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("Run: %v", err)
 	}
