@@ -70,7 +70,7 @@ const (
 	DefaultDriftFactor    = lease.DefaultDriftFactor
 	DefaultReleaseTimeout = 3 * time.Second
 	DefaultQueueTTL       = 3 * time.Second
-	DefaultMaxWait        = 30 * time.Second
+	DefaultMaxWait        = lease.DefaultMaxWait
 
 	// minQueueTTL is the shortest WithQueueTTL.
 	minQueueTTL = 10 * time.Millisecond

@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
@@ -81,28 +80,6 @@ func seenTTL(err error) time.Duration {
 	return -1
 }
 
-// WaitLimitError is the error of an Obtain (or ObtainMulti) that stopped
-// waiting for a held lock because its wait limit passed (WithMaxWait or its
-// default; a context deadline ends a wait with the context's error
-// instead). It matches ErrNotObtained, and Err, the error of the last
-// attempt. TTL is the holder's remaining lease that the last attempt saw,
-// negative when unknown (in quorum mode: the longest among the nodes that
-// answered "held").
-type WaitLimitError struct {
-	Limit time.Duration // the wait limit that passed
-	TTL   time.Duration // the remaining lease last seen; < 0: unknown
-	Err   error         // the last attempt's error
-}
-
-func (e *WaitLimitError) Error() string {
-	if e.TTL < 0 {
-		return fmt.Sprintf("redislock: lock not obtained: wait limit %v reached", e.Limit)
-	}
-	return fmt.Sprintf("redislock: lock not obtained: wait limit %v reached, held for %v more", e.Limit, e.TTL)
-}
-
-// Unwrap returns the last attempt's error, which matches ErrNotObtained.
-func (e *WaitLimitError) Unwrap() error { return e.Err }
-
-// Is matches ErrNotObtained, also when the last attempt's error was lost.
-func (e *WaitLimitError) Is(target error) bool { return target == ErrNotObtained }
+// WaitLimitError is lease.WaitLimitError: an Obtain (or ObtainMulti)
+// that stopped waiting for a held lock because its wait limit passed.
+type WaitLimitError = lease.WaitLimitError

@@ -129,7 +129,7 @@ func (c *Client) ObtainAdvisory(ctx context.Context, keys []string, opts ...Opti
 		pid = 0 // trusted: a direct connection or a session pooler
 	}
 	// No TTL bounds the wait: only ctx and WithMaxWait do.
-	deadline := o.waitDeadline(ctx, noTTLWait)
+	deadline := o.waitDeadline(ctx, 0, noTTLWait)
 	for attempt := 1; ; attempt++ {
 		var got []int64
 		err := conn.QueryRow(ctx, sqlAdvisoryLock, ids, pid).Scan(&got)
@@ -152,7 +152,7 @@ func (c *Client) ObtainAdvisory(ctx context.Context, keys []string, opts ...Opti
 				return nil, err
 			}
 		}
-		wait, err := deadline.next(&o, attempt, lease.ErrNotObtained)
+		wait, err := deadline.next(&o, attempt, lease.ErrNotObtained, 0)
 		if err != nil {
 			put(false)
 			return nil, err
@@ -333,13 +333,13 @@ func (c *Client) RunAdvisoryTx(ctx context.Context, keys []string, fn func(ctx c
 	if err != nil {
 		return err
 	}
-	deadline := o.waitDeadline(ctx, noTTLWait)
+	deadline := o.waitDeadline(ctx, 0, noTTLWait)
 	for attempt := 1; ; attempt++ {
 		done, err := c.advisoryTxOnce(ctx, c.pool, ids, fn)
 		if done || !errors.Is(err, lease.ErrNotObtained) {
 			return err
 		}
-		wait, err := deadline.next(&o, attempt, err)
+		wait, err := deadline.next(&o, attempt, err, 0)
 		if err != nil {
 			return err
 		}

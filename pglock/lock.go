@@ -25,7 +25,8 @@ import (
 // (default: no retry), waiting on a notification of the release (see
 // WithNotify) or the backoff, and then returns ErrNotObtained, joined with
 // ctx.Err() when ctx ended the wait. A context without deadline bounds
-// retries by WithMaxWait (default: ttl). A database that cannot be reached
+// retries by WithMaxWait (default 30 s), stretched to the end of a lease
+// seen about to end; a *lease.WaitLimitError says the limit ended the wait. A database that cannot be reached
 // or answers with an error is returned as such, never as ErrNotObtained.
 // Bad input (an empty key, a key or holder that is not valid UTF-8 or holds
 // NUL bytes, a TTL that leaves no validity) is an error matching
@@ -49,7 +50,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if ctx == nil {
 		return nil, lease.Invalid("nil context")
 	}
-	deadline := o.waitDeadline(ctx, ttl)
+	deadline := o.waitDeadline(ctx, ttl, DefaultMaxWait)
 	// NoRetry (and LimitRetry(s, 0)) never wait: nothing to be notified of.
 	_, waits := o.retry.Backoff(1)
 	notify := o.notify && waits && c.canListen()
@@ -67,7 +68,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		case !errors.Is(err, lease.ErrNotObtained):
 			return nil, err
 		}
-		wait, err := deadline.next(&o, attempt, err)
+		wait, err := deadline.next(&o, attempt, err, left)
 		if err != nil {
 			return nil, err
 		}
@@ -86,38 +87,56 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 }
 
 // waitDeadline is when an Obtain call stops waiting for a contended lock:
-// ctx's deadline (bounded), else now plus WithMaxWait, by default the TTL.
+// ctx's deadline (bounded), else its wait limit (WithMaxWait, default
+// DefaultMaxWait), stretched once to the end of a lease seen about to end.
 type waitDeadline struct {
 	at      time.Time
-	bounded bool
+	bounded bool          // at is ctx's deadline
+	limit   time.Duration // the wait limit (not bounded)
+	ttl     time.Duration // the TTL asked for: a lease seen within it is about to end
+	margin  time.Duration // after a lease's end, for the clocks to agree
+	last    bool          // the limit has passed: waiting for the lease seen then
 }
 
-func (o *options) waitDeadline(ctx context.Context, ttl time.Duration) waitDeadline {
+// def is the limit when WithMaxWait sets none.
+func (o *options) waitDeadline(ctx context.Context, ttl, def time.Duration) waitDeadline {
 	if at, ok := ctx.Deadline(); ok {
 		return waitDeadline{at: at, bounded: true}
 	}
-	wait := o.maxWait
-	if wait == 0 {
-		wait = ttl
+	limit := o.maxWait
+	if limit == 0 {
+		limit = def
 	}
-	return waitDeadline{at: time.Now().Add(wait)}
+	return waitDeadline{at: time.Now().Add(limit), limit: limit, ttl: ttl, margin: lease.Drift(ttl, o.driftFactor)}
 }
 
 // next returns how long to wait after the attempt-th attempt failed with
-// held, or the error that ends the call.
-func (d waitDeadline) next(o *options, attempt int, held error) (time.Duration, error) {
+// held, seeing the holder's lease end in seen (0: unknown), or the error
+// that ends the call: held when the retry strategy gives up; joined with
+// context.DeadlineExceeded at ctx's deadline; a *lease.WaitLimitError at
+// the wait limit. When the limit passes while the lease seen ends within
+// the TTL asked for, the wait goes on until that lease's end plus margin.
+func (d *waitDeadline) next(o *options, attempt int, held error, seen time.Duration) (time.Duration, error) {
 	wait, ok := o.retry.Backoff(attempt)
 	if !ok {
 		return 0, held
 	}
 	left := time.Until(d.at)
 	switch {
-	case left <= 0 && d.bounded:
+	case left > 0:
+		return min(wait, left), nil
+	case d.bounded:
 		return 0, lease.Join(held, context.DeadlineExceeded)
-	case left <= 0:
-		return 0, held
+	case d.last || seen <= 0 || seen > d.ttl:
+		ttl := seen
+		if ttl <= 0 {
+			ttl = -1
+		}
+		return 0, &lease.WaitLimitError{Limit: d.limit, TTL: ttl, Err: held}
 	}
-	return min(wait, left), nil
+	d.last = true
+	d.at = time.Now().Add(seen + d.margin)
+	return min(wait, seen+d.margin), nil
 }
 
 // obtainOnce makes one attempt: a valid grant; or ErrNotObtained and the

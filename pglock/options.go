@@ -39,7 +39,7 @@ type options struct {
 	driftFactor     float64
 	refreshInterval time.Duration // 0: TTL/3
 	releaseTimeout  time.Duration
-	maxWait         time.Duration // 0: the TTL
+	maxWait         time.Duration // 0: DefaultMaxWait
 	notify          bool
 	errs            []error
 }
@@ -68,6 +68,9 @@ const (
 	// DefaultReleaseTimeout bounds Release and the background release of
 	// grants whose outcome is unknown.
 	DefaultReleaseTimeout = 3 * time.Second
+	// DefaultMaxWait bounds a wait for a held lock when the caller's
+	// context has no deadline (see WithMaxWait).
+	DefaultMaxWait = lease.DefaultMaxWait
 	// DefaultRetention is how long a lease row is kept after it expired or
 	// was released before Cleanup deletes it (see the package doc, Fences).
 	DefaultRetention = time.Hour
@@ -172,9 +175,15 @@ func WithReleaseTimeout(d time.Duration) Option {
 	return positive("release timeout", d, func(o *options) { o.releaseTimeout = d })
 }
 
-// WithMaxWait bounds how long Obtain keeps retrying when the caller's
-// context has no deadline. Default: the lock's TTL, the longest a crashed
-// holder can block it. A context deadline, when set, is used instead.
+// WithMaxWait bounds how long Obtain keeps retrying a held lock when the
+// caller's context has no deadline (a context deadline, when set, is used
+// instead). Default: 30 s (DefaultMaxWait), long enough not to abandon a
+// holder that is alive and renewing for a while. When the limit passes
+// while the lease the last attempt saw ends within the TTL this call asks
+// for, Obtain keeps trying until that lease's end plus the drift allowance,
+// so that it does not give up just before the lock frees. A wait ended by
+// the limit returns a *lease.WaitLimitError (matching ErrNotObtained) with
+// the remaining lease it saw.
 func WithMaxWait(d time.Duration) Option {
 	return positive("max wait", d, func(o *options) { o.maxWait = d })
 }

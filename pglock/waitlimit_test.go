@@ -1,0 +1,84 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/pglock"
+)
+
+// Waiters without a ctx deadline do not give up on a holder that is alive
+// and renewing its lease past the waiters' TTL: the default wait limit is
+// far longer than one TTL.
+func TestWaitOutlivesRenewingHolder(t *testing.T) {
+	pool, table := newPool(t), newTable(t)
+	holder, waiters := newClient(t, pool, table), newClient(t, pool, table)
+	const ttl = 300 * time.Millisecond
+	locked := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		err := holder.Run(context.Background(), "fill", ttl, func(ctx context.Context, l *pglock.Lock) error {
+			close(locked)
+			time.Sleep(3 * ttl) // the work: three of the waiters' TTLs, renewed throughout
+			return ctx.Err()
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	<-locked
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		wg.Go(func() {
+			l, err := waiters.Obtain(context.Background(), "fill", ttl, pglock.WithRetry(pglock.LinearBackoff(10*time.Millisecond)))
+			if err == nil {
+				err = l.Release(context.Background())
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a waiter gave up on a live holder: %v", err)
+		}
+	}
+}
+
+// A wait limit that passes while the lease it saw is about to end does not
+// end the wait before that lease does: a crashed holder's lock goes to the
+// waiter.
+func TestWaitLimitWaitsForLeaseEnd(t *testing.T) {
+	c := newClient(t, newPool(t), newTable(t))
+	ctx := ctxFor(t)
+	if _, err := c.Obtain(ctx, "crashed", 600*time.Millisecond); err != nil { // never released
+		t.Fatal(err)
+	}
+	l, err := c.Obtain(context.Background(), "crashed", time.Second,
+		pglock.WithRetry(pglock.LinearBackoff(20*time.Millisecond)), pglock.WithMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("the waiter gave up on a lease about to end: %v", err)
+	}
+	_ = l.Release(ctx)
+}
+
+// At the wait limit, the error says so, matches ErrNotObtained and carries
+// the remaining lease seen, for a lease longer than the TTL asked for.
+func TestWaitLimitError(t *testing.T) {
+	c := newClient(t, newPool(t), newTable(t))
+	ctx := ctxFor(t)
+	if _, err := c.Obtain(ctx, "long", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Obtain(context.Background(), "long", time.Second,
+		pglock.WithRetry(pglock.LinearBackoff(10*time.Millisecond)), pglock.WithMaxWait(50*time.Millisecond))
+	var wl *lease.WaitLimitError
+	if !errors.Is(err, pglock.ErrNotObtained) || !errors.As(err, &wl) || wl.Limit != 50*time.Millisecond || wl.TTL <= 30*time.Second {
+		t.Fatalf("Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the lease seen", err, err)
+	}
+}
