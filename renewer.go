@@ -77,7 +77,7 @@ func (l *Lock) keepBatched(ttl, interval time.Duration, lost func(cause error)) 
 	}
 	k := &kept{l: l, ttl: ttl, lost: lost}
 	h, err := rn.Add(renew.Entry{Group: l.c.renewGroup(l), Key: l.keys.Lock, Token: l.token, TTL: ttl, Interval: interval,
-		Drift: l.opts.drift(ttl), ValidUntil: l.ValidUntil(), Renewed: k.renewed, Lost: k.reportLost, Ref: k})
+		Drift: l.opts.drift(ttl), ValidUntil: l.ValidUntil(), Owner: k})
 	if err != nil {
 		return nil
 	}
@@ -128,8 +128,8 @@ func (k *kept) remove() {
 	k.h.Remove()
 }
 
-// renewed records a renewal's validity.
-func (k *kept) renewed(until time.Time) {
+// Renewed records a renewal's validity (renew.Owner).
+func (k *kept) Renewed(until time.Time) {
 	if k.removed.Load() {
 		return
 	}
@@ -141,8 +141,9 @@ func (k *kept) renewed(until time.Time) {
 	l.mu.Unlock()
 }
 
-// reportLost tells the holder (and the observers) that the lock is lost.
-func (k *kept) reportLost(cause error) {
+// Lost tells the holder (and the observers) that the lock is lost
+// (renew.Owner).
+func (k *kept) Lost(cause error) {
 	if k.removed.Load() {
 		return
 	}
@@ -166,14 +167,14 @@ func (l *Lock) keptEntry() *kept {
 // renewBatch is the renewer's BatchFunc: it renews reqs (locks of one
 // node) with batch_refresh.lua, one call per slot, pipelined.
 func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Request) ([]renew.Result, error) {
-	first := reqs[0].Ref.(*kept).l
+	first := reqs[0].Owner.(*kept).l
 	ttl := reqs[0].TTL
 	obs := c.obs
 	var ctxs []context.Context
 	if obs != nil {
 		ctxs = make([]context.Context, len(reqs))
 		for i, r := range reqs {
-			l := r.Ref.(*kept).l
+			l := r.Owner.(*kept).l
 			ctxs[i] = obs.refreshStart(ctx, RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true})
 		}
 	}
@@ -234,7 +235,7 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	}
 	if obs != nil {
 		for i, r := range reqs {
-			l := r.Ref.(*kept).l
+			l := r.Owner.(*kept).l
 			obs.refreshDone(ctxs[i], RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true, Err: res[i].Err})
 		}
 	}
