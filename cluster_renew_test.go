@@ -13,7 +13,6 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
-	"github.com/redislock-go/redislock/lease"
 )
 
 // Locks held on every master are renewed by one renewer, the calls of one
@@ -28,20 +27,9 @@ func clusterKeptAcrossSlots(t *testing.T, rc realCluster) {
 	c := newClient(t, rdb, redislock.WithObserver(rec))
 	const n = 60
 	const ttl = 1500 * time.Millisecond
-	var keys []string
-	var held []*lease.Held
-	for i := range n {
-		key := fmt.Sprintf("%s-%d", t.Name(), i)
-		l, err := c.Obtain(ctx, key, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := lease.Hold(ctx, l, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
+	keys, held := holdMany(t, ctx, c, t.Name(), n, ttl)
+	for _, h := range held {
 		defer h.Release(ctx)
-		keys, held = append(keys, key), append(held, h)
 	}
 	eventually(t, 10*time.Second, "every lock renewed", func() bool { return rec.renewedAll(keys) })
 	if p, k := calls.pipelines.Load(), calls.calls.Load(); p == 0 || p >= k {

@@ -16,10 +16,10 @@ import (
 
 // Cluster defaults.
 const (
-	DefaultMasters     = 3
-	DefaultReplicas    = 1 // per master
+	DefaultMasters  = 3
+	DefaultReplicas = 1 // per master
 	// NoReplicas, as ClusterConfig.Replicas, starts masters only.
-	NoReplicas = -1
+	NoReplicas         = -1
 	DefaultNodeTimeout = 5 * time.Second
 	clusterLogLevel    = "notice" // the log tells a failed test what the cluster did
 	slots              = 16384
