@@ -134,14 +134,14 @@ func sentinelReplicasUnacked(t *testing.T, s *redistest.Sentinel) {
 // WithReplicas: the promoted replica has it (the grant was acknowledged),
 // renewals go on there, acknowledged by the old primary now its replica.
 func sentinelReplicasFailover(t *testing.T, s *redistest.Sentinel) {
-	tctx := ctxT(t, 40*time.Second)
+	tctx := ctxT(t, 60*time.Second)
 	c := newClient(t, s.Client(nil), redislock.WithReplicas(1, time.Second))
 	key := t.Name()
 	old, err := s.Primary(tctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ttl = 6 * time.Second
+	const ttl = 9 * time.Second
 	err = c.Run(tctx, key, ttl, func(ctx context.Context, l *redislock.Lock) error {
 		replica := replicaOf(s, old)
 		if !holds(t, replica, key, l.Token()) {
@@ -157,7 +157,7 @@ func sentinelReplicasFailover(t *testing.T, s *redistest.Sentinel) {
 		if ctx.Err() != nil {
 			t.Fatalf("lost during the failover: %v", context.Cause(ctx))
 		}
-		renewedAfter(t, l, validityFrom(time.Now(), ttl), 10*time.Second)
+		renewedAfter(t, l, validityFrom(time.Now(), ttl), 15*time.Second)
 		if !holds(t, old, key, l.Token()) {
 			t.Fatal("a renewal acknowledged before the old primary, now a replica, had it")
 		}
