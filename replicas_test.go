@@ -61,8 +61,30 @@ func sentinelReplicasAcked(t *testing.T, s *redistest.Sentinel) {
 	if _, err := c.Obtain(ctx, t.Name()+"-two", 5*time.Second, redislock.WithReplicas(2, 50*time.Millisecond)); !errors.As(err, new(*redislock.ReplicaError)) {
 		t.Fatalf("Obtain wanting 2 replicas = %v, want a ReplicaError", err)
 	}
+	// A waiter of the same Client is not handed the lock (a handoff
+	// would skip the WAIT): it obtains it itself, acknowledged.
+	got := make(chan *redislock.Lock, 1)
+	go func() {
+		l2, err := c.Obtain(ctx, t.Name(), 5*time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l2
+	}()
+	eventually(t, 5*time.Second, "the waiter waits", func() bool { n, _ := redislock.LocalWaiters(c, t.Name()); return n == 1 })
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	l2 := <-got
+	if l2 == nil {
+		return
+	}
+	defer l2.Release(ctx)
+	if redislock.Handoffs(l2) != 0 {
+		t.Fatal("a waiter with WithReplicas was handed the lock without WAIT")
+	}
+	if !holds(t, replica, t.Name(), l2.Token()) {
+		t.Fatal("the waiter's grant returned before the replica had it")
 	}
 }
 
