@@ -180,43 +180,28 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	}
 	batches, index := slotBatches(reqs, c.cluster())
 	n := c.nodes[0]
-	var unacked error // WithReplicas: renewals too few replicas acknowledged
+	var unacked []error // WithReplicas: per batch, the renewals too few replicas acknowledged
+	acked := first.opts.replicas > 0
 	err := c.call(ctx, n, c.nodeTimeout(&first.opts, ttl), false, "refresh", func(ctx context.Context, rdb redis.Scripter) error {
-		if first.opts.replicas > 0 {
-			err := c.onConn(ctx, reqs[0].Key, func(conn *redis.Conn) error {
-				for i := range batches {
-					b := &batches[i]
-					if b.Status, b.Err = script.BatchRefresh(ctx, conn, b.Keys, b.Tokens, ttl.Milliseconds(), nil); b.Err != nil {
-						return b.Err
-					}
-				}
-				return awaitReplicas(ctx, conn, &first.opts)
-			})
-			var re *ReplicaError
-			if errors.As(err, &re) {
-				unacked, err = c.nodeErr(ctx, n.Index, "refresh", err), nil
-			}
-			if err != nil { // no WAIT ran: no renewal of the call is acknowledged
-				for i := range batches {
-					batches[i].Err = err
-				}
-			}
-			return err
-		}
-		if len(batches) == 1 {
+		switch {
+		case acked:
+			unacked = c.renewAcked(ctx, batches, ttl, &first.opts)
+		case len(batches) == 1:
 			b := &batches[0]
 			b.Status, b.Err = script.BatchRefresh(ctx, rdb, b.Keys, b.Tokens, ttl.Milliseconds(), nil)
 			return b.Err
+		default:
+			script.BatchRefreshPipelined(ctx, n.RDB, ttl.Milliseconds(), batches)
 		}
-		script.BatchRefreshPipelined(ctx, n.RDB, ttl.Milliseconds(), batches)
 		return nil
 	})
-	if err != nil && len(batches) == 1 {
-		batches[0].Err = err // the *NodeError
+	viaCall := !acked && len(batches) == 1 // its error is the call's, a *NodeError already
+	if err != nil && viaCall {
+		batches[0].Err = err
 	}
 	res := make([]renew.Result, len(reqs))
 	for bi, b := range batches {
-		if b.Err != nil && len(batches) > 1 {
+		if b.Err != nil && !viaCall {
 			b.Err = c.nodeErr(ctx, n.Index, "refresh", b.Err)
 		}
 		c.reloadOnFault(ctx, b.Err)
@@ -224,8 +209,8 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 			switch {
 			case b.Err != nil:
 				res[i].Err = b.Err
-			case b.Status[j] == script.BatchRenewed && unacked != nil:
-				res[i].Err = unacked // retried
+			case b.Status[j] == script.BatchRenewed && unacked != nil && unacked[bi] != nil:
+				res[i].Err = unacked[bi] // retried
 			case b.Status[j] == script.BatchRenewed:
 				res[i].Renewed = true
 			default:
