@@ -161,3 +161,16 @@ func (c *Client) nodeTimeout(o *options, ttl time.Duration) time.Duration {
 		return ttl - o.drift(ttl)
 	}
 }
+
+// unreachable reports whether the last call to the node (single mode), or
+// to more nodes than a majority can spare (quorum mode), did not get
+// through.
+func (c *Client) unreachable() bool {
+	down := 0
+	for _, n := range c.nodes {
+		if n.Down() {
+			down++
+		}
+	}
+	return down > len(c.nodes)-c.majority()
+}

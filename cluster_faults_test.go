@@ -128,7 +128,7 @@ func clusterMigrationWindow(t *testing.T, rc realCluster) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release after the migration = %v", err)
 	}
-	if n := rc.rdb.Exists(ctx, redislock.LockKey(key)).Val(); n != 0 {
+	if held(ctx, rc.rdb, redislock.LockKey(key)) {
 		t.Fatal("the lock is still held after Release")
 	}
 }

@@ -123,7 +123,7 @@ func clusterReplicas(t *testing.T, rc realCluster) {
 		if _, err := c.Obtain(ctx, key, time.Second, redislock.WithReplicas(2, 20*time.Millisecond)); !errors.Is(err, redislock.ErrNotReplicated) {
 			t.Fatalf("%s: Obtain wanting 2 replicas = %v, want ErrNotReplicated", key, err)
 		}
-		if n := rc.rdb.Exists(ctx, redislock.LockKey(key)).Val(); n != 0 {
+		if held(ctx, rc.rdb, redislock.LockKey(key)) {
 			t.Fatalf("%s: the unacknowledged grant was not released", key)
 		}
 	}

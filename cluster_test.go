@@ -137,7 +137,7 @@ func clusterMultiAcrossSlots(t *testing.T, rc realCluster) {
 	if _, err := other.ObtainMulti(ctx, []string{free, keys[1]}, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
 		t.Fatalf("overlapping ObtainMulti = %v, want ErrNotObtained", err)
 	}
-	if n := rc.rdb.Exists(ctx, redislock.LockKey(free)).Val(); n != 0 {
+	if held(ctx, rc.rdb, redislock.LockKey(free)) {
 		t.Fatal("the failed overlapping set left its free key held")
 	}
 	if err := m.Refresh(ctx, 10*time.Second); err != nil {
@@ -150,7 +150,7 @@ func clusterMultiAcrossSlots(t *testing.T, rc realCluster) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if n := rc.rdb.Exists(ctx, redislock.LockKey(k)).Val(); n != 0 {
+		if held(ctx, rc.rdb, redislock.LockKey(k)) {
 			t.Fatalf("%s held after Release", k)
 		}
 	}
@@ -286,7 +286,7 @@ func clusterRun(t *testing.T, rc realCluster) {
 		if err != nil {
 			t.Fatalf("%s: Run = %v", key, err)
 		}
-		if n := rc.rdb.Exists(ctx, redislock.LockKey(key)).Val(); n != 0 {
+		if held(ctx, rc.rdb, redislock.LockKey(key)) {
 			t.Fatalf("%s: Run did not release", key)
 		}
 	}

@@ -39,21 +39,25 @@
 //
 // # Fences
 //
-// In single mode the first fence of a key is the server's clock in µs, each
-// later one the last fence + 1, from a counter key that expires 24 h after
-// it was created. A key is granted far less often than once per µs, so the
-// counter stays below the clock, and a fence minted from the clock after
-// Redis lost the counter (a restart without persistence, FLUSHALL,
-// eviction, expiry) is still higher than every earlier one, as long as the
-// server's clock did not step back by more than the time since the counter
-// was seeded. Quorum mode: see below.
+// A lock is one Redis key, "<prefix>{<key>}": its grant while held, then a
+// released record that keeps the last fence for the lock's TTL (at least
+// the release timeout, default 3 s) after Release, and nothing after that. In single mode the
+// first fence of a key is the server's clock in µs, each later one the last
+// fence + 1, read from the grant or the released record. A key is granted
+// far less often than once per µs, so its fences stay below the clock, and
+// a fence minted from the clock once the key is gone (its record expired,
+// a restart without persistence, FLUSHALL, eviction) is still higher than
+// every earlier one, as long as the server's clock did not step back by
+// more than the time since the key's last grant. Quorum mode: see below.
 //
 // # Waiting
 //
 // By default Obtain tries once. With WithRetry it waits while the lock is
 // held, until the strategy gives up, the context ends, or, for a context
-// without deadline, WithMaxWait passes; then it returns ErrNotObtained, also
-// matching the context's error when that ended the wait.
+// without deadline, the wait limit passes (WithMaxWait, default 30 s; a
+// lease seen about to end at the limit is waited for); then it returns
+// ErrNotObtained, also matching the context's error when that ended the
+// wait, or a *WaitLimitError with the remaining TTL seen at the limit.
 //
 // Waiting is notified (WithNotify, on by default): a release publishes a
 // wake-up on the lock's channel in the same script that deletes the lock,
@@ -116,8 +120,10 @@
 // fn's context is cancelled no later than the last confirmed ValidUntil and
 // Run returns an error matching ErrLockLost; context.Cause tells why (a
 // cause matching ErrNotHeld, or ErrLeaseExpired with the last renewal's
-// error). To hold a lock outside a callback, use lease.Hold: its Done
-// channel closes the moment the lock is lost. In single mode the locks a
+// error). When the lock is known lost or Redis is unreachable as fn
+// returns, the release goes to the background (Close waits for it) and Run
+// returns at once. To hold a lock outside a callback, use lease.Hold: its
+// Done channel closes the moment the lock is lost. In single mode the locks a
 // Client holds this way share one renewer: one timer heap and one script
 // call for up to 500 locks due together (per slot on Cluster, pipelined per
 // master), each lock still told of its own loss; quorum mode renews each
@@ -139,20 +145,25 @@
 // timeout (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as
 // soon as a majority granted, with validity = TTL - elapsed - drift. Nodes
 // that answer later are settled in the background: a late grant is kept as
-// part of the lock, and Release first waits for them (at most the release
-// timeout) so that its release reaches each node after the grant did.
-// Without a valid majority it releases on every node that granted or did
-// not answer, then retries or fails: ErrNoQuorum when fewer than a majority
-// answered, ErrNotObtained when a majority answered but other holders
-// denied the grant (both as a *QuorumError with each failing node's
-// *NodeError). Refresh needs a majority; Release asks every node.
+// part of the lock. Without a valid majority it releases on every node that
+// granted or did not answer, then retries or fails: ErrNoQuorum when fewer
+// than a majority answered, ErrNotObtained when a majority answered but
+// other holders denied the grant (both as a *QuorumError with each failing
+// node's *NodeError). Refresh, TTL and Release decide at the majority too
+// and return; the other nodes finish in the background (Close waits for
+// them), so a dead or stalled minority slows none of them. Release goes to
+// the nodes that granted; one whose grant answers after the Release is
+// released then, so that a release never reaches a node before its grant.
 //
 // Quorum fences are strictly increasing and unique per key, under these
 // assumptions: two granting majorities share a node, and that node still
-// has its fence counter. Each attempt proposes one fence, above the
-// client's clock in µs and above every counter it has seen; each node, in
-// the same atomic script as the set-if-absent, accepts it only if it is
-// above its stored counter and stores it, else answers its counter so that
+// has the lock's key (a grant, or a released record, which lives the
+// lock's TTL, at least the release timeout, after its release); for grants further
+// apart than that, the proposing client's clock is not behind the earlier
+// holder's by more than the time between them. Each attempt proposes one
+// fence, above the client's clock in µs and above every fence it has seen;
+// each node, in the same atomic script as the grant, accepts it only if it
+// is above the last fence its key holds, else answers that fence so that
 // the attempt is proposed again, higher. A node that restarts empty forgets
 // its counters and its locks: two clients may then hold a majority at once
 // (a double grant); the fences keep ordering the grants as long as no two

@@ -1,6 +1,10 @@
 package redislock
 
-import "github.com/redislock-go/redislock/internal/keys"
+import (
+	"time"
+
+	"github.com/redislock-go/redislock/internal/keys"
+)
 
 // LocalWaiters reports how many callers of c wait, notified, for key, and
 // whether their channel's subscription is confirmed (for tests that must
@@ -22,6 +26,12 @@ func LockKey(key string) string { return keys.New(DefaultPrefix, key).Lock }
 
 // InFlight reports the fan-out and clean-up calls in flight to node i.
 func InFlight(c *Client, i int) (fanned, cleaning int) { return c.nodes[i].InFlight() }
+
+// RecordTTL is the lifetime of a released lock's record, for a lock of
+// ttl and a release timeout.
+func RecordTTL(ttl, releaseTimeout time.Duration) time.Duration {
+	return time.Duration(recordTTL(ttl, releaseTimeout, nil).(int64)) * time.Millisecond
+}
 
 // Renewing reports how many locks c's renewer renews (0 before its first
 // Keep).

@@ -38,8 +38,8 @@ func (c *Client) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 	next.start = time.Now()
 	var rep script.ObtainReply
 	err = c.call(ctx, c.nodes[0], l.opts.releaseTimeout, l.opts.autoPipeline, "handoff", func(ctx context.Context, rdb redis.Scripter) (err error) {
-		rep, err = script.Obtain{Keys: l.keys.Obtain[:], Token: next.arg, TTL: req.ttl.Milliseconds(),
-			CounterTTL: fenceCounterTTLms, Holder: next.opts.holder, From: l.arg}.Run(ctx, rdb)
+		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: next.arg, TTL: next.ttlArg,
+			Holder: next.opts.holder, From: l.arg}.Run(ctx, rdb)
 		return err
 	})
 	switch {

@@ -178,7 +178,7 @@ func TestHandoffLeavingWaiters(t *testing.T) {
 		if grants == 0 {
 			t.Fatal("no grants: the test exercised nothing")
 		}
-		if n := b.rdb.Exists(ctx, redislock.DefaultPrefix+"{leaving}").Val(); n != 0 {
+		if held(ctx, b.rdb, redislock.DefaultPrefix+"{leaving}") {
 			t.Fatalf("after %d grants the lock is still held by %q: a handed grant leaked", grants,
 				b.rdb.Get(ctx, redislock.DefaultPrefix+"{leaving}").Val())
 		}

@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +54,11 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// held reports whether the lock key lockKey holds a grant: a released
+// record ("~:...", scripts/release.lua) or no key at all is free.
+func held(ctx context.Context, rdb redis.Cmdable, lockKey string) bool {
+	v, err := rdb.Get(ctx, lockKey).Result()
+	return err == nil && !strings.HasPrefix(v, "~:")
 }

@@ -36,7 +36,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 		pttl  time.Duration
 	}
 	var buf [1]nodes.Reply[answer]
-	rs := onNodes(c, buf[:0], ctx, o.releaseTimeout, false, "inspect", k.Obtain[:1], func(ctx context.Context, rdb redis.Scripter, key []string) (answer, error) {
+	rs := onNodes(c, buf[:0], ctx, o.releaseTimeout, false, "inspect", k.Pair[:1], func(ctx context.Context, rdb redis.Scripter, key []string) (answer, error) {
 		v, pttl, exists, err := script.Inspect(ctx, rdb, key)
 		if err != nil || !exists {
 			return answer{}, err
@@ -79,8 +79,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	return info, nil
 }
 
-// grantValue is a lock key's value: "token:fence" or "token:fence:holder;",
-// with "*" appended when someone waits (see scripts/obtain.lua).
+// grantValue is a lock key's grant: "token:fence:rel:holder;", with "*"
+// appended when someone waits (see scripts/obtain.lua). A released record
+// "~:fence:rel" is no grant: the zero grantValue.
 type grantValue struct {
 	token  string
 	fence  int64
@@ -88,15 +89,23 @@ type grantValue struct {
 }
 
 func parseGrant(v string) (grantValue, error) {
-	v = strings.TrimSuffix(v, "*")
+	bad := fmt.Errorf("redislock: lock key holds %q, not written by redislock", v)
 	token, rest, ok := strings.Cut(v, ":")
-	fence, holder, hasHolder := strings.Cut(rest, ":")
-	if hasHolder {
-		holder, ok = strings.CutSuffix(holder, ";")
-	}
+	fence, rest, ok2 := strings.Cut(rest, ":")
 	f, err := strconv.ParseInt(fence, 10, 64)
-	if !ok || err != nil || token == "" {
-		return grantValue{}, fmt.Errorf("redislock: lock key holds %q, not written by redislock", v)
+	switch {
+	case !ok || err != nil || token == "":
+		return grantValue{}, bad
+	case token == releasedToken:
+		return grantValue{}, nil
+	}
+	_, holder, ok3 := strings.Cut(rest, ":")
+	holder, ok4 := strings.CutSuffix(strings.TrimSuffix(holder, "*"), ";")
+	if !ok2 || !ok3 || !ok4 {
+		return grantValue{}, bad
 	}
 	return grantValue{token: token, fence: f, holder: holder}, nil
 }
+
+// releasedToken stands in a released record for the token of a grant.
+const releasedToken = "~"

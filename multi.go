@@ -30,6 +30,7 @@ type MultiLock struct {
 	opts   options
 
 	validity
+	released bool // guarded by mu: a Release succeeded; a second one is ErrNotHeld
 }
 
 // ObtainMulti takes the locks on all keys at once, as one lock: either it
@@ -113,7 +114,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 			}
 			return m, nil
 		}
-		wait, werr := deadline.next(&o, attempts, ErrNotObtained)
+		wait, werr := deadline.next(&o, attempts, err)
 		if werr != nil {
 			return nil, werr
 		}
@@ -163,13 +164,10 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 	ms := ttl.Milliseconds()
 	fences := make(map[string]int64, len(m.keys))
 	for gi, g := range m.groups {
-		ks := make([]string, 0, 2*len(g))
-		for _, k := range g {
-			ks = append(ks, k.Lock, k.Fence)
-		}
+		ks := locksOf(g)
 		var rep script.MultiObtainReply
 		err := m.call(ctx, m.c.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			rep, err = script.MultiObtain(ctx, rdb, ks, m.arg, ms, fenceCounterTTLms, m.opts.holder)
+			rep, err = script.MultiObtain(ctx, rdb, ks, m.arg, ms, m.opts.holder)
 			return err
 		})
 		switch {
@@ -216,11 +214,11 @@ func (m *MultiLock) releaseGroups(ctx context.Context, groups [][]keys.Lock) (re
 	for _, g := range groups {
 		ks := make([]string, 0, 3*len(g))
 		for _, k := range g {
-			ks = append(ks, k.Lock, k.Wake, k.Queue)
+			ks = append(ks, k.Lock, k.Wake, k.Queue())
 		}
 		var n int
 		e := m.call(ctx, m.opts.releaseTimeout, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.opts.publish(false))
+			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.opts.publish(false), recordTTL(m.currentTTL(), m.opts.releaseTimeout, nil))
 			return err
 		})
 		released += n
@@ -339,6 +337,12 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	if m == nil {
 		return ErrNotHeld
 	}
+	m.mu.Lock()
+	released := m.released
+	m.mu.Unlock()
+	if released {
+		return ErrNotHeld
+	}
 	n, err := m.releaseGroups(ctx, m.groups)
 	m.lost()
 	switch {
@@ -347,6 +351,9 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	case n < len(m.keys):
 		return ErrNotHeld
 	}
+	m.mu.Lock()
+	m.released = true
+	m.mu.Unlock()
 	return nil
 }
 

@@ -51,11 +51,7 @@ func startCluster(t *testing.T) *redis.ClusterClient {
 
 func (b multiBackend) exists(t *testing.T, key string) bool {
 	t.Helper()
-	n, err := b.rdb.Exists(context.Background(), "redislock:{"+key+"}").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n == 1
+	return held(context.Background(), b.rdb, "redislock:{"+key+"}")
 }
 
 func TestObtainMulti(t *testing.T) {
@@ -281,7 +277,7 @@ func TestRunMultiLost(t *testing.T) {
 	if !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("RunMulti = %v, want ErrLockLost", err)
 	}
-	if n := rdb.Exists(context.Background(), "redislock:{"+a+"}").Val(); n != 0 {
+	if held(context.Background(), rdb, "redislock:{"+a+"}") {
 		t.Fatal("the other key is still held")
 	}
 }

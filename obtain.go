@@ -21,8 +21,9 @@ import (
 // While the lock is held by someone else Obtain retries per WithRetry
 // (default: no retry) and then returns ErrNotObtained, also matching
 // ctx.Err() when ctx ended the wait. A context without deadline bounds
-// retries by WithMaxWait (default: ttl). An unreachable Redis, a Redis error
-// reply or a lost quorum is returned as such (a *NodeError, a *QuorumError
+// retries by WithMaxWait (see there for the default, and the rule when the
+// limit passes; the error is then a *WaitLimitError). An unreachable Redis,
+// a Redis error reply or a lost quorum is returned as such (a *NodeError, a *QuorumError
 // matching ErrNoQuorum), never as ErrNotObtained. Bad input is an error
 // matching ErrInvalidArgument, returned before any call to Redis.
 //
@@ -48,7 +49,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if err := o.checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl}
+	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl, ttlArg: ttl.Milliseconds()}
 	if o.fair {
 		req.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
 	}
@@ -72,7 +73,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	for attempts = 1; ; attempts++ {
 		var l *Lock
 		var err error
-		if attempts == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() {
+		if attempts == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() && !deadline.reached() {
 			// Other callers of this Client wait for this key, longer than
 			// this one: wait behind them instead of overtaking them (a
 			// release wakes or hands the lock to the longest-waiting one),
@@ -114,43 +115,6 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 }
 
-// waitDeadline is when an Obtain call stops waiting for a contended lock:
-// ctx's deadline (bounded), else now plus WithMaxWait, by default the TTL.
-type waitDeadline struct {
-	at      time.Time
-	bounded bool
-}
-
-func (o *options) waitDeadline(ctx context.Context, ttl time.Duration) waitDeadline {
-	if at, ok := ctx.Deadline(); ok {
-		return waitDeadline{at: at, bounded: true}
-	}
-	wait := o.maxWait
-	if wait == 0 {
-		wait = ttl
-	}
-	return waitDeadline{at: time.Now().Add(wait)}
-}
-
-// next returns how long to wait after the attempt-th attempt failed with
-// held, or the error that ends the call: held when the retry strategy gives
-// up or the wait has no time left, joined with context.DeadlineExceeded when
-// that time was ctx's.
-func (d waitDeadline) next(o *options, attempt int, held error) (time.Duration, error) {
-	wait, ok := o.retry.Backoff(attempt)
-	if !ok {
-		return 0, held
-	}
-	left := time.Until(d.at)
-	switch {
-	case left <= 0 && d.bounded:
-		return 0, lease.Join(held, context.DeadlineExceeded)
-	case left <= 0:
-		return 0, held
-	}
-	return min(wait, left), nil
-}
-
 // request is what one Obtain call asks for. Each attempt makes a Lock of
 // it with a token of its own, so that the background release of an earlier
 // attempt's unknown outcome can never delete a later attempt's grant.
@@ -160,12 +124,13 @@ type request struct {
 	keys   keys.Lock
 	opts   options
 	ttl    time.Duration
+	ttlArg any     // ttl in ms, boxed once for the script calls
 	ticket *ticket // fair mode: the call's place in the queue
 }
 
 func (r *request) newLock() *Lock {
 	token := rand.Text()
-	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, opts: r.opts}
+	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
 }
 
 // obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on
@@ -184,15 +149,14 @@ func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
 
 func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 	l.start = time.Now()
-	ms := r.ttl.Milliseconds()
 	var rep script.ObtainReply
 	run := func(ctx context.Context, rdb redis.Scripter) (err error) {
 		if r.ticket != nil {
-			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: ms, CounterTTL: fenceCounterTTLms,
+			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: l.ttlArg,
 				QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: r.ticket.id, Holder: l.opts.holder}.Run(ctx, rdb)
 			return err
 		}
-		rep, err = script.Obtain{Keys: l.keys.Obtain[:2], Token: l.arg, TTL: ms, CounterTTL: fenceCounterTTLms, Holder: l.opts.holder}.Run(ctx, rdb)
+		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
 		return err
 	}
 	var unacked *ReplicaError // WithReplicas: a grant too few replicas acknowledged

@@ -52,7 +52,7 @@ type options struct {
 	nodeTimeout     time.Duration // 0: derived from the TTL
 	refreshInterval time.Duration // 0: TTL/3
 	releaseTimeout  time.Duration
-	maxWait         time.Duration // 0: the TTL
+	maxWait         time.Duration // 0: DefaultMaxWait
 	notify          bool          // notified waiting (wait.go)
 	autoPipeline    bool          // batch calls under load (internal/nodes)
 	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
@@ -70,18 +70,11 @@ const (
 	DefaultDriftFactor    = lease.DefaultDriftFactor
 	DefaultReleaseTimeout = 3 * time.Second
 	DefaultQueueTTL       = 3 * time.Second
+	DefaultMaxWait        = 30 * time.Second
 
-	// fenceCounterTTL is the lifetime of a per-key fence counter (from its
-	// creation in single mode, from the last grant in quorum mode) and of a
-	// key's list of released tokens; afterwards the next fence is seeded
-	// from the server clock again.
-	fenceCounterTTL = 24 * time.Hour
 	// minQueueTTL is the shortest WithQueueTTL.
 	minQueueTTL = 10 * time.Millisecond
 )
-
-// fenceCounterTTLms is boxed once: it is an argument of every obtain.
-var fenceCounterTTLms any = fenceCounterTTL.Milliseconds()
 
 func defaultOptions() options {
 	return options{
@@ -206,9 +199,18 @@ func WithReleaseTimeout(d time.Duration) Option {
 	return positive("release timeout", d, func(o *options) { o.releaseTimeout = d })
 }
 
-// WithMaxWait bounds how long Obtain keeps retrying when the caller's context
-// has no deadline. Default: the lock's TTL, the longest a crashed holder can
-// block it. A context deadline, when set, is used instead.
+// WithMaxWait bounds how long Obtain keeps retrying a held lock when the
+// caller's context has no deadline (a context deadline, when set, is used
+// instead). Default: 30 s (DefaultMaxWait), long enough not to abandon a
+// holder that is alive and renewing for a while. When the limit passes
+// while the lease the last attempt saw ends within the TTL this call asks
+// for (a crashed holder's lease about to end, or one being renewed), Obtain
+// keeps trying until that lease's end plus the drift allowance (TTL × drift
+// factor + 2 ms), so that it does not give up just before the lock frees;
+// it gives up at the first attempt after that which finds the lock held
+// (renewed, or taken by another), with a *WaitLimitError carrying the
+// remaining TTL it saw. The longest wait is thus the limit plus one TTL
+// plus the allowance. It must be positive.
 func WithMaxWait(d time.Duration) Option {
 	return positive("max wait", d, func(o *options) { o.maxWait = d })
 }

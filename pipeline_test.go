@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,7 +149,7 @@ func TestAutoPipelineFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range left {
-		if !unreleased[k] {
+		if v := admin.Get(context.Background(), k).Val(); !unreleased[k] && !strings.HasPrefix(v, "~:") {
 			t.Errorf("%s still locked after Close, though no Release of it failed", k)
 		}
 	}

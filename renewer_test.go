@@ -276,7 +276,7 @@ func TestCloseReportsKeptLocks(t *testing.T) {
 	if err := h.Release(ctx); err != nil {
 		t.Fatalf("Release after Close = %v", err)
 	}
-	if rdb.Exists(ctx, redislock.LockKey("closing")).Val() != 0 {
+	if held(ctx, rdb, redislock.LockKey("closing")) {
 		t.Fatal("lock not released")
 	}
 	// After Close, a lock obtained before is held with a refresher of its

@@ -102,11 +102,11 @@ func sentinelReplicasUnacked(t *testing.T, s *redistest.Sentinel) {
 	}
 	replica := replicaOf(s, p)
 	key := t.Name()
-	held, err := c.Obtain(ctx, key+"-held", 10*time.Second)
+	kept, err := c.Obtain(ctx, key+"-held", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Release(context.Background())
+	defer kept.Release(context.Background())
 	const ttl = 1500 * time.Millisecond
 	run := make(chan error, 1)
 	started := make(chan *lossWatch, 1)
@@ -134,14 +134,14 @@ func sentinelReplicasUnacked(t *testing.T, s *redistest.Sentinel) {
 	if !errors.As(err, &re) || !errors.Is(err, redislock.ErrNotReplicated) || re.Want != 1 || re.Acked != 0 {
 		t.Fatalf("Obtain with the replica paused = %v, want a ReplicaError (0 of 1)", err)
 	}
-	if n := rdb.Exists(ctx, redislock.LockKey(key)).Val(); n != 0 {
+	if held(ctx, rdb, redislock.LockKey(key)) {
 		t.Fatal("the unacknowledged grant was not released")
 	}
-	before := held.ValidUntil()
-	if err := held.Refresh(ctx, 10*time.Second); !errors.Is(err, redislock.ErrNotReplicated) {
+	before := kept.ValidUntil()
+	if err := kept.Refresh(ctx, 10*time.Second); !errors.Is(err, redislock.ErrNotReplicated) {
 		t.Fatalf("Refresh with the replica paused = %v, want ErrNotReplicated", err)
 	}
-	if !held.ValidUntil().Equal(before) {
+	if !kept.ValidUntil().Equal(before) {
 		t.Fatal("an unacknowledged Refresh moved ValidUntil")
 	}
 	loss.before(t, until, redislock.ErrLeaseExpired)
@@ -149,7 +149,7 @@ func sentinelReplicasUnacked(t *testing.T, s *redistest.Sentinel) {
 		t.Fatalf("Run = %v, want ErrLockLost with ErrNotReplicated", err)
 	}
 	replica.Resume()
-	eventually(t, 10*time.Second, "an acknowledged refresh", func() bool { return held.Refresh(ctx, 10*time.Second) == nil })
+	eventually(t, 10*time.Second, "an acknowledged refresh", func() bool { return kept.Refresh(ctx, 10*time.Second) == nil })
 }
 
 // SENTINEL FAILOVER while Run holds a lock obtained and renewed with

@@ -37,7 +37,7 @@ func TestRunRenews(t *testing.T) {
 		if fence == 0 {
 			t.Fatal("fn not called")
 		}
-		if b.rdb.Exists(ctx, redislock.DefaultPrefix+"{renew}").Val() != 0 {
+		if held(ctx, b.rdb, redislock.DefaultPrefix+"{renew}") {
 			t.Fatal("Run did not release")
 		}
 	})
@@ -75,7 +75,7 @@ func TestRunDetectsStolenLock(t *testing.T) {
 		if !errors.Is(err, redislock.ErrLockLost) || !errors.Is(err, fnErr) {
 			t.Fatalf("Run = %v, want ErrLockLost and fn's error", err)
 		}
-		if b.rdb.Exists(ctx, redislock.DefaultPrefix+"{stolen}").Val() != 1 {
+		if !held(ctx, b.rdb, redislock.DefaultPrefix+"{stolen}") {
 			t.Fatal("Run released the new holder's lock")
 		}
 	})

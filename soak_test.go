@@ -27,9 +27,9 @@ var soakKeys = []struct {
 	what   string
 	bound  time.Duration
 }{
-	{"", "lock (abandoned, never released)", soakLockTTL},
-	{":fence", "fence counter", 24 * time.Hour},
-	{":rel", "released tokens", 24 * time.Hour},
+	// A lock's only key: its grant (abandoned, never released: the lock's
+	// TTL) or its released record (the TTL, at least the release timeout).
+	{"", "lock key", max(soakLockTTL, redislock.DefaultReleaseTimeout)},
 	{":queue", "fair queue", redislock.DefaultQueueTTL},
 	{":qexp", "fair queue deadlines", redislock.DefaultQueueTTL},
 	{":rec", "record (Client.Store, the patterns' results)", soakRecordTTL},
@@ -64,11 +64,15 @@ func TestKeyHygiene(t *testing.T) {
 		t.Logf("%d keys in %v", n, time.Since(start).Round(time.Millisecond))
 		counts := checkKeys(t, rdb)
 		t.Logf("left: %v", counts)
-		if counts[""] > abandoned {
-			t.Errorf("%d lock keys left, %d abandoned", counts[""], abandoned)
+		if counts[""] > n {
+			t.Errorf("%d lock keys left for %d locks: more than one each", counts[""], n)
 		}
-		// The abandoned locks expire within their TTL.
-		eventually(t, soakLockTTL+5*time.Second, "abandoned locks expired", func() bool { return checkKeys(t, rdb)[""] == 0 })
+		if g := grants(t, rdb); g > abandoned {
+			t.Errorf("%d grants left, %d abandoned", g, abandoned)
+		}
+		// The abandoned grants and the released records expire within
+		// their bound.
+		eventually(t, soakKeys[0].bound+5*time.Second, "lock keys expired", func() bool { return checkKeys(t, rdb)[""] == 0 })
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		m := miniredis.RunT(t)
@@ -195,6 +199,23 @@ func soakFair(ctx context.Context, c *redislock.Client, key string, contended bo
 		return err
 	}
 	return <-got
+}
+
+// grants counts the lock keys that hold a grant (not a released record).
+func grants(t *testing.T, rdb *redis.Client) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	iter := rdb.Scan(ctx, 0, redislock.DefaultPrefix+"{*}", 1000).Iterator()
+	for iter.Next(ctx) {
+		if held(ctx, rdb, iter.Val()) {
+			n++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // checkKeys scans every key: each must be of a kind of soakKeys, with an

@@ -1,7 +1,8 @@
 -- batch_refresh: extend each lock of a batch, only while it holds its
 -- grant (refresh.lua for many keys, for the batched renewal of held locks).
 --
--- KEYS[i]     lock key i (its value is "token:fence"); all KEYS in one
+-- KEYS[i]     lock key i (a grant "token:fence:..." or a released record
+--             "~:...": see obtain.lua); all KEYS in one
 --             Redis Cluster slot
 -- ARGV[1]     new TTL in milliseconds for every key (an integer > 0;
 --             PEXPIRE with 0 or less would delete)
@@ -9,7 +10,7 @@
 --
 -- Replies an array with one integer per key, in KEYS order:
 --    1  extended to ARGV[1]
---    0  not held: the key is absent or holds another grant
+--    0  not held: the key is absent, released or holds another grant
 --   -1  not held: the key holds a value that is not a string (WRONGTYPE)
 -- or, before touching any key, an error when the TTL is not a positive
 -- integer or ARGV does not hold one token per key.

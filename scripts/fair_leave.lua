@@ -2,7 +2,8 @@
 -- it was the head and the lock is free, wake the waiters so that the new
 -- head takes it.
 --
--- KEYS[1]  lock key
+-- KEYS[1]  lock key (free when absent or a released record "~:...": see
+--          obtain.lua)
 -- KEYS[2]  wake channel (same hash slot)
 -- KEYS[3]  queue (sorted set of waiters' tickets)
 -- KEYS[4]  queue deadlines (sorted set of tickets)
@@ -13,7 +14,7 @@
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 local n = redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
-if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
+if head == ARGV[1] and string.sub(redis.call('GET', KEYS[1]) or '~:', 1, 2) == '~:' then
   local msg = redis.call('ZRANGE', KEYS[3], 0, 0)[1] or 'r'
   if ARGV[2] == 'p' then
     redis.pcall('PUBLISH', KEYS[2], msg)

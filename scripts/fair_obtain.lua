@@ -5,53 +5,59 @@
 -- them by trying again.
 --
 -- KEYS[1]  lock key
--- KEYS[2]  fence counter key (same hash slot)
--- KEYS[3]  queue: sorted set of waiters' tickets, scored by arrival (µs)
--- KEYS[4]  queue deadlines: sorted set of tickets, scored by the server
+-- KEYS[2]  queue: sorted set of waiters' tickets, scored by arrival (µs)
+-- KEYS[2]  queue deadlines: sorted set of tickets, scored by the server
 --          time (ms) at which the entry expires
--- ARGV[1]  token of this attempt (never contains ':')
+-- ARGV[1]  token of this attempt (never contains ':' or ' ', never "~")
 -- ARGV[2]  lock TTL in milliseconds (> 0)
--- ARGV[3]  fence counter TTL in milliseconds (> 0)
--- ARGV[4]  queue entry TTL in milliseconds (> 0)
--- ARGV[5]  the waiter's ticket: its identity in the queue, the same for all
+-- ARGV[3]  queue entry TTL in milliseconds (> 0)
+-- ARGV[3]  the waiter's ticket: its identity in the queue, the same for all
 --          attempts of one Obtain call
--- ARGV[6]  holder identity to record, "" for none
+-- ARGV[4]  holder identity to record, "" for none
 --
--- The lock key holds "token:fence" or "token:fence:holder;" ("*" appended:
--- someone waits; see obtain.lua). Replies:
+-- The lock key holds a grant or a released record (see obtain.lua); a
+-- released record is free. The queue keys disappear with their last entry.
+-- Replies:
 --   {1, fence}   granted (or a replay of this same grant)
 --   {0, pttl}    held by another grant: its PTTL
 --   {0, wait}    free but the head of the queue is another waiter: the
 --                milliseconds until the head's entry expires
 --   {0, -1}      held by a value without expiry (not written by redislock)
-if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[3]) <= 0 or tonumber(ARGV[4]) <= 0 then
+if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[3]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
-local prefix = ARGV[1] .. ':'
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #prefix) == prefix then
-  return {1, tonumber(string.match(v, ':(%d+)'))}
+local tok, last, rel = nil, 0, ''
+if v then
+  local f
+  tok, f, rel = string.match(v, '^([^:]*):(%d+):([^:]*)')
+  if tok == ARGV[1] then
+    return {1, tonumber(f)}
+  end
+  if tok == '~' then
+    v, last = nil, tonumber(f) -- released: free
+  end
 end
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowus / 1000)
 -- Drop the entries of waiters that stopped renewing them.
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
+  redis.call('ZREM', KEYS[2], m)
   redis.call('ZREM', KEYS[3], m)
-  redis.call('ZREM', KEYS[4], m)
 end
 local function enqueue()
-  if not redis.call('ZSCORE', KEYS[3], ARGV[5]) then
-    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+  if not redis.call('ZSCORE', KEYS[2], ARGV[4]) then
+    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
     local score = nowus
     if last[2] and tonumber(last[2]) >= score then
       score = tonumber(last[2]) + 1
     end
-    redis.call('ZADD', KEYS[3], score, ARGV[5])
+    redis.call('ZADD', KEYS[2], score, ARGV[4])
   end
-  local ttl = tonumber(ARGV[4])
-  redis.call('ZADD', KEYS[4], now + ttl, ARGV[5])
-  for i = 3, 4 do
+  local ttl = tonumber(ARGV[3])
+  redis.call('ZADD', KEYS[3], now + ttl, ARGV[4])
+  for i = 2, 3 do
     if redis.call('PTTL', KEYS[i]) < ttl then
       redis.call('PEXPIRE', KEYS[i], ttl)
     end
@@ -67,20 +73,14 @@ if v then
   end
   return {0, pttl}
 end
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-if head and head ~= ARGV[5] then
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if head and head ~= ARGV[4] then
   enqueue()
-  return {0, math.max(0, tonumber(redis.call('ZSCORE', KEYS[4], head)) - now)}
+  return {0, math.max(0, tonumber(redis.call('ZSCORE', KEYS[3], head)) - now)}
 end
-redis.call('ZREM', KEYS[3], ARGV[5])
-redis.call('ZREM', KEYS[4], ARGV[5])
--- The counter holds the last fence minted (obtain.lua).
-local c = tonumber((string.match(redis.call('GET', KEYS[2]) or '', '^%d+'))) or 0
-local f = string.format('%d', math.max(c + 1, nowus))
-redis.call('SET', KEYS[2], f, 'PX', ARGV[3])
-local holder = ''
-if ARGV[6] ~= '' then
-  holder = ':' .. ARGV[6] .. ';'
-end
-redis.call('SET', KEYS[1], prefix .. f .. holder, 'PX', ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[4])
+redis.call('ZREM', KEYS[3], ARGV[4])
+-- The last fence + 1, or the clock (obtain.lua).
+local f = string.format('%d', math.max(last + 1, nowus))
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f .. ':' .. rel .. ':' .. ARGV[5] .. ';', 'PX', ARGV[2])
 return {1, tonumber(f)}

@@ -1,7 +1,6 @@
 -- inspect: read a lock for Inspect: its value and remaining TTL.
 --
--- KEYS[1]  lock key (its value is "token:fence" or "token:fence:holder;",
---          "*" appended when someone waits: see obtain.lua)
+-- KEYS[1]  lock key (a grant or a released record: see obtain.lua)
 --
 -- Replies {pttl, value} when the key exists (pttl as PTTL reports it), or
 -- {-2} when it does not.

@@ -1,53 +1,55 @@
 -- multi_obtain: take several locks at once, all or nothing, with one fresh
--- token and a fence per key minted in the same atomic step.
+-- token and a fence per key minted in the same atomic step (obtain.lua for
+-- many keys).
 --
--- KEYS[2i-1]  lock key i (i = 1..n)
--- KEYS[2i]    fence counter key i (same hash slot as lock key i)
--- ARGV[1]     token (never contains ':')
--- ARGV[2]     lock TTL in milliseconds (> 0)
--- ARGV[3]     fence counter TTL in milliseconds (> 0)
--- ARGV[4]     holder identity to record, "" for none
+-- KEYS[i]  lock key i (i = 1..n), all in one hash slot
+-- ARGV[1]  token (never contains ':' or ' ', never "~")
+-- ARGV[2]  lock TTL in milliseconds (> 0)
+-- ARGV[3]  holder identity to record, "" for none
 --
--- Each lock key holds "token:fence" or "token:fence:holder;" ("*" appended:
--- someone waits; see obtain.lua). Replies:
+-- Each lock key holds a grant or a released record (see obtain.lua); a
+-- released record is free, and the next fence is its fence + 1; an absent
+-- key's is the server time in µs. Replies:
 --   {1, fence1, ..., fencen}  granted; a key that already holds ARGV[1] (a
 --                             replay of this request) keeps its fence
 --   {0, i, pttl}              lock key i is held by another grant; nothing
 --                             was written
-if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[3]) <= 0 then
+if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
-local prefix = ARGV[1] .. ':'
-local mine = {}
-for i = 1, #KEYS / 2 do
-  local v = redis.call('GET', KEYS[2 * i - 1])
+local mine, last, rels = {}, {}, {}
+local clock = false
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  last[i], rels[i] = 0, ''
   if v then
-    if string.sub(v, 1, #prefix) ~= prefix then
-      local pttl = redis.call('PTTL', KEYS[2 * i - 1])
+    local tok, f, r = string.match(v, '^([^:]*):(%d+):([^:]*)')
+    if tok == ARGV[1] then
+      mine[i] = tonumber(f)
+    elseif tok == '~' then
+      last[i], rels[i] = tonumber(f), r
+    else
+      local pttl = redis.call('PTTL', KEYS[i])
       if pttl >= 0 and string.sub(v, -1) ~= '*' then
-        redis.call('APPEND', KEYS[2 * i - 1], '*')
+        redis.call('APPEND', KEYS[i], '*')
       end
       return {0, i, pttl}
     end
-    mine[i] = tonumber(string.match(v, ':(%d+)'))
+  else
+    clock = true
   end
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local holder = ''
-if ARGV[4] ~= '' then
-  holder = ':' .. ARGV[4] .. ';'
+local now = 0
+if clock then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local reply = {1}
-for i = 1, #KEYS / 2 do
+for i = 1, #KEYS do
   local fence = mine[i]
   if not fence then
-    -- The counter holds the last fence minted (obtain.lua).
-    local c = tonumber((string.match(redis.call('GET', KEYS[2 * i]) or '', '^%d+'))) or 0
-    fence = math.max(c + 1, now)
-    local f = string.format('%d', fence)
-    redis.call('SET', KEYS[2 * i], f, 'PX', ARGV[3])
-    redis.call('SET', KEYS[2 * i - 1], prefix .. f .. holder, 'PX', ARGV[2])
+    fence = math.max(last[i] + 1, now)
+    redis.call('SET', KEYS[i], ARGV[1] .. ':' .. string.format('%d', fence) .. ':' .. rels[i] .. ':' .. ARGV[3] .. ';', 'PX', ARGV[2])
   end
   reply[i + 1] = fence
 end

@@ -1,20 +1,30 @@
--- multi_release: delete several locks where they still hold this grant, and
--- wake each deleted lock's waiters.
+-- multi_release: release several locks where they still hold this grant
+-- (release.lua for many keys), and wake each released lock's waiters.
 --
--- KEYS[3i-2]  lock key i (its value is "token:fence")
+-- KEYS[3i-2]  lock key i (a grant or a released record: see obtain.lua)
 -- KEYS[3i-1]  wake channel of lock i (same hash slot)
 -- KEYS[3i]    fair-mode queue of lock i (same hash slot): the wake-up
 --             names its head's ticket
 -- ARGV[1]     the grant's token
 -- ARGV[2]     how to wake waiters: "p" PUBLISH, "s" SPUBLISH, "" none
+-- ARGV[3]     TTL of the released records in milliseconds (> 0)
 --
--- Replies the number of locks deleted.
-local prefix = ARGV[1] .. ':'
+-- Each released lock key becomes a released record (release.lua) with
+-- ARGV[3] as its TTL. Replies the number of locks released by this call
+-- or, as remembered in their records, by an earlier run of it.
 local n = 0
 for i = 1, #KEYS / 3 do
-  local v = redis.call('GET', KEYS[3 * i - 2])
-  if v and string.sub(v, 1, #prefix) == prefix then
-    redis.call('DEL', KEYS[3 * i - 2])
+  local k = KEYS[3 * i - 2]
+  local v = redis.call('GET', k)
+  local tok, f, r
+  if v then
+    tok, f, r = string.match(v, '^([^:]*):(%d+):([^:]*)')
+  end
+  if tok == ARGV[1] then
+    local ok = redis.pcall('SET', k, '~:' .. f .. ':' .. string.sub(' ' .. tok .. r, 1, 8 * (#tok + 1)), 'PX', ARGV[3])
+    if type(ok) == 'table' and ok.err then
+      redis.call('DEL', k) -- out of memory: delete instead (release.lua)
+    end
     n = n + 1
     local msg = redis.call('ZRANGE', KEYS[3 * i], 0, 0)[1] or 'r'
     if ARGV[2] == 'p' then
@@ -22,6 +32,8 @@ for i = 1, #KEYS / 3 do
     elseif ARGV[2] == 's' then
       redis.pcall('SPUBLISH', KEYS[3 * i - 1], msg)
     end
+  elseif r and string.find(r .. ' ', ' ' .. ARGV[1] .. ' ', 1, true) then
+    n = n + 1
   end
 end
 return n

@@ -1,7 +1,8 @@
 -- multi_ttl: the least remaining time to live of several locks, only if all
 -- still hold this grant.
 --
--- KEYS[i]  lock key i (its value is "token:fence")
+-- KEYS[i]  lock key i (a grant "token:fence:..." or a released record
+--          "~:...": see obtain.lua)
 -- ARGV[1]  the grant's token
 --
 -- Replies the least PTTL in milliseconds, or -3 when any key holds no grant

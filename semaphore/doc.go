@@ -56,7 +56,10 @@
 // so that all live in one Redis Cluster slot, plus the pub/sub channel
 // "<prefix>{<name>}:wake". Every key expires with the last lease or queue
 // entry it serves, and all but the fence counter are gone when no one
-// holds or waits; the fence counter expires 24 h after the last grant.
+// holds or waits; the fence counter expires after the last grant, by its
+// TTL (at least 1 s). Fences are the counter + 1 or the server clock in µs,
+// whichever is higher, so they keep increasing after it expired (as long
+// as the server clock does not step back).
 //
 // # Limits
 //

@@ -19,8 +19,10 @@ const (
 	DefaultReleaseTimeout = 3 * time.Second
 	// MaxLimit is the largest number of slots a semaphore may have.
 	MaxLimit = 10000
-	// fenceTTL is how long the fence counter outlives the last grant.
-	fenceTTL = 24 * time.Hour
+	// minFenceTTL is the least time the fence counter outlives the last
+	// grant (it outlives it by the grant's TTL, at least this). Fences are
+	// max(counter + 1, server µs), so once it expires the clock takes over.
+	minFenceTTL = time.Second
 	// subscribeTimeout bounds the wait for the confirmation of the wake
 	// channel's subscription; without one, waiters poll.
 	subscribeTimeout = 2 * time.Second

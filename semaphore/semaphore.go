@@ -163,7 +163,7 @@ func (s *Semaphore) attempt(ctx context.Context, token string, ttl time.Duration
 		qttl = s.o.queueTTL.Milliseconds()
 	}
 	v, err := acquireScript.Run(ctx, s.rdb, s.keys, token, ttl.Milliseconds(), s.limit, qttl,
-		s.o.holder, fenceTTL.Milliseconds(), s.wake).Int64Slice()
+		s.o.holder, max(ttl, minFenceTTL).Milliseconds(), s.wake).Int64Slice()
 	if err != nil {
 		return acquireReply{}, fmt.Errorf("redislock: semaphore %q: acquire: %w", s.name, err)
 	}

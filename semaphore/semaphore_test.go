@@ -277,7 +277,8 @@ func TestInspect(t *testing.T) {
 }
 
 // Every key a semaphore writes has an expiry, and all are gone once no
-// one holds or waits (except the fence counter, kept 24 h).
+// one holds or waits (except the fence counter, kept for the last lease's
+// TTL, at least 1 s).
 func TestKeysExpire(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
@@ -320,6 +321,9 @@ func TestKeysExpire(t *testing.T) {
 	left, _ := rdb.Keys(ctx, "*").Result()
 	if len(left) != 1 || !strings.HasSuffix(left[0], ":fence") {
 		t.Errorf("keys left when idle: %v, want only the fence counter", left)
+	}
+	if d := rdb.PTTL(ctx, left[0]).Val(); d <= 0 || d > time.Minute {
+		t.Errorf("fence counter's TTL %v, want the lease's (1 min)", d)
 	}
 }
 

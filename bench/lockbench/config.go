@@ -22,6 +22,7 @@ const (
 type Config struct {
 	Scenarios   []string      `json:"scenarios"`
 	Workers     []int         `json:"workers"`      // uncontended
+	FreshKeys   bool          `json:"fresh_keys"`   // uncontended: a new key per pair (else one key per worker)
 	HotWorkers  []int         `json:"hot_workers"`  // hotkey
 	QuorumSizes []int         `json:"quorum_sizes"` // quorum
 	Hold        time.Duration `json:"hold"`         // hotkey: time a grant is held
@@ -53,7 +54,7 @@ type Config struct {
 // DefaultConfig is what `go run ./bench` does without flags.
 func DefaultConfig() Config {
 	return Config{
-		Scenarios:   []string{Uncontended, Hotkey, Quorum, Renew, Stampede},
+		Scenarios:   []string{Uncontended, Hotkey, Quorum, Renew, Stampede, Blackhole},
 		Workers:     []int{1, 16, 64, 256},
 		HotWorkers:  []int{8, 32},
 		QuorumSizes: []int{3, 5},
@@ -76,7 +77,7 @@ func (c *Config) Validate() error {
 	var errs []error
 	for _, s := range c.Scenarios {
 		switch s {
-		case Uncontended, Hotkey, Quorum, Renew, Stampede:
+		case Uncontended, Hotkey, Quorum, Renew, Stampede, Blackhole:
 		default:
 			errs = append(errs, fmt.Errorf("unknown scenario %q", s))
 		}
@@ -113,6 +114,9 @@ func (c *Config) needNodes() int {
 		for _, q := range c.QuorumSizes {
 			n = max(n, q)
 		}
+	}
+	if c.has(Blackhole) {
+		n = max(n, blackholeNodes)
 	}
 	return n
 }
@@ -151,6 +155,11 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 		return nil
 	})
 	intList(fs, "workers", "uncontended: worker counts", &c.Workers)
+	fs.BoolVar(&c.FreshKeys, "fresh-keys", c.FreshKeys, "uncontended: a new key for every pair (as per-job deduplication does)")
+	fs.BoolFunc("same-key", "uncontended: each worker reuses its own key (the default)", func(string) error {
+		c.FreshKeys = false
+		return nil
+	})
 	intList(fs, "hot-workers", "hotkey: worker counts contending on one key", &c.HotWorkers)
 	intList(fs, "quorum-sizes", "quorum: node counts", &c.QuorumSizes)
 	fs.DurationVar(&c.Hold, "hold", c.Hold, "hotkey: how long each grant is held before release")

@@ -17,13 +17,13 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	}
 	unc, hot, ren := scenarioGroups(rep)
 	if len(unc) > 0 {
-		b.WriteString("\n**Uncontended** (each worker: Obtain + Release on its own key)\n\n")
-		b.WriteString("| nodes | workers | library | pairs/s | × first | p50 | p99 | allocs/pair | Redis calls/pair | sent/pair |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "\n**Uncontended** (each worker: Obtain + Release, %s)\n\n", keyMode(rep.Config))
+		b.WriteString("| nodes | workers | library | pairs/s | × first | p50 | p99 | allocs/pair | Redis calls/pair | sent/pair | keys left/lock |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, g := range unc {
 			ref := metric(g[0], MOpsPerSec)
 			for _, r := range g {
-				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Nodes, r.Workers, mdLib(r), spread(r, MOpsPerSec),
-					fmtNum(metric(r, MOpsPerSec)/ref), med(r, MLatP50), med(r, MLatP99), med(r, MAllocsPerOp), med(r, MCallsPerOp), med(r, MSentPerOp))
+				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Nodes, r.Workers, mdLib(r), spread(r, MOpsPerSec),
+					fmtNum(metric(r, MOpsPerSec)/ref), med(r, MLatP50), med(r, MLatP99), med(r, MAllocsPerOp), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MKeysLeft))
 			}
 		}
 	}
@@ -49,6 +49,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		}
 	}
 	writeStampedeMarkdown(&b, rep)
+	writeBlackholeTable(&b, rep, true)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

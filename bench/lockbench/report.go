@@ -130,15 +130,15 @@ func WriteTable(w io.Writer, rep *Report) {
 	}
 	unc, hot, ren := scenarioGroups(rep)
 	if len(unc) > 0 {
-		fmt.Fprintln(w, "\nUncontended: Obtain+Release pairs, each worker on its own key")
+		fmt.Fprintf(w, "\nUncontended: Obtain+Release pairs, %s; keys left = keys on the nodes after the run per released lock and node (no TTL: how many had no expiry)\n", keyMode(rep.Config))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tops/s\tx first\tp50\tp99\tmax\tallocs/op\tB/op\tredis calls/op\tsent/op\terrors\tnote\t")
+		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tops/s\tx first\tp50\tp99\tmax\tallocs/op\tB/op\tredis calls/op\tsent/op\tkeys left\tno TTL\terrors\tnote\t")
 		for _, g := range unc {
 			ref := metric(g[0], MOpsPerSec)
 			for _, r := range g {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
 					spread(r, MOpsPerSec), fmtNum(metric(r, MOpsPerSec)/ref), med(r, MLatP50), med(r, MLatP99), med(r, MLatMax),
-					med(r, MAllocsPerOp), med(r, MBytesPerOp), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MErrors), r.Note)
+					med(r, MAllocsPerOp), med(r, MBytesPerOp), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MKeysLeft), med(r, MKeysNoTTL), med(r, MErrors), r.Note)
 			}
 		}
 		tw.Flush()
@@ -170,6 +170,7 @@ func WriteTable(w io.Writer, rep *Report) {
 		tw.Flush()
 	}
 	writeStampedeTable(w, rep)
+	writeBlackholeTable(w, rep, false)
 	fmt.Fprintln(w, "\nlibraries:")
 	names := make([]string, 0, len(rep.Libraries))
 	for _, r := range rep.Results {
@@ -217,7 +218,7 @@ func SVG(rep *Report) string {
 	}
 	var groups [][]*Result
 	for _, g := range groupsOf(rep) {
-		if g[0].Scenario != Renew && !isStampede(g) && len(g[0].Samples) > 0 {
+		if g[0].Scenario != Renew && !isStampede(g) && g[0].Scenario != Blackhole && len(g[0].Samples) > 0 {
 			groups = append(groups, g)
 		}
 	}
@@ -334,6 +335,7 @@ func scenarioGroups(rep *Report) (unc, hot, ren [][]*Result) {
 		case g[0].Scenario == Renew:
 			ren = append(ren, g)
 		case isStampede(g): // its own table (stampede.go)
+		case g[0].Scenario == Blackhole: // its own table (blackhole.go)
 		case isHot(g[0].Scenario):
 			hot = append(hot, g)
 		default:
@@ -341,4 +343,12 @@ func scenarioGroups(rep *Report) (unc, hot, ren [][]*Result) {
 		}
 	}
 	return unc, hot, ren
+}
+
+// keyMode says which keys the uncontended workers lock.
+func keyMode(c Config) string {
+	if c.FreshKeys {
+		return "a fresh key per pair (--fresh-keys)"
+	}
+	return "each worker on its own key (--same-key)"
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,7 +37,9 @@ const (
 	MRenewSent      = "renew_sent_per_sec"
 	MGoroutines     = "goroutines_per_lock" // extra goroutines per held lock, beyond the caller's
 	MHeapPerLock    = "heap_bytes_per_lock"
-	MLost           = "lost" // renew: holds that ended before the run did
+	MLost           = "lost"               // renew: holds that ended before the run did
+	MKeysLeft       = "keys_left_per_lock" // uncontended: keys left on the nodes per released lock and node
+	MKeysNoTTL      = "keys_without_ttl"   // uncontended: of them, keys without expiry
 )
 
 var errSkip = errors.New("skip")
@@ -106,18 +109,27 @@ func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, work
 	var phase atomic.Int32
 	hists := make([]hist, workers)
 	ops := make([]int64, workers)
+	released := make([]int64, workers) // pairs released, warm-up included
 	var errs atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			defer f.catch()
 			key := fmt.Sprintf("lockbench:%s:u:%d", runID, w)
+			buf := []byte(key + ":")
 			h := &hists[w]
-			for phase.Load() != phaseStop && ctx.Err() == nil {
+			for i := 0; phase.Load() != phaseStop && ctx.Err() == nil; i++ {
+				if cfg.FreshKeys {
+					// One allocation per pair, the same for every library.
+					key = string(strconv.AppendInt(buf, int64(i), 10))
+				}
 				start := time.Now()
 				l, err := lk.Obtain(ctx, key, cfg.TTL)
 				if err == nil {
 					err = l.Release(ctx)
+					if err == nil {
+						released[w]++
+					}
 				}
 				d := time.Since(start)
 				if err != nil {
@@ -140,13 +152,21 @@ func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, work
 		return nil, err
 	}
 	var all hist
-	var n int64
+	var n, locks int64
 	for w := range workers {
 		all.merge(&hists[w])
 		n += ops[w]
+		if cfg.FreshKeys {
+			locks += released[w]
+		} else if released[w] > 0 {
+			locks++
+		}
 	}
+	left, noTTL := t.keysLeft(ctx, nodes, "*lockbench:"+runID+":u:*")
 	secs := s1.at.Sub(s0.at).Seconds()
 	return map[string]float64{
+		MKeysLeft:    perOp(0, left, float64(locks*int64(nodes))),
+		MKeysNoTTL:   float64(noTTL),
 		MOpsPerSec:   float64(n) / secs,
 		MLatP50:      us(all.quantile(0.5)),
 		MLatP99:      us(all.quantile(0.99)),

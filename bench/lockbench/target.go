@@ -194,6 +194,43 @@ func (t *target) serverCalls(ctx context.Context, n int) int64 {
 	return total
 }
 
+// keysLeft counts the keys matching pattern on the first n nodes, and of
+// them the keys without expiry; -1, 0 when the nodes cannot be scanned.
+func (t *target) keysLeft(ctx context.Context, n int, pattern string) (left, noTTL int64) {
+	if n > len(t.admin) {
+		return -1, 0
+	}
+	for _, a := range t.admin[:n] {
+		iter := a.Scan(ctx, 0, pattern, 1000).Iterator()
+		var batch []string
+		check := func() {
+			pipe := a.Pipeline()
+			cmds := make([]*redis.DurationCmd, len(batch))
+			for i, k := range batch {
+				cmds[i] = pipe.PTTL(ctx, k)
+			}
+			_, _ = pipe.Exec(ctx)
+			for _, c := range cmds {
+				if c.Val() == -1 { // PTTL -1 ms: no expiry
+					noTTL++
+				}
+			}
+			batch = batch[:0]
+		}
+		for iter.Next(ctx) {
+			left++
+			if batch = append(batch, iter.Val()); len(batch) == 1000 {
+				check()
+			}
+		}
+		if iter.Err() != nil {
+			return -1, 0
+		}
+		check()
+	}
+	return left, noTTL
+}
+
 func infoField(s, key string) string {
 	for _, line := range strings.Split(s, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+"="); ok {

@@ -5,20 +5,18 @@ package keys
 
 import "strings"
 
-// Lock is the set of Redis keys of one lock.
+// Lock names one lock's Redis key and wake channel. A lock has one key of
+// its own (see scripts/obtain.lua); fair mode adds its queue's two sorted
+// sets, named on demand (Queue, QExp).
 type Lock struct {
-	Lock  string // the lock: "token:fence[:holder;][*]" with the lease's TTL
-	Fence string // the fence counter
-	Rel   string // the tokens of recent releases (release.lua)
-	Wake  string // the pub/sub channel on which a release announces itself
-	Queue string // fair mode: waiters' tickets by arrival
-	QExp  string // fair mode: each queue entry's deadline
+	Lock string // the lock key: a grant or a released record
+	Wake string // the pub/sub channel on which a release announces itself
 
-	// The KEYS of the scripts, as slices of one array so that passing them
-	// allocates nothing: obtain takes {Lock, Fence} and, for a handoff,
-	// Rel; release takes {Lock, Rel, Wake, Queue}.
-	Obtain  [3]string
-	Release [4]string
+	// Pair is {Lock, Wake}: release's KEYS, and Pair[:1] every other
+	// script's, as one array so that passing them allocates nothing.
+	Pair [2]string
+	// Boxed is Pair as script arguments, boxed once.
+	Boxed [2]any
 }
 
 // tagEscaper makes any key a valid hash-tag body: Redis ends a tag at the
@@ -26,49 +24,49 @@ type Lock struct {
 // The mapping is injective, so distinct keys never share Redis keys.
 var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 
-// suffixes name the helper keys: fence counter, released tokens, wake
-// channel, fair queue, fair queue deadlines.
-var suffixes = [...]string{":fence", ":rel", ":wake", ":queue", ":qexp"}
-
 // Tagged is prefix + "{" + the escaped key + "}": the lock key itself, and
 // the stem of its helper keys.
 func Tagged(prefix, key string) string {
 	return prefix + "{" + tagEscaper.Replace(key) + "}"
 }
 
-// New returns the keys of the lock on key under prefix. All of them are
-// slices of one string, so it allocates once (plus the escaping, when the
-// key holds '%' or '}').
+// wake is the suffix of the wake channel.
+const wake = ":wake"
+
+// New returns the names of the lock on key under prefix. The lock key is a
+// prefix of the wake channel's name, so it allocates once (plus the
+// escaping, when the key holds '%' or '}').
 func New(prefix, key string) Lock {
-	tag := tagEscaper.Replace(key)
+	tag := key
+	if strings.ContainsAny(key, "%}") {
+		tag = tagEscaper.Replace(key)
+	}
 	n := len(prefix) + len(tag) + 2
-	size := 0
-	for _, s := range suffixes {
-		size += n + len(s)
-	}
 	var b strings.Builder
-	b.Grow(size)
-	var names [len(suffixes)]string
-	for i, suffix := range suffixes {
-		start := b.Len()
-		b.WriteString(prefix)
-		b.WriteByte('{')
-		b.WriteString(tag)
-		b.WriteByte('}')
-		b.WriteString(suffix)
-		names[i] = b.String()[start:] // a Builder never changes bytes it has written
-	}
-	k := Lock{Lock: names[0][:n], Fence: names[0], Rel: names[1], Wake: names[2], Queue: names[3], QExp: names[4]}
-	k.Obtain = [3]string{k.Lock, k.Fence, k.Rel}
-	k.Release = [4]string{k.Lock, k.Rel, k.Wake, k.Queue}
-	return k
+	b.Grow(n + len(wake))
+	b.WriteString(prefix)
+	b.WriteByte('{')
+	b.WriteString(tag)
+	b.WriteByte('}')
+	b.WriteString(wake)
+	w := b.String()
+	return Lock{Lock: w[:n], Wake: w, Pair: [2]string{w[:n], w}, Boxed: [2]any{w[:n], w}}
 }
 
-// FairObtain is the KEYS of fair_obtain.lua: {Lock, Fence, Queue, QExp}.
-func (k Lock) FairObtain() []string { return []string{k.Lock, k.Fence, k.Queue, k.QExp} }
+// Queue is fair mode's queue of waiters' tickets by arrival.
+func (k Lock) Queue() string { return k.Lock + ":queue" }
+
+// QExp is fair mode's queue entry deadlines.
+func (k Lock) QExp() string { return k.Lock + ":qexp" }
+
+// FairObtain is the KEYS of fair_obtain.lua: {Lock, Queue, QExp}.
+func (k Lock) FairObtain() []string { return []string{k.Lock, k.Queue(), k.QExp()} }
+
+// FairRelease is the KEYS of release.lua in fair mode: {Lock, Wake, Queue}.
+func (k Lock) FairRelease() []string { return []string{k.Lock, k.Wake, k.Queue()} }
 
 // FairLeave is the KEYS of fair_leave.lua: {Lock, Wake, Queue, QExp}.
-func (k Lock) FairLeave() []string { return []string{k.Lock, k.Wake, k.Queue, k.QExp} }
+func (k Lock) FairLeave() []string { return []string{k.Lock, k.Wake, k.Queue(), k.QExp()} }
 
 // Record is the Redis key of the fenced record of key (lease.Store).
 func Record(prefix, key string) string { return Tagged(prefix, key) + ":rec" }

@@ -5,10 +5,15 @@ import "testing"
 func TestNew(t *testing.T) {
 	k := New("p:", "a}b%")
 	const l = "p:{a%7Db%25}"
-	want := Lock{Lock: l, Fence: l + ":fence", Rel: l + ":rel", Wake: l + ":wake", Queue: l + ":queue", QExp: l + ":qexp",
-		Obtain: [3]string{l, l + ":fence", l + ":rel"}, Release: [4]string{l, l + ":rel", l + ":wake", l + ":queue"}}
+	want := Lock{Lock: l, Wake: l + ":wake", Pair: [2]string{l, l + ":wake"}, Boxed: [2]any{l, l + ":wake"}}
 	if k != want {
 		t.Fatalf("New = %+v, want %+v", k, want)
+	}
+	if k.Queue() != l+":queue" || k.QExp() != l+":qexp" {
+		t.Fatalf("fair keys %q, %q", k.Queue(), k.QExp())
+	}
+	if p := New("p:", "plain"); p.Lock != "p:{plain}" || p.Wake != "p:{plain}:wake" {
+		t.Fatalf("New = %+v", p)
 	}
 	if r := Record("p:", "a}b%"); r != l+":rec" {
 		t.Fatalf("Record = %q", r)
@@ -21,13 +26,13 @@ func TestNew(t *testing.T) {
 func TestSlot(t *testing.T) {
 	// Values from Redis' CLUSTER KEYSLOT.
 	for key, want := range map[string]uint16{
-		"foo":               12182,
-		"{user1000}.a":      3443,
-		"{user1000}.b":      3443,
-		"foo{}{bar}":        8363,
-		"{}foo":             9500,
-		"redislock:{k}":     Slot("k"),
-		"redislock:{k}:rel": Slot("k"),
+		"foo":                12182,
+		"{user1000}.a":       3443,
+		"{user1000}.b":       3443,
+		"foo{}{bar}":         8363,
+		"{}foo":              9500,
+		"redislock:{k}":      Slot("k"),
+		"redislock:{k}:wake": Slot("k"),
 	} {
 		if got := Slot(key); got != want {
 			t.Errorf("Slot(%q) = %d, want %d", key, got, want)

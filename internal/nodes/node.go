@@ -53,6 +53,7 @@ type Node struct {
 	Deadlines bool // go-redis applies context deadlines to the node's socket
 
 	inflight atomic.Int32 // live calls (auto-pipelining's load)
+	down     atomic.Bool  // the last call that ended did not reach the server (Down)
 	fanned   atomic.Int32 // of them, fan-out calls (MaxLive)
 	cleaning atomic.Int32 // clean-up calls (MaxCleanup)
 
@@ -86,9 +87,41 @@ func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f
 		defer cancel()
 	}
 	k := n.inflight.Add(1)
-	defer n.inflight.Add(-1)
-	return f(ctx, n.scripter(pipeline && k > AutoPipelineAbove))
+	err := f(ctx, n.scripter(pipeline && k > AutoPipelineAbove))
+	n.inflight.Add(-1)
+	n.noteReached(err)
+	return err
 }
+
+// noteReached records whether a call that ended with err reached the
+// server: it did when it succeeded or the server answered with an error
+// reply; it did not on a network error or a timeout. A call cancelled by
+// its caller tells nothing.
+func (n *Node) noteReached(err error) {
+	switch {
+	case err == nil || isReply(err):
+		if n.down.Load() {
+			n.down.Store(false)
+		}
+	case errors.Is(err, context.Canceled):
+	default:
+		if !n.down.Load() {
+			n.down.Store(true)
+		}
+	}
+}
+
+// isReply reports whether err is an error reply of the server (kept out of
+// noteReached, so that a call without error allocates nothing).
+func isReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
+}
+
+// Down reports whether the node's last call that ended did not reach the
+// server (a network error or a timeout): the node is unreachable until a
+// call gets through again.
+func (n *Node) Down() bool { return n.down.Load() }
 
 // scripter returns where a call goes: the node's AutoPipeliner (set up on
 // first use; cached by go-redis and closed with the go-redis client) when

@@ -27,16 +27,17 @@ func TestBatchRefreshScript(t *testing.T) {
 		set("other", "tok2:8")
 		set("prefix", "tok3x:9") // "tok3" is a prefix of its holder's token
 		set("twice", "tok4:10")
+		set("released", "~:11: tok5") // a released record lists tok5: not held
 		if err := rdb.RPush(ctx, key("list"), "x").Err(); err != nil {
 			t.Fatal(err)
 		}
-		keys := []string{key("held"), key("other"), key("absent"), key("prefix"), key("list"), key("twice")}
-		tokens := []string{"tok1", "tok1", "tok1", "tok3", "tok1", "tok4"}
+		keys := []string{key("held"), key("other"), key("absent"), key("prefix"), key("list"), key("twice"), key("released")}
+		tokens := []string{"tok1", "tok1", "tok1", "tok3", "tok1", "tok4", "tok5"}
 		got, err := BatchRefresh(ctx, rdb, keys, tokens, 60000, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []BatchStatus{BatchRenewed, BatchNotHeld, BatchNotHeld, BatchNotHeld, BatchWrongType, BatchRenewed}
+		want := []BatchStatus{BatchRenewed, BatchNotHeld, BatchNotHeld, BatchNotHeld, BatchWrongType, BatchRenewed, BatchNotHeld}
 		if !slices.Equal(got, want) {
 			t.Fatalf("statuses %v, want %v", got, want)
 		}

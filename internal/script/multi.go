@@ -15,17 +15,17 @@ type MultiObtainReply struct {
 }
 
 // MultiObtain takes the locks of one slot at once, all or nothing
-// (multi_obtain.lua); keys are {lock1, fence1, lock2, fence2, ...}.
-func MultiObtain(ctx context.Context, rdb redis.Scripter, keys []string, token any, ms int64, counterTTL, holder any) (MultiObtainReply, error) {
-	res, err := multiObtain.Run(ctx, rdb, keys, token, ms, counterTTL, holder).Slice()
-	v := make([]int64, max(len(keys)/2+1, 3))
+// (multi_obtain.lua); keys are the lock keys.
+func MultiObtain(ctx context.Context, rdb redis.Scripter, keys []string, token any, ms int64, holder any) (MultiObtainReply, error) {
+	res, err := multiObtain.Run(ctx, rdb, keys, token, ms, holder).Slice()
+	v := make([]int64, max(len(keys)+1, 3))
 	n, err := ints(v, "multi_obtain", res, err)
 	switch {
 	case err != nil:
 		return MultiObtainReply{}, err
-	case n == len(keys)/2+1 && v[0] == 1:
+	case n == len(keys)+1 && v[0] == 1:
 		return MultiObtainReply{Granted: true, Fences: v[1:n]}, nil
-	case n == 3 && v[0] == 0 && v[1] >= 1 && int(v[1]) <= len(keys)/2:
+	case n == 3 && v[0] == 0 && v[1] >= 1 && int(v[1]) <= len(keys):
 		return MultiObtainReply{HeldAt: int(v[1]) - 1, PTTL: v[2]}, nil
 	}
 	return MultiObtainReply{}, unexpected("multi_obtain", res)
@@ -38,11 +38,12 @@ func MultiRefresh(ctx context.Context, rdb redis.Scripter, keys []string, token 
 	return n == 1, err
 }
 
-// MultiRelease deletes the locks that hold token and wakes their waiters
-// (multi_release.lua); keys are {lock1, wake1, queue1, ...}. It returns how
-// many it deleted.
-func MultiRelease(ctx context.Context, rdb redis.Scripter, keys []string, token any, publish Publish) (int, error) {
-	return multiRelease.Run(ctx, rdb, keys, token, publish).Int()
+// MultiRelease gives back the locks that hold token and wakes their
+// waiters (multi_release.lua): each becomes a released record for
+// recordTTL ms; keys are {lock1, wake1, queue1, ...}. It returns how many
+// were released by this call or an earlier run of it.
+func MultiRelease(ctx context.Context, rdb redis.Scripter, keys []string, token any, publish Publish, recordTTL any) (int, error) {
+	return multiRelease.Run(ctx, rdb, keys, token, publish, recordTTL).Int()
 }
 
 // MultiTTL returns the least PTTL of the locks at keys if all hold token

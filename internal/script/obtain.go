@@ -3,7 +3,6 @@ package script
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,19 +14,23 @@ type Status int8
 const (
 	Granted     Status = 1  // the grant is the caller's (also on a replay)
 	Held        Status = 0  // another grant holds the lock
-	LowProposal Status = -1 // quorum: the proposed fence is not above the node's counter
+	LowProposal Status = -1 // quorum: the proposed fence is not above the key's last fence
 )
 
 // NoExpiry is the PTTL of a lock key without expiry (not written by
 // redislock: it would block the lock forever).
 const NoExpiry = -1
 
+// lowProposal is the first element of obtain.lua's reply to a proposal
+// that was not above the key's last fence: {lowProposal, last}.
+const lowProposal = -1
+
 // ObtainReply is an obtain script's answer.
 type ObtainReply struct {
 	Status  Status
 	Fence   int64 // Granted: the grant's fence
 	PTTL    int64 // Held: the holder's remaining lease in ms (NoExpiry: none); fair mode: or the wait for the queue's head
-	Counter int64 // LowProposal: the node's fence counter
+	Counter int64 // LowProposal: the key's last fence
 	// Released reports, for a handoff, whether the grant handed over was
 	// released (by this run or an earlier run of the same request).
 	Released bool
@@ -35,46 +38,68 @@ type ObtainReply struct {
 
 // Obtain is the request of obtain.lua.
 type Obtain struct {
-	Keys       []string // {lock, fence}; with From, {lock, fence, rel}
-	Token      any      // the new grant's token (a string, boxed once)
-	TTL        int64    // lease in ms
-	Proposal   int64    // quorum: the proposed fence; 0: mint it on the node
-	CounterTTL any      // fence counter (and released tokens) TTL in ms, boxed once
-	Holder     any      // holder identity (a string, "" for none), boxed once
-	From       any      // handoff: the token of the grant handed over; nil: none
+	Keys     []any // {lock}, boxed
+	Token    any   // the new grant's token (a string, boxed once)
+	TTL      any   // lease in ms (an int64, boxed once)
+	Proposal int64 // quorum: the proposed fence; 0: mint it on the node
+	Holder   any   // holder identity (a string, "" for none), boxed once
+	From     any   // handoff: the token of the grant handed over; nil: none
 }
 
 // Run sends the request (obtain.lua).
 func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error) {
-	var cmd *redis.Cmd
-	if o.From != nil {
-		cmd = obtain.Run(ctx, rdb, o.Keys, o.Token, o.TTL, o.Proposal, o.CounterTTL, o.Holder, o.From)
-	} else {
-		cmd = obtain.Run(ctx, rdb, o.Keys, o.Token, o.TTL, o.Proposal, o.CounterTTL, o.Holder)
+	a := append(obtainFast.args(o.Keys, 5), o.Token, o.TTL, o.Proposal, o.Holder)
+	if o.From == nil && o.Proposal == 0 {
+		// The reply is one integer.
+		n, err := obtainFast.runInt(ctx, rdb, len(o.Keys), a)
+		if err != nil {
+			return ObtainReply{}, err
+		}
+		return obtainInt(n), nil
 	}
-	var v [3]int64
-	res, err := cmd.Slice()
-	n, err := ints(v[:], "obtain", res, err)
+	if o.From != nil {
+		a = append(a, o.From)
+	}
+	res, err := obtainFast.run(ctx, rdb, len(o.Keys), a)
 	if err != nil {
 		return ObtainReply{}, err
 	}
-	if n != 2 && (o.From == nil || n != 3) {
-		return ObtainReply{}, unexpected("obtain", slices.Clone(v[:n]))
+	if n, ok := res.(int64); ok && o.From == nil {
+		return obtainInt(n), nil
 	}
-	r, err := obtainReply("obtain", v[0], v[1])
-	r.Released = n == 3 && v[2] == 1
-	return r, err
+	var v [2]int64
+	arr, _ := res.([]any)
+	if n, err := ints(v[:], "obtain", arr, nil); err != nil || n != 2 {
+		return ObtainReply{}, unexpected("obtain", res)
+	}
+	switch {
+	case o.From != nil && (v[1] == 0 || v[1] == 1):
+		r := obtainInt(v[0])
+		r.Released = v[1] == 1
+		return r, nil
+	case o.From == nil && v[0] == lowProposal:
+		return ObtainReply{Status: LowProposal, Counter: v[1]}, nil
+	}
+	return ObtainReply{}, unexpected("obtain", res)
+}
+
+// obtainInt reads obtain.lua's integer reply: a fence > 0 granted, else
+// -(PTTL + 1) of the holder.
+func obtainInt(n int64) ObtainReply {
+	if n > 0 {
+		return ObtainReply{Status: Granted, Fence: n}
+	}
+	return ObtainReply{Status: Held, PTTL: -n - 1}
 }
 
 // FairObtain is the request of fair_obtain.lua.
 type FairObtain struct {
-	Keys       []string // {lock, fence, queue, qexp}
-	Token      any
-	TTL        int64
-	CounterTTL any
-	QueueTTL   int64  // a queue entry's lifetime in ms
-	Ticket     string // the waiter's place in the queue
-	Holder     any
+	Keys     []string // {lock, queue, qexp}
+	Token    any
+	TTL      any    // lease in ms (an int64, boxed once)
+	QueueTTL int64  // a queue entry's lifetime in ms
+	Ticket   string // the waiter's place in the queue
+	Holder   any
 }
 
 // Run sends the request (fair_obtain.lua). A Held reply's PTTL is the
@@ -82,25 +107,19 @@ type FairObtain struct {
 // the time until that waiter's queue entry expires.
 func (o FairObtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error) {
 	var v [2]int64
-	res, err := fairObtain.Run(ctx, rdb, o.Keys, o.Token, o.TTL, o.CounterTTL, o.QueueTTL, o.Ticket, o.Holder).Slice()
+	res, err := fairObtain.Run(ctx, rdb, o.Keys, o.Token, o.TTL, o.QueueTTL, o.Ticket, o.Holder).Slice()
 	n, err := ints(v[:], "fair_obtain", res, err)
 	if err != nil {
 		return ObtainReply{}, err
 	}
 	if n != 2 {
-		return ObtainReply{}, unexpected("fair_obtain", slices.Clone(v[:n]))
+		return ObtainReply{}, unexpected("fair_obtain", res)
 	}
-	return obtainReply("fair_obtain", v[0], v[1])
-}
-
-func obtainReply(name string, status, n int64) (ObtainReply, error) {
-	switch Status(status) {
+	switch Status(v[0]) {
 	case Granted:
-		return ObtainReply{Status: Granted, Fence: n}, nil
+		return ObtainReply{Status: Granted, Fence: v[1]}, nil
 	case Held:
-		return ObtainReply{Status: Held, PTTL: n}, nil
-	case LowProposal:
-		return ObtainReply{Status: LowProposal, Counter: n}, nil
+		return ObtainReply{Status: Held, PTTL: v[1]}, nil
 	}
-	return ObtainReply{}, unexpected(name, fmt.Sprint(status, n))
+	return ObtainReply{}, unexpected("fair_obtain", fmt.Sprint(v))
 }

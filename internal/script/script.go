@@ -15,10 +15,13 @@ import (
 )
 
 var (
-	obtain       = redis.NewScript(scripts.Obtain)
-	refresh      = redis.NewScript(scripts.Refresh)
-	release      = redis.NewScript(scripts.Release)
-	ttl          = redis.NewScript(scripts.TTL)
+	obtainFast   = newFast(scripts.Obtain)
+	refreshFast  = newFast(scripts.Refresh)
+	releaseFast  = newFast(scripts.Release)
+	ttlFast      = newFast(scripts.TTL)
+	obtain       = obtainFast.script
+	refresh      = refreshFast.script
+	release      = releaseFast.script
 	inspect      = redis.NewScript(scripts.Inspect)
 	fairObtain   = redis.NewScript(scripts.FairObtain)
 	fairLeave    = redis.NewScript(scripts.FairLeave)
@@ -76,18 +79,20 @@ func ints(dst []int64, name string, res []any, err error) (int, error) {
 	return len(res), nil
 }
 
-// Refresh extends the lock at key to ms milliseconds if it holds token
-// (refresh.lua). held reports whether it did.
-func Refresh(ctx context.Context, rdb redis.Scripter, key []string, token any, ms int64) (held bool, err error) {
-	n, err := refresh.Run(ctx, rdb, key, token, ms).Int64()
+// Refresh extends the lock at key (boxed) to ms milliseconds if it holds
+// token (refresh.lua). held reports whether it did.
+func Refresh(ctx context.Context, rdb redis.Scripter, key []any, token any, ms int64) (held bool, err error) {
+	n, err := refreshFast.runInt(ctx, rdb, len(key), append(refreshFast.args(key, 2), token, ms))
 	return n == 1, err
 }
 
-// Release deletes the lock if it holds token and wakes its waiters
-// (release.lua); keys are {lock, rel, wake, queue}. released reports
-// whether the grant was released by this call or an earlier run of it.
-func Release(ctx context.Context, rdb redis.Scripter, keys []string, token any, publish Publish, relTTL any, queue Queue) (released bool, err error) {
-	n, err := release.Run(ctx, rdb, keys, token, publish, relTTL, queue).Int64()
+// Release gives the lock back if it holds token and wakes its waiters
+// (release.lua): the key becomes a released record for recordTTL ms (an
+// int64, boxed once); keys are {lock, wake}, in fair mode {lock, wake,
+// queue}, boxed. released reports whether the grant was released by this
+// call or an earlier run of it.
+func Release(ctx context.Context, rdb redis.Scripter, keys []any, token any, publish Publish, recordTTL any, queue Queue) (released bool, err error) {
+	n, err := releaseFast.runInt(ctx, rdb, len(keys), append(releaseFast.args(keys, 4), token, publish, recordTTL, queue))
 	return n == 1, err
 }
 
@@ -95,10 +100,10 @@ func Release(ctx context.Context, rdb redis.Scripter, keys []string, token any, 
 // not hold the lock.
 const ttlNotHeld = -3
 
-// TTL returns the lock's PTTL in milliseconds if it holds token (ttl.lua);
-// held is false otherwise.
-func TTL(ctx context.Context, rdb redis.Scripter, key []string, token any) (ms int64, held bool, err error) {
-	n, err := ttl.Run(ctx, rdb, key, token).Int64()
+// TTL returns the lock's PTTL in milliseconds if it holds token (ttl.lua;
+// key boxed); held is false otherwise.
+func TTL(ctx context.Context, rdb redis.Scripter, key []any, token any) (ms int64, held bool, err error) {
+	n, err := ttlFast.runInt(ctx, rdb, len(key), append(ttlFast.args(key, 1), token))
 	if err != nil {
 		return 0, false, err
 	}

@@ -24,150 +24,138 @@ func TestObtainScriptReplay(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "replay")
-		run := func(token string, proposal int64) []int64 {
+		run := func(token string, proposal int64) ObtainReply {
 			t.Helper()
-			res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], token, 10000, proposal, 60000, "").Int64Slice()
+			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Proposal: proposal, Holder: ""}.Run(ctx, rdb)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return res
+			return r
 		}
 		first := run("tok", 0)
 		again := run("tok", 0)
-		if first[0] != 1 || again[0] != 1 || again[1] != first[1] {
-			t.Fatalf("replay = %v after %v, want the same grant", again, first)
+		if first.Status != Granted || again != first {
+			t.Fatalf("replay = %+v after %+v, want the same grant", again, first)
 		}
-		if c, _ := rdb.Get(ctx, k.Fence).Int64(); c != first[1] {
-			t.Fatalf("counter %d after replay, want %d (no second fence)", c, first[1])
-		}
-		if other := run("tok2", 0); other[0] != 0 || other[1] <= 0 {
-			t.Fatalf("other token = %v, want held with its PTTL", other)
+		if other := run("tok2", 0); other.Status != Held || other.PTTL <= 0 || other.PTTL > 10000 {
+			t.Fatalf("other token = %+v, want held with its PTTL", other)
 		}
 		// A token that is a prefix of the holder's is someone else.
-		if other := run("to", 0); other[0] != 0 {
-			t.Fatalf("prefix token = %v, want held", other)
+		if other := run("to", 0); other.Status != Held {
+			t.Fatalf("prefix token = %+v, want held", other)
 		}
-		rdb.Del(ctx, k.Lock)
-		// Quorum proposals: at or below the counter are refused with it.
-		if low := run("q1", first[1]); low[0] != -1 || low[1] != first[1] {
-			t.Fatalf("low proposal = %v", low)
+		if n, err := releaseScript.Run(ctx, rdb, k.Pair[:], "tok", "p", 60000, "").Int64(); n != 1 || err != nil {
+			t.Fatal(n, err)
 		}
-		if ok := run("q2", first[1]+5); ok[0] != 1 || ok[1] != first[1]+5 {
-			t.Fatalf("high proposal = %v", ok)
+		// Quorum proposals: at or below the released record's fence are
+		// refused with it.
+		if low := run("q1", first.Fence); low.Status != LowProposal || low.Counter != first.Fence {
+			t.Fatalf("low proposal = %+v", low)
+		}
+		if ok := run("q2", first.Fence+5); ok.Status != Granted || ok.Fence != first.Fence+5 {
+			t.Fatalf("high proposal = %+v", ok)
 		}
 		// Zero or negative TTLs are refused by the script itself.
 		rdb.Del(ctx, k.Lock)
-		if err := obtainScript.Run(ctx, rdb, k.Obtain[:], "t", 0, 0, 60000, "").Err(); err == nil {
+		if err := obtainScript.Run(ctx, rdb, k.Pair[:1], "t", 0, 0, "").Err(); err == nil {
 			t.Fatal("obtain with TTL 0 accepted")
 		}
-		if err := refreshScript.Run(ctx, rdb, []string{k.Lock}, "t", -1).Err(); err == nil {
+		if err := refreshScript.Run(ctx, rdb, k.Pair[:1], "t", -1).Err(); err == nil {
 			t.Fatal("refresh with TTL -1 accepted")
 		}
 		if n := rdb.Exists(ctx, k.Lock).Val(); n != 0 {
 			t.Fatal("a refused obtain wrote the lock")
 		}
+		// A value without expiry answers held with NoExpiry.
+		rdb.Set(ctx, k.Lock, "x:1::;", 0)
+		if r := run("t", 0); r.Status != Held || r.PTTL != NoExpiry {
+			t.Fatalf("a key without expiry = %+v", r)
+		}
 	})
 }
 
 // release.lua answers a replay of its own release (a reply lost to EOF and
-// re-sent by go-redis) with "released", never "not held"; another token still
-// gets "not held"; the counter keeps counting.
+// re-sent by go-redis) with "released", never "not held", also after other
+// grants came in between; another token still gets "not held". Each
+// release leaves the one key with the record TTL, and the fence goes on.
 func TestReleaseScriptReplay(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "rel")
-		res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], "tok", 10000, 0, 60000, "").Int64Slice()
-		if err != nil || res[0] != 1 {
-			t.Fatal(res, err)
-		}
-		release := func(token string) int64 {
+		obtain := func(tok string) int64 {
 			t.Helper()
-			n, err := releaseScript.Run(ctx, rdb, k.Release[:], token, "p", 60000, "").Int64()
+			r, err := Obtain{Keys: k.Boxed[:1], Token: tok, TTL: 10000, Holder: ""}.Run(ctx, rdb)
+			if err != nil || r.Status != Granted {
+				t.Fatal(r, err)
+			}
+			return r.Fence
+		}
+		release := func(token string) bool {
+			t.Helper()
+			ok, err := Release(ctx, rdb, k.Boxed[:], token, PublishPlain, 5000, QueueNo)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return n
+			return ok
 		}
-		if first, replay := release("tok"), release("tok"); first != 1 || replay != 1 {
-			t.Fatalf("release = %d, its replay = %d, want 1 and 1", first, replay)
+		first := obtain("tok")
+		if a, b := release("tok"), release("tok"); !a || !b {
+			t.Fatalf("release = %v, its replay = %v, want true and true", a, b)
 		}
-		if release("other") != 0 || release("ok") != 0 {
-			t.Fatal("another token's release answered 1")
+		if release("other") || release("to") {
+			t.Fatal("another token's release answered released")
 		}
-		if ttl := rdb.PTTL(ctx, k.Fence).Val(); ttl <= 0 {
-			t.Fatalf("counter lost its TTL: %v", ttl)
+		if ttl := rdb.PTTL(ctx, k.Lock).Val(); ttl <= 0 || ttl > 5*time.Second {
+			t.Fatalf("released record's TTL %v, want in (0, 5s]", ttl)
 		}
-		next, err := obtainScript.Run(ctx, rdb, k.Obtain[:], "tok2", 10000, 0, 60000, "").Int64Slice()
-		if err != nil || next[0] != 1 || next[1] <= res[1] {
-			t.Fatalf("next grant %v after fence %d: %v", next, res[1], err)
+		if next := obtain("tok2"); next != first+1 {
+			t.Fatalf("next grant's fence %d after %d, want +1", next, first)
 		}
-		// A replay after other grants and releases still finds its own
-		// release, up to 8 releases back.
-		cycle := func(tok string) {
-			t.Helper()
-			if r, err := obtainScript.Run(ctx, rdb, k.Obtain[:], tok, 10000, 0, 60000, "").Int64Slice(); err != nil || r[0] != 1 {
-				t.Fatal(r, err)
-			}
-			if release(tok) != 1 {
-				t.Fatal("release", tok)
-			}
+		// A replay after a later grant (and more releases) still finds its
+		// own release, up to 8 releases back.
+		if !release("tok") {
+			t.Fatal("a replay after the next grant answered not held")
 		}
-		if release("tok2") != 1 {
+		if !release("tok2") {
 			t.Fatal("release tok2")
 		}
 		// Real tokens have one length (rand.Text), by which the list is cut.
 		toks := make([]string, 40)
+		last := first + 1
 		for i := range toks {
 			toks[i] = rand.Text()
-		}
-		for i, tok := range toks {
-			cycle(tok)
-			// Every release within the last 8 is remembered, whatever
-			// the trimming has done.
-			for _, back := range toks[max(0, i-7) : i+1] {
-				if release(back) != 1 {
-					t.Fatalf("release %d: a replay of %d answered not held: %q", i, i-slices.Index(toks, back), rdb.Get(ctx, k.Fence).Val())
+			f := obtain(toks[i])
+			if f != last+1 {
+				t.Fatalf("fence %d after %d", f, last)
+			}
+			last = f
+			// Every release within the last 8 is remembered, also while
+			// the next grant holds the lock.
+			for _, back := range toks[max(0, i-7):i] {
+				if !release(back) {
+					t.Fatalf("grant %d: a replay of %d answered not held: %q", i, i-slices.Index(toks, back), rdb.Get(ctx, k.Lock).Val())
 				}
 			}
+			if !release(toks[i]) {
+				t.Fatal("release", i)
+			}
 		}
-		if c := rdb.Get(ctx, k.Release[1]).Val(); len(c) > 16*27 {
-			t.Fatalf("released tokens %q grow without bound", c)
+		if v := rdb.Get(ctx, k.Lock).Val(); len(v) > len("~:1796122479709531:")+8*27 {
+			t.Fatalf("released record %q grows without bound", v)
 		}
-		if ttl := rdb.PTTL(ctx, k.Release[1]).Val(); ttl <= 0 {
-			t.Fatalf("released tokens without TTL: %v", ttl)
-		}
-		if release(toks[0]) != 0 {
+		if release(toks[0]) {
 			t.Fatal("a release 40 back is still remembered")
 		}
-		// Without a counter (evicted, flushed, expired), the next grant
-		// starts it again from the server clock, with a TTL, above every
-		// earlier fence.
-		before, _ := rdb.Get(ctx, k.Fence).Int64()
-		rdb.Del(ctx, k.Fence)
-		r, _ := obtainScript.Run(ctx, rdb, k.Obtain[:], "x", 10000, 0, 60000, "").Int64Slice()
-		if r[0] != 1 || r[1] <= before {
-			t.Fatalf("grant after the counter was lost: %v, after fence %d", r, before)
+		if n, _ := rdb.DBSize(ctx).Result(); n != 1 {
+			t.Fatalf("%d keys after releases, want the lock key alone", n)
 		}
-		if rdb.PTTL(ctx, k.Fence).Val() <= 0 {
-			t.Fatalf("counter written without TTL: %v", rdb.PTTL(ctx, k.Fence).Val())
-		}
-		if release("x") != 1 {
-			t.Fatal("release x")
-		}
-		if low := run2(t, rdb, k, 1); low[0] != -1 {
-			t.Fatalf("proposal check after a release: %v", low)
+		// Without the key (expired, flushed, evicted), the next grant starts
+		// from the server clock, above every earlier fence.
+		rdb.Del(ctx, k.Lock)
+		if f := obtain("x"); f <= last {
+			t.Fatalf("grant after the key was lost: %d, after fence %d", f, last)
 		}
 	})
-}
-
-func run2(t *testing.T, rdb *redis.Client, k keys.Lock, proposal int64) []int64 {
-	t.Helper()
-	rdb.Del(context.Background(), k.Lock)
-	res, err := obtainScript.Run(context.Background(), rdb, k.Obtain[:], "q", 10000, proposal, 60000, "").Int64Slice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
 }
 
 // eachScriptTarget runs fn against the servers the script tests run on: a
@@ -193,35 +181,37 @@ func TestHandoffScript(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "handoff")
-		run := func(token string, from ...any) []int64 {
+		run := func(token string, from any) ObtainReply {
 			t.Helper()
-			args := append([]any{token, 10000, 0, 60000, ""}, from...)
-			res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], args...).Int64Slice()
+			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Holder: "", From: from}.Run(ctx, rdb)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return res
+			return r
 		}
-		first := run("r")
-		want := []int64{1, first[1] + 1, 1}
-		if got := run("w", "r"); !slices.Equal(got, want) {
-			t.Fatalf("handoff = %v, want %v", got, want)
+		first := run("r", nil)
+		want := ObtainReply{Status: Granted, Fence: first.Fence + 1, Released: true}
+		if got := run("w", "r"); got != want {
+			t.Fatalf("handoff = %+v, want %+v", got, want)
 		}
-		if got := run("w", "r"); !slices.Equal(got, want) {
-			t.Fatalf("replayed handoff = %v, want %v", got, want)
+		if got := run("w", "r"); got != want {
+			t.Fatalf("replayed handoff = %+v, want %+v", got, want)
 		}
-		if v := rdb.Get(ctx, k.Lock).Val(); v != "w:"+strconv.FormatInt(want[1], 10) {
+		if v := rdb.Get(ctx, k.Lock).Val(); v != "w:"+strconv.FormatInt(want.Fence, 10)+": r:;" {
 			t.Fatalf("lock holds %q", v)
 		}
-		if n, _ := releaseScript.Run(ctx, rdb, k.Release[:], "r", "p", 60000, "").Int64(); n != 1 {
+		if ok, _ := Release(ctx, rdb, k.Boxed[:], "r", PublishPlain, 60000, QueueNo); !ok {
 			t.Fatal("a replayed release of the handed-over grant answered not held")
 		}
-		if got := run("x", "y"); got[0] != 0 || got[1] <= 0 || got[2] != 0 {
-			t.Fatalf("handoff from a non-holder = %v, want held, not released", got)
+		if got := run("x", "y"); got.Status != Held || got.PTTL <= 0 || got.Released {
+			t.Fatalf("handoff from a non-holder = %+v, want held, not released", got)
+		}
+		if got := run("x", "r"); got.Status != Held || !got.Released {
+			t.Fatalf("replayed handoff after the next grant = %+v, want held, released", got)
 		}
 		rdb.Del(ctx, k.Lock)
-		if got := run("z", "w"); got[0] != 1 || got[1] != want[1]+1 || got[2] != 0 {
-			t.Fatalf("handoff of a free lock = %v, want granted, not released", got)
+		if got := run("z", "w"); got.Status != Granted || got.Released {
+			t.Fatalf("handoff of a free lock = %+v, want granted, not released", got)
 		}
 	})
 }
@@ -239,15 +229,19 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		}
 		obtain := func(token string, from ...any) int64 {
 			t.Helper()
-			res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], append([]any{token, 10000, 0, 60000, ""}, from...)...).Int64Slice()
+			var f any
+			if len(from) > 0 {
+				f = from[0]
+			}
+			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Holder: "", From: f}.Run(ctx, rdb)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return res[0]
+			return int64(r.Status)
 		}
 		release := func(token string) {
 			t.Helper()
-			if n, err := releaseScript.Run(ctx, rdb, k.Release[:], token, "p", 60000, "").Int64(); n != 1 || err != nil {
+			if n, err := releaseScript.Run(ctx, rdb, k.Pair[:], token, "p", 60000, "").Int64(); n != 1 || err != nil {
 				t.Fatal(n, err)
 			}
 		}
@@ -265,7 +259,7 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		if obtain("c") != 0 {
 			t.Fatal("c granted while b holds")
 		}
-		if v := rdb.Get(ctx, k.Lock).Val(); !strings.HasPrefix(v, "b:") || !strings.HasSuffix(v, "*") {
+		if v := rdb.Get(ctx, k.Lock).Val(); !strings.HasPrefix(v, "b:") || !strings.HasSuffix(v, ";*") {
 			t.Fatalf("lock after a failed attempt = %q, want b's grant marked", v)
 		}
 		if obtain("d", "b") != 1 {
@@ -278,25 +272,24 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 	})
 }
 
-// A fence counter in the format of an earlier version ("fence tok1 tok2"),
-// or one that is not a number at all, does not fail the grant: the fence
-// continues from its leading number, or from the server clock.
-func TestObtainScriptOldCounter(t *testing.T) {
+// A lock key in a format this version did not write (an earlier version's
+// "token:fence", or anything else) is held by someone else: no crash, no
+// grant, no release; once it expires the fence starts from the clock.
+func TestObtainScriptUnknownValue(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "old")
-		for _, tc := range []struct {
-			counter string
-			min     int64
-		}{{"123 TOKA TOKB", 124}, {"garbage", 1_000_000_000_000_000}} {
-			rdb.Del(ctx, k.Lock)
-			rdb.Set(ctx, k.Fence, tc.counter, time.Hour)
-			res, err := obtainScript.Run(ctx, rdb, k.Obtain[:], "t", 10000, 0, 60000, "").Int64Slice()
-			if err != nil || res[0] != 1 || res[1] < tc.min || (tc.min == 124 && res[1] != 124) {
-				t.Fatalf("counter %q: obtain = %v, %v", tc.counter, res, err)
+		for _, v := range []string{"TOKA:123", "TOKA:123:holder;*", "garbage", "~", "~:x:"} {
+			rdb.Set(ctx, k.Lock, v, time.Hour)
+			r, err := Obtain{Keys: k.Boxed[:1], Token: "t", TTL: 10000, Holder: ""}.Run(ctx, rdb)
+			if err != nil || r.Status != Held || r.PTTL <= 0 {
+				t.Fatalf("value %q: obtain = %+v, %v, want held", v, r, err)
 			}
-			if c, err := rdb.Get(ctx, k.Fence).Int64(); err != nil || c != res[1] {
-				t.Fatalf("counter %q: now %v (%v), want %d", tc.counter, c, err, res[1])
+			if ok, err := Release(ctx, rdb, k.Boxed[:], "t", PublishPlain, 1000, QueueNo); ok || err != nil {
+				t.Fatalf("value %q: release = %v, %v", v, ok, err)
+			}
+			if ms, held, err := TTL(ctx, rdb, k.Boxed[:1], "t"); held || err != nil {
+				t.Fatalf("value %q: ttl = %v, %v, %v", v, ms, held, err)
 			}
 		}
 	})

@@ -8,8 +8,8 @@
 -- KEYS[2]  holders: sorted set, token -> end of its lease (server ms)
 -- KEYS[3]  queue: sorted set, ticket -> queue number (arrival order)
 -- KEYS[4]  queue deadlines: sorted set, ticket -> end of its queue entry (ms)
--- KEYS[5]  fence counter: the last fence minted (expires 24 h after the last
---          grant)
+-- KEYS[5]  fence counter: the last fence minted (expires after the last
+--          grant by that grant's TTL, at least 1 s: acquire.lua's ARGV[6])
 --
 -- Time is the server's (TIME), never a client's: a lease ends when the
 -- server's clock passes it, whatever the clients' clocks say. Each script
