@@ -28,20 +28,9 @@ func clusterKeptAcrossSlots(t *testing.T, rc realCluster) {
 	c := newClient(t, rdb, redislock.WithObserver(rec))
 	const n = 60
 	const ttl = 1500 * time.Millisecond
-	var keys []string
-	var held []*lease.Held
-	for i := range n {
-		key := fmt.Sprintf("%s-%d", t.Name(), i)
-		l, err := c.Obtain(ctx, key, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := lease.Hold(ctx, l, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
+	keys, held := holdMany(t, ctx, c, t.Name(), n, ttl)
+	for _, h := range held {
 		defer h.Release(ctx)
-		keys, held = append(keys, key), append(held, h)
 	}
 	eventually(t, 10*time.Second, "every lock renewed", func() bool { return rec.renewedAll(keys) })
 	if p, k := calls.pipelines.Load(), calls.calls.Load(); p == 0 || p >= k {
@@ -188,5 +177,48 @@ func clusterAutoPipeline(t *testing.T, rc realCluster) {
 	wg.Wait()
 	if !redislock.Pipelined(c) {
 		t.Fatal("64 callers did not set up auto-pipelining")
+	}
+}
+
+// Two locks renewed with WithReplicas share calls on their master; one's
+// slot then moves to another master. Each is renewed, and acknowledged,
+// on the master that serves it now: the renewal waits on a connection per
+// current master, not on the one the locks shared.
+func clusterReplicasAcrossMigration(t *testing.T, rc realCluster) {
+	ctx := ctxT(t, 30*time.Second)
+	c := newClient(t, rc.rdb, redislock.WithReplicas(1, 2*time.Second))
+	moved := t.Name() + "-moved"
+	master := rc.masterOf(t, moved)
+	stays := ""
+	for i := 0; stays == ""; i++ {
+		if k := fmt.Sprintf("%s-stays-%d", t.Name(), i); rc.masterOf(t, k) == master && rc.slotOf(t, redislock.LockKey(k)) != rc.slotOf(t, redislock.LockKey(moved)) {
+			stays = k
+		}
+	}
+	const ttl = 1500 * time.Millisecond
+	var held []*lease.Held
+	for _, key := range []string{moved, stays} {
+		l, err := c.Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := lease.Hold(ctx, l, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Release(ctx)
+		held = append(held, h)
+	}
+	to := rc.otherMaster(t, master)
+	if err := rc.MigrateSlot(ctx, rc.slotOf(t, redislock.LockKey(moved)), to); err != nil {
+		t.Fatal(err)
+	}
+	since := validityFrom(time.Now(), ttl)
+	for _, h := range held {
+		renewedAfter(t, h.Lock(), since, 5*time.Second)
+		renewedAfter(t, h.Lock(), h.Lock().ValidUntil(), 5*time.Second)
+		if h.Err() != nil {
+			t.Fatalf("%s: %v", h.Lock().Key(), h.Err())
+		}
 	}
 }

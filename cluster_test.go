@@ -40,6 +40,7 @@ func TestCluster(t *testing.T) {
 		{"AutoPipeline", clusterAutoPipeline},
 		// Faults, last: they move slots and masters.
 		{"SlotMigration", clusterSlotMigration},
+		{"ReplicasAcrossMigration", clusterReplicasAcrossMigration},
 		{"MigrationWindow", clusterMigrationWindow},
 		{"WaiterAcrossMigration", clusterWaiterAcrossMigration},
 		{"ManualFailover", clusterManualFailover},

@@ -129,6 +129,15 @@
 // master), each lock still told of its own loss; quorum mode renews each
 // lock on its own.
 //
+// # Replica acknowledgement
+//
+// WithReplicas(k, timeout) makes each grant and refresh wait, with WAIT on
+// the granting connection, until k replicas acknowledged it; a grant they
+// did not acknowledge in time is released and returned as a *ReplicaError
+// (ErrNotReplicated). It narrows, but does not close, the window in which
+// a failover loses a lock: WAIT is no consensus, and a failover may promote
+// a replica that did not acknowledge.
+//
 // # Quorum mode
 //
 // NewQuorum takes each lock on a majority (N/2+1) of N independent masters.

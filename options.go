@@ -316,7 +316,9 @@ func WithQueueTTL(d time.Duration) Option {
 // and Sentinel). It is single-mode only (standalone, Sentinel, Cluster):
 // quorum mode, a *redis.Ring and ObtainMulti refuse it (errors matching
 // ErrInvalidArgument). The time WAIT takes comes out of the grant's
-// validity, which still starts when the request began.
+// validity, which still starts when the request began. A waiter that asks
+// for replicas is never handed the lock by a Release of its Client (see
+// the package guide, Handoff): it takes it itself, and waits for them.
 func WithReplicas(k int, timeout time.Duration) Option {
 	return optionFunc(func(o *options) {
 		switch {

@@ -77,7 +77,7 @@ func (l *Lock) keepBatched(ttl, interval time.Duration, lost func(cause error)) 
 	}
 	k := &kept{l: l, ttl: ttl, lost: lost}
 	h, err := rn.Add(renew.Entry{Group: l.c.renewGroup(l), Key: l.keys.Lock, Token: l.token, TTL: ttl, Interval: interval,
-		Drift: l.opts.drift(ttl), ValidUntil: l.ValidUntil(), Renewed: k.renewed, Lost: k.reportLost, Ref: k})
+		Drift: l.opts.drift(ttl), ValidUntil: l.ValidUntil(), Owner: k})
 	if err != nil {
 		return nil
 	}
@@ -128,8 +128,8 @@ func (k *kept) remove() {
 	k.h.Remove()
 }
 
-// renewed records a renewal's validity.
-func (k *kept) renewed(until time.Time) {
+// Renewed records a renewal's validity (renew.Owner).
+func (k *kept) Renewed(until time.Time) {
 	if k.removed.Load() {
 		return
 	}
@@ -141,8 +141,9 @@ func (k *kept) renewed(until time.Time) {
 	l.mu.Unlock()
 }
 
-// reportLost tells the holder (and the observers) that the lock is lost.
-func (k *kept) reportLost(cause error) {
+// Lost tells the holder (and the observers) that the lock is lost
+// (renew.Owner).
+func (k *kept) Lost(cause error) {
 	if k.removed.Load() {
 		return
 	}
@@ -166,56 +167,41 @@ func (l *Lock) keptEntry() *kept {
 // renewBatch is the renewer's BatchFunc: it renews reqs (locks of one
 // node) with batch_refresh.lua, one call per slot, pipelined.
 func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Request) ([]renew.Result, error) {
-	first := reqs[0].Ref.(*kept).l
+	first := reqs[0].Owner.(*kept).l
 	ttl := reqs[0].TTL
 	obs := c.obs
 	var ctxs []context.Context
 	if obs != nil {
 		ctxs = make([]context.Context, len(reqs))
 		for i, r := range reqs {
-			l := r.Ref.(*kept).l
+			l := r.Owner.(*kept).l
 			ctxs[i] = obs.refreshStart(ctx, RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true})
 		}
 	}
 	batches, index := slotBatches(reqs, c.cluster())
 	n := c.nodes[0]
-	var unacked error // WithReplicas: renewals too few replicas acknowledged
+	var unacked []error // WithReplicas: per batch, the renewals too few replicas acknowledged
+	acked := first.opts.replicas > 0
 	err := c.call(ctx, n, c.nodeTimeout(&first.opts, ttl), false, "refresh", func(ctx context.Context, rdb redis.Scripter) error {
-		if first.opts.replicas > 0 {
-			err := c.onConn(ctx, reqs[0].Key, func(conn *redis.Conn) error {
-				for i := range batches {
-					b := &batches[i]
-					if b.Status, b.Err = script.BatchRefresh(ctx, conn, b.Keys, b.Tokens, ttl.Milliseconds(), nil); b.Err != nil {
-						return b.Err
-					}
-				}
-				return awaitReplicas(ctx, conn, &first.opts)
-			})
-			var re *ReplicaError
-			if errors.As(err, &re) {
-				unacked, err = c.nodeErr(ctx, n.Index, "refresh", err), nil
-			}
-			if err != nil { // no WAIT ran: no renewal of the call is acknowledged
-				for i := range batches {
-					batches[i].Err = err
-				}
-			}
-			return err
-		}
-		if len(batches) == 1 {
+		switch {
+		case acked:
+			unacked = c.renewAcked(ctx, batches, ttl, &first.opts)
+		case len(batches) == 1:
 			b := &batches[0]
 			b.Status, b.Err = script.BatchRefresh(ctx, rdb, b.Keys, b.Tokens, ttl.Milliseconds(), nil)
 			return b.Err
+		default:
+			script.BatchRefreshPipelined(ctx, n.RDB, ttl.Milliseconds(), batches)
 		}
-		script.BatchRefreshPipelined(ctx, n.RDB, ttl.Milliseconds(), batches)
 		return nil
 	})
-	if err != nil && len(batches) == 1 {
-		batches[0].Err = err // the *NodeError
+	viaCall := !acked && len(batches) == 1 // its error is the call's, a *NodeError already
+	if err != nil && viaCall {
+		batches[0].Err = err
 	}
 	res := make([]renew.Result, len(reqs))
 	for bi, b := range batches {
-		if b.Err != nil && len(batches) > 1 {
+		if b.Err != nil && !viaCall {
 			b.Err = c.nodeErr(ctx, n.Index, "refresh", b.Err)
 		}
 		c.reloadOnFault(ctx, b.Err)
@@ -223,8 +209,8 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 			switch {
 			case b.Err != nil:
 				res[i].Err = b.Err
-			case b.Status[j] == script.BatchRenewed && unacked != nil:
-				res[i].Err = unacked // retried
+			case b.Status[j] == script.BatchRenewed && unacked != nil && unacked[bi] != nil:
+				res[i].Err = unacked[bi] // retried
 			case b.Status[j] == script.BatchRenewed:
 				res[i].Renewed = true
 			default:
@@ -234,7 +220,7 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	}
 	if obs != nil {
 		for i, r := range reqs {
-			l := r.Ref.(*kept).l
+			l := r.Owner.(*kept).l
 			obs.refreshDone(ctxs[i], RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true, Err: res[i].Err})
 		}
 	}

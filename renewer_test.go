@@ -106,6 +106,24 @@ func (b *batchCalls) count(cmd redis.Cmder) {
 	}
 }
 
+// holdMany obtains and holds (lease.Hold) n locks on prefix-0, prefix-1...
+func holdMany(t *testing.T, ctx context.Context, c *redislock.Client, prefix string, n int, ttl time.Duration) (keys []string, held []*lease.Held) {
+	t.Helper()
+	for i := range n {
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		l, err := c.Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := lease.Hold(ctx, l, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, held = append(keys, key), append(held, h)
+	}
+	return keys, held
+}
+
 // The held locks of a Client share its renewer: many locks, few
 // goroutines, several locks per batch_refresh.lua call; each lock is
 // renewed and Release takes it out.
@@ -120,20 +138,7 @@ func TestKeepBatches(t *testing.T) {
 	const n = 200
 	const ttl = 1500 * time.Millisecond
 	before := runtime.NumGoroutine()
-	var held []*lease.Held
-	var keys []string
-	for i := range n {
-		key := fmt.Sprintf("batch-%d", i)
-		l, err := c.Obtain(ctx, key, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := lease.Hold(ctx, l, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held, keys = append(held, h), append(keys, key)
-	}
+	keys, held := holdMany(t, ctx, c, "batch", n, ttl)
 	if g := runtime.NumGoroutine() - before; g > 10 {
 		t.Errorf("%d more goroutines for %d held locks", g, n)
 	}
@@ -182,18 +187,9 @@ func TestKeepLossReachesItsHolder(t *testing.T) {
 		c := newClient(t, b.rdb, redislock.WithObserver(rec))
 		ctx := ctxT(t, 20*time.Second)
 		const ttl = time.Second
-		var held []*lease.Held
-		for i := range 3 {
-			l, err := c.Obtain(ctx, fmt.Sprintf("loss-%d", i), ttl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := lease.Hold(ctx, l, ttl)
-			if err != nil {
-				t.Fatal(err)
-			}
+		_, held := holdMany(t, ctx, c, "loss", 3, ttl)
+		for _, h := range held {
 			defer h.Release(ctx)
-			held = append(held, h)
 		}
 		victim := held[1]
 		watch := watchLoss(victim.Context(), victim.Lock())

@@ -3,8 +3,11 @@ package redislock
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/script"
 )
 
 // Replica acknowledgement (WithReplicas): WAIT counts the replicas that
@@ -71,4 +74,53 @@ func (c *Client) checkReplicas(o *options) error {
 		return nil
 	}
 	return invalid("WithReplicas is not supported on %T", c.nodes[0].RDB)
+}
+
+// renewAcked runs the batches (WithReplicas o) on one connection per node
+// that serves them now (the master of their slots on Cluster), each
+// node's followed by one WAIT, and returns per batch the *NodeError of a
+// WAIT that too few replicas answered (nil: acknowledged). A batch whose
+// node failed gets the error (none of that node's renewals is
+// acknowledged).
+func (c *Client) renewAcked(ctx context.Context, batches []script.Batch, ttl time.Duration, o *options) (unacked []error) {
+	unacked = make([]error, len(batches))
+	byNode := map[string][]int{}
+	var order []string
+	cc, cluster := c.nodes[0].RDB.(*redis.ClusterClient)
+	for i, b := range batches {
+		node := ""
+		if cluster {
+			if m, err := cc.MasterForKey(ctx, b.Keys[0]); err == nil {
+				node = m.Options().Addr
+			}
+		}
+		if byNode[node] == nil {
+			order = append(order, node)
+		}
+		byNode[node] = append(byNode[node], i)
+	}
+	for _, node := range order {
+		is := byNode[node]
+		err := c.onConn(ctx, batches[is[0]].Keys[0], func(conn *redis.Conn) error {
+			for _, i := range is {
+				b := &batches[i]
+				if b.Status, b.Err = script.BatchRefresh(ctx, conn, b.Keys, b.Tokens, ttl.Milliseconds(), nil); b.Err != nil {
+					return b.Err
+				}
+			}
+			return awaitReplicas(ctx, conn, o)
+		})
+		var re *ReplicaError
+		switch {
+		case errors.As(err, &re):
+			for _, i := range is {
+				unacked[i] = c.nodeErr(ctx, c.nodes[0].Index, "refresh", err)
+			}
+		case err != nil: // no WAIT ran: none of the node's renewals is acknowledged
+			for _, i := range is {
+				batches[i].Err = err
+			}
+		}
+	}
+	return unacked
 }

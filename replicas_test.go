@@ -61,8 +61,30 @@ func sentinelReplicasAcked(t *testing.T, s *redistest.Sentinel) {
 	if _, err := c.Obtain(ctx, t.Name()+"-two", 5*time.Second, redislock.WithReplicas(2, 50*time.Millisecond)); !errors.As(err, new(*redislock.ReplicaError)) {
 		t.Fatalf("Obtain wanting 2 replicas = %v, want a ReplicaError", err)
 	}
+	// A waiter of the same Client is not handed the lock (a handoff
+	// would skip the WAIT): it obtains it itself, acknowledged.
+	got := make(chan *redislock.Lock, 1)
+	go func() {
+		l2, err := c.Obtain(ctx, t.Name(), 5*time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l2
+	}()
+	eventually(t, 5*time.Second, "the waiter waits", func() bool { n, _ := redislock.LocalWaiters(c, t.Name()); return n == 1 })
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	l2 := <-got
+	if l2 == nil {
+		return
+	}
+	defer l2.Release(ctx)
+	if redislock.Handoffs(l2) != 0 {
+		t.Fatal("a waiter with WithReplicas was handed the lock without WAIT")
+	}
+	if !holds(t, replica, t.Name(), l2.Token()) {
+		t.Fatal("the waiter's grant returned before the replica had it")
 	}
 }
 
@@ -134,14 +156,14 @@ func sentinelReplicasUnacked(t *testing.T, s *redistest.Sentinel) {
 // WithReplicas: the promoted replica has it (the grant was acknowledged),
 // renewals go on there, acknowledged by the old primary now its replica.
 func sentinelReplicasFailover(t *testing.T, s *redistest.Sentinel) {
-	tctx := ctxT(t, 40*time.Second)
+	tctx := ctxT(t, 60*time.Second)
 	c := newClient(t, s.Client(nil), redislock.WithReplicas(1, time.Second))
 	key := t.Name()
 	old, err := s.Primary(tctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ttl = 6 * time.Second
+	const ttl = 9 * time.Second
 	err = c.Run(tctx, key, ttl, func(ctx context.Context, l *redislock.Lock) error {
 		replica := replicaOf(s, old)
 		if !holds(t, replica, key, l.Token()) {
@@ -157,7 +179,7 @@ func sentinelReplicasFailover(t *testing.T, s *redistest.Sentinel) {
 		if ctx.Err() != nil {
 			t.Fatalf("lost during the failover: %v", context.Cause(ctx))
 		}
-		renewedAfter(t, l, validityFrom(time.Now(), ttl), 10*time.Second)
+		renewedAfter(t, l, validityFrom(time.Now(), ttl), 15*time.Second)
 		if !holds(t, old, key, l.Token()) {
 			t.Fatal("a renewal acknowledged before the old primary, now a replica, had it")
 		}

@@ -58,9 +58,10 @@ func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error,
 func (c *Client) obtainWaiter(req request) *waitState {
 	r := &req
 	w := c.newWaitState(&r.opts, nil, c.fairLeave(r))
-	if r.ticket != nil {
+	switch {
+	case r.ticket != nil:
 		w.ticket = r.ticket.id
-	} else {
+	case r.opts.replicas == 0: // a handoff would skip the WAIT (WithReplicas)
 		w.req = r
 	}
 	w.retry = func(ctx context.Context) (err error) {

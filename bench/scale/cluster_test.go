@@ -31,27 +31,30 @@ const (
 // capacity, it must cost little beyond routing).
 //
 // /default runs the Client's defaults; /no-autopipeline turns
-// WithAutoPipeline off, for the cost of the topology alone.
+// WithAutoPipeline off; /no-replicas runs the cluster's masters alone (on
+// 2 cores the replicas take CPU from the masters).
 func BenchmarkClusterVsStandalone(b *testing.B) {
 	for _, mode := range []struct {
-		name string
-		opts []redislock.ClientOption
+		name     string
+		replicas int
+		opts     []redislock.ClientOption
 	}{
-		{"default", nil},
-		{"no-autopipeline", []redislock.ClientOption{redislock.WithAutoPipeline(false)}},
+		{"default", 1, nil},
+		{"no-autopipeline", 1, []redislock.ClientOption{redislock.WithAutoPipeline(false)}},
+		{"no-replicas", redisproc.NoReplicas, nil},
 	} {
-		b.Run(mode.name, func(b *testing.B) { benchCluster(b, mode.opts) })
+		b.Run(mode.name, func(b *testing.B) { benchCluster(b, mode.replicas, mode.opts) })
 	}
 }
 
-func benchCluster(b *testing.B, opts []redislock.ClientOption) {
+func benchCluster(b *testing.B, replicas int, opts []redislock.ClientOption) {
 	ctx := context.Background()
 	srv, err := redisproc.Start(redisproc.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	cl, err := redisproc.StartCluster(ctx, redisproc.ClusterConfig{})
+	cl, err := redisproc.StartCluster(ctx, redisproc.ClusterConfig{Replicas: replicas})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,8 +16,10 @@ import (
 
 // Cluster defaults.
 const (
-	DefaultMasters     = 3
-	DefaultReplicas    = 1 // per master
+	DefaultMasters  = 3
+	DefaultReplicas = 1 // per master
+	// NoReplicas, as ClusterConfig.Replicas, starts masters only.
+	NoReplicas         = -1
 	DefaultNodeTimeout = 5 * time.Second
 	clusterLogLevel    = "notice" // the log tells a failed test what the cluster did
 	slots              = 16384
@@ -29,7 +31,7 @@ type ClusterConfig struct {
 	// 3, as redis-cli --cluster create requires).
 	Masters int
 	// Replicas is the number of replicas of each master; default
-	// DefaultReplicas.
+	// DefaultReplicas, NoReplicas for none.
 	Replicas int
 	// NodeTimeout is cluster-node-timeout; default DefaultNodeTimeout.
 	NodeTimeout time.Duration
@@ -62,8 +64,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Masters == 0 {
 		cfg.Masters = DefaultMasters
 	}
-	if cfg.Replicas == 0 {
+	switch cfg.Replicas {
+	case 0:
 		cfg.Replicas = DefaultReplicas
+	case NoReplicas:
+		cfg.Replicas = 0
 	}
 	if cfg.NodeTimeout == 0 {
 		cfg.NodeTimeout = DefaultNodeTimeout

@@ -81,7 +81,7 @@ func (r *Renewer) work(q *nodeQueue) {
 			if h.call != c || h.stopped || h.done {
 				continue
 			}
-			reqs = append(reqs, Request{Key: h.key, Token: h.token, TTL: h.ttl, Due: r.at(h.due), Ref: h.ref})
+			reqs = append(reqs, Request{Key: h.key, Token: h.token, TTL: h.ttl, Due: r.at(h.due), Owner: h.owner})
 			sent = append(sent, h)
 			// Results that come after the first expiry, or later than an
 			// interval, are of no use: the entry is lost or renewed anew.
@@ -140,9 +140,7 @@ func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Res
 			}
 			h.until, h.lastErr = until, nil
 			h.due = sentAt + h.interval
-			if h.renewed != nil {
-				reports = append(reports, report{h: h, until: r.at(until)})
-			}
+			reports = append(reports, report{h: h, until: r.at(until)})
 		case res.Err == nil || errors.Is(res.Err, lease.ErrNotHeld):
 			cause := res.Err
 			if cause == nil {

@@ -30,11 +30,35 @@ type Entry struct {
 	// Lost is called once when the grant is found gone (a cause matching
 	// lease.ErrNotHeld) or its validity is about to end without a
 	// confirmed renewal (lease.ErrLeaseExpired, with the last renewal's
-	// error), lease.LossLead(TTL, Interval) before ValidUntil. Required.
+	// error), lease.LossLead(TTL, Interval) before ValidUntil. Required
+	// unless Owner is set.
 	Lost func(cause error)
-	// Ref is the owner's own, handed back in each Request of the entry.
-	Ref any
+	// Owner, if set, is told instead of Renewed and Lost (which must then
+	// be nil), and is handed back in each Request of the entry: an owner
+	// that has a value per entry anyway costs no closures.
+	Owner Owner
 }
+
+// Owner is told of an entry's outcomes, as Entry.Renewed and Entry.Lost
+// are.
+type Owner interface {
+	Renewed(validUntil time.Time)
+	Lost(cause error)
+}
+
+// funcOwner is the Owner of an entry given Renewed and Lost.
+type funcOwner struct {
+	renewed func(time.Time)
+	lost    func(error)
+}
+
+func (f *funcOwner) Renewed(until time.Time) {
+	if f.renewed != nil {
+		f.renewed(until)
+	}
+}
+
+func (f *funcOwner) Lost(cause error) { f.lost(cause) }
 
 // Handle is an entry being renewed; Stop ends its renewal.
 type Handle struct {
@@ -56,9 +80,7 @@ type Handle struct {
 	done      bool          // the loss was reported
 	reporting bool          // a callback of this entry is running
 	lastErr   error         // the last renewal's error
-	renewed   func(time.Time)
-	lost      func(error)
-	ref       any
+	owner     Owner
 }
 
 // Add starts renewing e; its first renewal is due Interval after the
@@ -69,8 +91,10 @@ type Handle struct {
 func (r *Renewer) Add(e Entry) (*Handle, error) {
 	lead := lease.LossLead(e.TTL, e.Interval)
 	switch {
-	case e.Lost == nil:
+	case e.Owner == nil && e.Lost == nil:
 		return nil, lease.Invalid("renew: nil Lost")
+	case e.Owner != nil && (e.Lost != nil || e.Renewed != nil):
+		return nil, lease.Invalid("renew: both an Owner and callbacks")
 	case e.Key == "":
 		return nil, lease.Invalid("renew: empty key")
 	case e.TTL < time.Millisecond:
@@ -83,7 +107,10 @@ func (r *Renewer) Add(e Entry) (*Handle, error) {
 		return nil, lease.Invalid("renew: zero ValidUntil")
 	}
 	h := &Handle{r: r, key: e.Key, token: e.Token, ttl: e.TTL, interval: e.Interval, drift: e.Drift, lead: lead,
-		renewed: e.Renewed, lost: e.Lost, ref: e.Ref, idx: -1}
+		owner: e.Owner, idx: -1}
+	if h.owner == nil {
+		h.owner = &funcOwner{renewed: e.Renewed, lost: e.Lost}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

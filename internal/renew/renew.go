@@ -43,8 +43,9 @@ type Request struct {
 	// Due is when the renewal was due; it may be sent up to Config.Early of
 	// the entry's interval before, to share a call.
 	Due time.Time
-	// Ref is the entry's Entry.Ref.
-	Ref any
+	// Owner is the entry's Entry.Owner (with callbacks instead: a value
+	// of the Renewer's).
+	Owner Owner
 }
 
 // Result is the outcome of one Request.

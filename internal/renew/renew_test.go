@@ -414,6 +414,7 @@ func TestInvalid(t *testing.T) {
 		"interval ≥ TTL":  func(e *Entry) { e.Interval = testTTL },
 		"negative drift":  func(e *Entry) { e.Drift = -1 },
 		"zero ValidUntil": func(e *Entry) { e.ValidUntil = time.Time{} },
+		"owner and Lost":  func(e *Entry) { e.Owner = &funcOwner{lost: e.Lost} },
 	} {
 		e := h.entry("k", Group{})
 		mod(&e)

@@ -74,9 +74,9 @@ func (r *Renewer) report(reports []report) {
 	for _, rep := range reports {
 		switch {
 		case rep.cause != nil:
-			rep.h.lost(rep.cause)
-		case rep.h.renewed != nil:
-			rep.h.renewed(rep.until)
+			rep.h.owner.Lost(rep.cause)
+		default:
+			rep.h.owner.Renewed(rep.until)
 		}
 	}
 	r.mu.Lock()
