@@ -148,7 +148,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // shorten a newer holder's lock. A ttl below 1ms, or too short to leave
 // validity after drift, is an error matching ErrInvalidArgument. If Redis
 // cannot be reached, ValidUntil stays as it was and a later Refresh may
-// still succeed.
+// still succeed. A refresh confirmed only after the validity it asked for
+// has passed is ErrGrantExpired: the lock is then released and no longer
+// held.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.refresh(ctx, ttl, false)
 }
@@ -182,7 +184,14 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		}
 		return err
 	}
-	return l.confirmFrom(&l.opts, start, ttl)
+	if err := l.confirmFrom(&l.opts, start, ttl); err != nil {
+		// Confirmed too late: the lease it asked for, and the one before
+		// (which ended no later), may both have passed. Give it back.
+		l.lost()
+		l.c.releaseAll(detach(ctx), l)
+		return err
+	}
+	return nil
 }
 
 func isTrue(b bool) bool { return b }
