@@ -278,7 +278,7 @@ func releaseOn(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
 }
 
 // recordTTL is how long a released lock's key stays, as a released record
-// (scripts/release.lua) that keeps the lock's last fence and the tokens of
+// (scripts/release.lua) that keeps the lock's last fence and the names of
 // its latest releases: the lock's TTL, at least the release timeout, in ms
 // for a script. At least the release timeout, because go-redis re-sends a
 // release whose reply was lost only within the release call, which the
