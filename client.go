@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/internal/renew"
 )
 
 // Client obtains locks on one Redis (New) or on a majority of independent
@@ -30,6 +31,7 @@ type Client struct {
 	mu     sync.Mutex
 	closed bool              // guarded by mu
 	wakers map[string]*waker // guarded by mu; notified waiting (waiters.go)
+	rn     *renew.Renewer    // guarded by mu; held locks' renewals, made on first use (renewer.go)
 }
 
 func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *Client {
@@ -45,6 +47,9 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 		c.nodes = append(c.nodes, nodes.New(i, rdb))
 	}
 	c.err = cfg.defaults.validate()
+	if c.err == nil && len(c.nodes) > 0 {
+		c.err = c.checkReplicas(&cfg.defaults)
+	}
 	return c
 }
 
@@ -96,13 +101,18 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...ClientOption) (*Client, err
 // subscription connection and stops its goroutines; Obtain calls still
 // waiting fall back to their backoff. Further calls fail with ErrClosed;
 // locks already obtained can still be refreshed and released (their
-// quorum calls and clean-up then run on the caller's goroutine). It never
-// closes the caller's redis clients.
+// quorum calls and clean-up then run on the caller's goroutine). Locks
+// that Run or lease.Hold keep through the Client's batched renewal (single
+// mode) are renewed no more: each is reported lost to its holder before
+// Close returns (fn's ctx, Done), with a cause naming the closed client,
+// and is still released by Run or Held.Release. It never closes the
+// caller's redis clients.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	c.closeWakers()
+	c.closeRenewer()
 	c.cleanup.Close()
 	c.live.Close()
 	return nil
@@ -150,4 +160,17 @@ func (c *Client) nodeTimeout(o *options, ttl time.Duration) time.Duration {
 	default:
 		return ttl - o.drift(ttl)
 	}
+}
+
+// unreachable reports whether the last call to the node (single mode), or
+// to more nodes than a majority can spare (quorum mode), did not get
+// through.
+func (c *Client) unreachable() bool {
+	down := 0
+	for _, n := range c.nodes {
+		if n.Down() {
+			down++
+		}
+	}
+	return down > len(c.nodes)-c.majority()
 }

@@ -229,15 +229,13 @@ func clusterManualFailover(t *testing.T, rc realCluster) {
 // The replica is paused and cut off from its master (CLIENT KILL TYPE
 // replica) before two holders obtain locks there; the master is then
 // killed and the replica takes over (CLUSTER FAILOVER TAKEOVER) without
-// the lock keys. Both holders are told, before their ValidUntil:
-//
-//   - A holder whose go-redis client still routes the slot to the dead
-//     master (go-redis reloads its slot map on MOVED, ASK or READONLY, or
-//     when it is 10 s old, not on a refused connection) cannot renew: fn's
-//     context is cancelled at ValidUntil with ErrLeaseExpired, joined with
-//     the renewal's connection error.
-//   - A holder whose client has the new slot map renews on the new master,
-//     finds no grant, and is cancelled at once with ErrNotHeld.
+// the lock keys. Both holders are told, before their ValidUntil, with a
+// cause matching ErrNotHeld: the one whose go-redis client has the new
+// slot map at once, the one whose client still routes the slot to the
+// dead master once its failed renewals made the client reload the map
+// (go-redis itself reloads on MOVED, ASK or READONLY, or when the map is
+// 10 s old, not on a refused connection); both renew on the new master
+// and find no grant.
 //
 // Run returns ErrLockLost to both. Another client can take either lock at
 // once (the old holder still thinks it holds it until it is told), with a
@@ -317,7 +315,7 @@ func clusterTakeoverWithoutGrant(t *testing.T, rc realCluster) {
 	}
 	hs[1].rdb.ReloadState(ctx)
 	fresh := newClient(t, rc.Client(nil)) // a client that knows the new slot map
-	for i, want := range []error{redislock.ErrLeaseExpired, redislock.ErrNotHeld} {
+	for i, want := range []error{redislock.ErrNotHeld, redislock.ErrNotHeld} {
 		h := hs[i]
 		h.loss.before(t, h.until, want)
 		close(h.fnDone)

@@ -27,7 +27,7 @@ func TestCluster(t *testing.T) {
 		fn   func(t *testing.T, rc realCluster)
 	}{
 		{"Lock", clusterLock},
-		{"MultiOneSlot", clusterMultiOneSlot},
+		{"MultiUserTags", clusterMultiUserTags},
 		{"MultiAcrossSlots", clusterMultiAcrossSlots},
 		{"Notified", clusterNotified},
 		{"Fair", clusterFair},
@@ -35,12 +35,16 @@ func TestCluster(t *testing.T) {
 		{"Run", clusterRun},
 		{"LeaseContract", clusterLeaseContract},
 		{"BatchRefreshScript", clusterBatchRefresh},
+		{"KeptAcrossSlots", clusterKeptAcrossSlots},
+		{"Replicas", clusterReplicas},
+		{"AutoPipeline", clusterAutoPipeline},
 		// Faults, last: they move slots and masters.
 		{"SlotMigration", clusterSlotMigration},
 		{"MigrationWindow", clusterMigrationWindow},
 		{"WaiterAcrossMigration", clusterWaiterAcrossMigration},
 		{"ManualFailover", clusterManualFailover},
 		{"TakeoverWithoutGrant", clusterTakeoverWithoutGrant},
+		{"KilledMasterFollowed", clusterKilledMasterFollowed},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, rc) })
 	}
@@ -91,21 +95,25 @@ func clusterLock(t *testing.T, rc realCluster) {
 	}
 }
 
-// ObtainMulti documents that keys with a common part in braces ("{order:7}:a",
-// "{order:7}:b") hash to one slot and are taken by one atomic script. The
-// lock keys wrap the whole key in a hash tag, so they do not: each key gets
-// its own slot, and ObtainMulti takes them one slot at a time.
-func clusterMultiOneSlot(t *testing.T, rc realCluster) {
+// Keys with a common part in braces ("{order:7}:a", "{order:7}:b") do not
+// share a slot: the lock keys wrap the whole key in a hash tag of their
+// own, and ObtainMulti takes them one slot at a time, all or nothing.
+func clusterMultiUserTags(t *testing.T, rc realCluster) {
 	a, b := "{order:7}:a", "{order:7}:b"
-	m, err := newClient(t, rc.rdb).ObtainMulti(ctxT(t, 5*time.Second), []string{a, b}, 5*time.Second)
+	ctx := ctxT(t, 5*time.Second)
+	m, err := newClient(t, rc.rdb).ObtainMulti(ctx, []string{a, b}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Release(context.Background())
-	if sa, sb := rc.slotOf(t, redislock.LockKey(a)), rc.slotOf(t, redislock.LockKey(b)); sa != sb {
-		t.Skipf("known bug: ObtainMulti's doc says %q and %q share a slot, but their lock keys %q and %q are in slots %d and %d "+
-			"(makeKeys wraps the whole key, braces included, in the hash tag), so no two distinct keys share a slot and "+
-			"the one-script path on Cluster is unreachable", a, b, redislock.LockKey(a), redislock.LockKey(b), sa, sb)
+	// As ObtainMulti's doc says: the braces of a key do not pick its slot.
+	if sa, sb := rc.slotOf(t, redislock.LockKey(a)), rc.slotOf(t, redislock.LockKey(b)); sa == sb {
+		t.Fatalf("lock keys %q and %q share slot %d", redislock.LockKey(a), redislock.LockKey(b), sa)
+	}
+	for _, k := range []string{a, b} {
+		if rc.rdb.Exists(ctx, redislock.LockKey(k)).Val() != 1 {
+			t.Fatalf("%s not held", k)
+		}
 	}
 }
 

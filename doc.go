@@ -54,8 +54,10 @@
 //
 // By default Obtain tries once. With WithRetry it waits while the lock is
 // held, until the strategy gives up, the context ends, or, for a context
-// without deadline, WithMaxWait passes; then it returns ErrNotObtained, also
-// matching the context's error when that ended the wait.
+// without deadline, the wait limit passes (WithMaxWait, default 30 s; a
+// lease seen about to end at the limit is waited for); then it returns
+// ErrNotObtained, also matching the context's error when that ended the
+// wait, or a *WaitLimitError with the remaining TTL seen at the limit.
 //
 // Waiting is notified (WithNotify, on by default): a release publishes a
 // wake-up on the lock's channel in the same script that deletes the lock,
@@ -105,10 +107,10 @@
 // # Several keys
 //
 // ObtainMulti holds several keys as one lock, all or nothing, with a fence
-// per key. On one Redis, and on Cluster when all keys share a hash slot,
-// one atomic script takes every key. Across slots it takes them one slot at
-// a time in a canonical order and gives back what it took before waiting,
-// so that no one waits while holding.
+// per key. On one Redis one atomic script takes every key. On Cluster each
+// key has a hash tag of its own (braces inside a key do not choose its
+// slot), so it takes them one slot at a time in a canonical order and gives
+// back what it took before waiting, so that no one waits while holding.
 //
 // # Run and renewal
 //
@@ -118,8 +120,14 @@
 // fn's context is cancelled no later than the last confirmed ValidUntil and
 // Run returns an error matching ErrLockLost; context.Cause tells why (a
 // cause matching ErrNotHeld, or ErrLeaseExpired with the last renewal's
-// error). To hold a lock outside a callback, use lease.Hold: its Done
-// channel closes the moment the lock is lost.
+// error). When the lock is known lost or Redis is unreachable as fn
+// returns, the release goes to the background (Close waits for it) and Run
+// returns at once. To hold a lock outside a callback, use lease.Hold: its
+// Done channel closes the moment the lock is lost. In single mode the locks a
+// Client holds this way share one renewer: one timer heap and one script
+// call for up to 500 locks due together (per slot on Cluster, pipelined per
+// master), each lock still told of its own loss; quorum mode renews each
+// lock on its own.
 //
 // # Quorum mode
 //
@@ -128,13 +136,15 @@
 // timeout (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as
 // soon as a majority granted, with validity = TTL - elapsed - drift. Nodes
 // that answer later are settled in the background: a late grant is kept as
-// part of the lock, and Release first waits for them (at most the release
-// timeout) so that its release reaches each node after the grant did.
-// Without a valid majority it releases on every node that granted or did
-// not answer, then retries or fails: ErrNoQuorum when fewer than a majority
-// answered, ErrNotObtained when a majority answered but other holders
-// denied the grant (both as a *QuorumError with each failing node's
-// *NodeError). Refresh needs a majority; Release asks every node.
+// part of the lock. Without a valid majority it releases on every node that
+// granted or did not answer, then retries or fails: ErrNoQuorum when fewer
+// than a majority answered, ErrNotObtained when a majority answered but
+// other holders denied the grant (both as a *QuorumError with each failing
+// node's *NodeError). Refresh, TTL and Release decide at the majority too
+// and return; the other nodes finish in the background (Close waits for
+// them), so a dead or stalled minority slows none of them. Release goes to
+// the nodes that granted; one whose grant answers after the Release is
+// released then, so that a release never reaches a node before its grant.
 //
 // Quorum fences are strictly increasing and unique per key, under these
 // assumptions: two granting majorities share a node, and that node still

@@ -3,6 +3,7 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redislock-go/redislock/lease"
 )
@@ -56,7 +57,27 @@ var (
 	// operation could not be done. The per-node causes are joined to it as
 	// *NodeError values.
 	ErrNoQuorum = errors.New("redislock: no majority of nodes reachable")
+
+	// ErrNotReplicated means fewer replicas than WithReplicas asks for
+	// acknowledged a grant or a refresh in time (a *ReplicaError says how
+	// many did). An Obtain that fails with it has released its grant.
+	ErrNotReplicated = errors.New("redislock: not acknowledged by enough replicas")
 )
+
+// ReplicaError is a grant or refresh that fewer than Want replicas
+// acknowledged within Timeout (WithReplicas): Acked did. It matches
+// ErrNotReplicated.
+type ReplicaError struct {
+	Want, Acked int
+	Timeout     time.Duration
+}
+
+func (e *ReplicaError) Error() string {
+	return fmt.Sprintf("%v: %d of %d within %v", ErrNotReplicated, e.Acked, e.Want, e.Timeout)
+}
+
+// Unwrap returns ErrNotReplicated.
+func (e *ReplicaError) Unwrap() error { return ErrNotReplicated }
 
 // NodeError is the error of one Redis node: its index in the client list (0
 // in single mode) and the cause, which may be a network error, a context

@@ -32,3 +32,18 @@ func InFlight(c *Client, i int) (fanned, cleaning int) { return c.nodes[i].InFli
 func RecordTTL(ttl, releaseTimeout time.Duration) time.Duration {
 	return time.Duration(recordTTL(ttl, releaseTimeout, nil).(int64)) * time.Millisecond
 }
+
+// Renewing reports how many locks c's renewer renews (0 before its first
+// Keep).
+func Renewing(c *Client) int {
+	c.mu.Lock()
+	rn := c.rn
+	c.mu.Unlock()
+	if rn == nil {
+		return 0
+	}
+	return rn.Len()
+}
+
+// Pipelined reports whether c's node has set up auto-pipelining.
+func Pipelined(c *Client) bool { return c.nodes[0].Pipelined() }

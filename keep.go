@@ -14,7 +14,17 @@ var _ lease.Keeper = (*Lock)(nil)
 // renewal finds the lock gone or the validity ends before a renewal got
 // through, never later than the last ValidUntil. The Client's observers
 // see each renewal (RefreshDoneEvent.Renewal) and the loss (LossEvent).
+//
+// In single mode (standalone, Sentinel, Cluster) the Client's one renewer
+// renews all its kept locks in batches (no goroutine or timer per lock);
+// a Refresh by the holder moves the next renewal, and Release ends the
+// renewal. Closing the Client reports its kept locks lost. In quorum mode,
+// on a Ring, after Close, or with an interval that leaves the renewer too
+// little time, each lock has its own timer and Refresh calls.
 func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	if k := l.keepBatched(ttl, interval, lost); k != nil {
+		return k.stop
+	}
 	return lease.Refresher(nil, renewal{l}, ttl, interval, func(cause error) {
 		if obs := l.c.obs; obs != nil {
 			obs.lockLost(context.Background(), LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})

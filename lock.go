@@ -29,9 +29,10 @@ type Lock struct {
 	start  time.Time // the request that granted it began: hold times
 
 	validity
-	released bool            // guarded by mu: a Release succeeded; a second one is ErrNotHeld
-	settled  <-chan struct{} // quorum: closed when every node answered the grant (nil: all had)
-	handoffs int             // how many handoffs in a row led to this grant (handoff.go)
+	released bool        // guarded by mu: a Release succeeded; a second one is ErrNotHeld
+	grant    *grantNodes // quorum: the nodes the grant reached (quorumgrant.go)
+	handoffs int         // how many handoffs in a row led to this grant (handoff.go)
+	kept     *kept       // guarded by mu: the Client's renewer renews it (renewer.go)
 }
 
 // validity is what a grant last confirmed, safe for concurrent use (shared
@@ -118,16 +119,14 @@ func (l *Lock) ValidUntil() time.Time {
 }
 
 // TTL returns the lock's remaining time to live on Redis (in quorum mode the
-// least over the nodes that hold it), or ErrNotHeld when this grant is no
-// longer held. This is Redis' view; ValidUntil is the conservative local one.
+// least over the majority of nodes that answered first that they hold it),
+// or ErrNotHeld when this grant is no longer held. This is Redis' view; ValidUntil is the conservative local one.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, ErrNotHeld
 	}
-	var buf [1]nodes.Reply[pttl]
-	rs := onNodes(l.c, buf[:0], ctx, l.c.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", l, ttlOn)
 	least := int64(-1)
-	ok, errs := tally(rs, func(p pttl) bool {
+	ok, errs := onGrant(l.c, ctx, nil, l.c.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", l, ttlOn, func(p pttl) bool {
 		if p.held && (least < 0 || p.ms < least) {
 			least = p.ms
 		}
@@ -172,14 +171,12 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 	}
 	start := time.Now()
 	ms := ttl.Milliseconds()
-	var buf [1]nodes.Reply[bool]
-	rs := onNodes(l.c, buf[:0], ctx, l.c.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ms}, refreshOn)
-	if err := l.c.verdict(tally(rs, isTrue)); err != nil {
+	ok, errs := onGrant(l.c, ctx, nil, l.c.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ms}, refreshOn, isTrue)
+	if err := l.c.verdict(ok, errs); err != nil {
 		if errors.Is(err, ErrNotHeld) {
 			l.lost()
 			if l.c.quorum {
-				l.awaitLate()
-				l.c.releaseAll(detach(ctx), l) // undo the minority's extensions
+				l.c.releaseLost(ctx, l) // undo the minority's extensions
 			}
 		}
 		return err
@@ -188,8 +185,15 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		// Confirmed too late: the lease it asked for, and the one before
 		// (which ended no later), may both have passed. Give it back.
 		l.lost()
-		l.c.releaseAll(detach(ctx), l)
+		if l.c.quorum {
+			l.c.releaseLost(ctx, l)
+		} else {
+			l.c.releaseAll(detach(ctx), l)
+		}
 		return err
+	}
+	if k := l.keptEntry(); k != nil && !renewal {
+		k.h.Confirmed(l.validUntil()) // the renewer's next renewal moves
 	}
 	return nil
 }
@@ -214,7 +218,18 @@ type extension struct {
 }
 
 func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
-	return script.Refresh(ctx, rdb, e.l.keys.Boxed[:1], e.l.arg, e.ms)
+	l := e.l
+	if l.opts.replicas == 0 || l.c.quorum {
+		return script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, e.ms)
+	}
+	var held bool
+	err := l.c.onConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
+		if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, e.ms); err != nil || !held {
+			return err
+		}
+		return awaitReplicas(ctx, conn, &l.opts)
+	})
+	return held, err
 }
 
 // Release gives the lock back, only if this grant still holds it; ErrNotHeld
@@ -227,8 +242,10 @@ func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, erro
 // While other callers of the same Client wait for the key (single mode,
 // notified, not fair), Release hands the lock to the longest-waiting one in
 // the same call instead (see the package guide, Handoff). In quorum mode it
-// asks every node (after the nodes that answered the grant late, waiting at
-// most the release timeout) and succeeds when a majority held the grant.
+// asks the nodes that granted and returns as soon as a majority released
+// (or too few held the grant for a majority); the other nodes finish in the
+// background (Close waits for them), and a node whose grant had not
+// answered yet is released once it does.
 func (l *Lock) Release(ctx context.Context) (err error) {
 	if l == nil {
 		return ErrNotHeld
@@ -239,6 +256,9 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	if released {
 		return ErrNotHeld
 	}
+	if k := l.keptEntry(); k != nil {
+		k.remove() // no renewal after the release
+	}
 	ctx = detach(ctx)
 	if obs := l.c.obs; obs != nil {
 		ctx = obs.releaseStart(ctx, ReleaseStartEvent{Key: l.key, Fence: l.fence})
@@ -246,7 +266,6 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 			obs.releaseDone(ctx, ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
 		}()
 	}
-	l.awaitLate()
 	handed, err := l.c.handOff(ctx, l)
 	if !handed {
 		if err = l.c.verdict(l.c.releaseAll(ctx, l)); err == nil {
@@ -259,12 +278,16 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	return err
 }
 
-// releaseAll deletes the grant on every node (compare-and-delete), each
-// bounded by the release timeout; ctx must be detached from the caller's
+// releaseAll deletes the grant (compare-and-delete), bounded by the release
+// timeout: in quorum mode on the nodes that granted it, deciding at the
+// majority (see onGrant and grantNodes); ctx must be detached from the caller's
 // cancellation.
 func (c *Client) releaseAll(ctx context.Context, l *Lock) (released int, errs []error) {
-	var buf [1]nodes.Reply[bool]
-	return tally(onNodes(c, buf[:0], ctx, l.opts.releaseTimeout, l.opts.autoPipeline, "release", l, releaseOn), isTrue)
+	var ns []*nodes.Node
+	if c.quorum {
+		ns = l.grant.releasing(c)
+	}
+	return onGrant(c, ctx, ns, l.opts.releaseTimeout, l.opts.autoPipeline, "release", l, releaseOn, isTrue)
 }
 
 // releaseOn gives the grant back on one node (release.lua): the key
@@ -301,18 +324,3 @@ func recordTTL(ttl, releaseTimeout time.Duration, ttlArg any) any {
 
 // defaultReleaseTimeoutMS is DefaultReleaseTimeout in ms, boxed once.
 var defaultReleaseTimeoutMS any = DefaultReleaseTimeout.Milliseconds()
-
-// awaitLate waits, at most the release timeout, until every node has
-// answered the grant, so that a release reaches each node after its grant
-// did.
-func (l *Lock) awaitLate() {
-	if l.settled == nil {
-		return
-	}
-	t := time.NewTimer(l.opts.releaseTimeout)
-	defer t.Stop()
-	select {
-	case <-l.settled:
-	case <-t.C:
-	}
-}

@@ -39,14 +39,16 @@ type MultiLock struct {
 // polling), errors and ValidUntil are as for Obtain; while waiting, it waits
 // for the key that was found held.
 //
-// On a standalone Redis (or Sentinel), and on Redis Cluster when all keys
-// hash to one slot (give them a common part in braces, as in "{order:7}:a"
-// and "{order:7}:b"), one atomic script checks and takes every key. On
-// Cluster with keys in several slots, it takes the keys one slot at a time
-// in a canonical (sorted) order and, when one is held, gives back those it
-// took before waiting: a holder never waits while holding, so {a,b} and
-// {b,a} cannot deadlock. There a competing ObtainMulti may briefly see some
-// of the keys held by a set that is then rolled back.
+// On a standalone Redis (or Sentinel) one atomic script checks and takes
+// every key. On Redis Cluster each key's Redis keys carry a hash tag of
+// their own, the whole key ("{order:7}:a" becomes
+// "redislock:{{order:7%7D:a}": braces in a key do not pick its slot), so
+// distinct keys share a slot only by chance. There it takes the keys one
+// slot at a time in a canonical (sorted) order and, when one is held,
+// gives back those it took before waiting: a holder never waits while
+// holding, so {a,b} and {b,a} cannot deadlock. A competing ObtainMulti may
+// briefly see some of the keys held by a set that is then rolled back;
+// keys that happen to share a slot are taken in one script.
 //
 // Quorum mode and WithFair are not supported (errors matching
 // ErrInvalidArgument).
@@ -60,6 +62,8 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		return nil, invalid("ObtainMulti is not supported in quorum mode")
 	case o.fair:
 		return nil, invalid("ObtainMulti does not support WithFair")
+	case o.replicas > 0:
+		return nil, invalid("ObtainMulti does not support WithReplicas")
 	case len(keyList) == 0:
 		return nil, invalid("no keys")
 	case ctx == nil:
@@ -110,7 +114,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 			}
 			return m, nil
 		}
-		wait, werr := deadline.next(&o, attempts, ErrNotObtained)
+		wait, werr := deadline.next(&o, attempts, err)
 		if werr != nil {
 			return nil, werr
 		}

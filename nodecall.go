@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -30,10 +31,10 @@ func (c *Client) nodeErr(ctx context.Context, node int, op string, err error) er
 
 // onNodes runs f(ctx, rdb, arg) on every node and appends their replies to
 // dst: on the caller's goroutine for one node, else in parallel on the live
-// pool, waiting for every node or timeout, whichever comes first. A node
-// not heard from by then counts as timed out; its late reply is dropped.
-// Errors are *NodeError values. (f takes arg rather than capturing it, so
-// that a single-mode call allocates no closure.)
+// pool, waiting for every node or timeout, whichever comes first (for
+// Inspect and the Store, which read every node's answer). A node not heard
+// from by then counts as timed out; its late reply is dropped. Errors are
+// *NodeError values.
 func onNodes[T, A any](c *Client, dst []nodes.Reply[T], ctx context.Context, timeout time.Duration, pipeline bool, op string,
 	arg A, f func(ctx context.Context, rdb redis.Scripter, arg A) (T, error)) []nodes.Reply[T] {
 	if len(c.nodes) == 1 {
@@ -52,10 +53,90 @@ func onNodes[T, A any](c *Client, dst []nodes.Reply[T], ctx context.Context, tim
 	return append(append(dst, rs...), timedOut[T](c, ctx, missing, op)...)
 }
 
+// onGrant runs f(ctx, rdb, arg), an operation on a held grant, on the nodes
+// ns (nil: every node) and counts the replies for which yes is true,
+// collecting the errors (each a *NodeError): on the caller's goroutine in
+// single mode, else in parallel on the live pool, returning as soon as the
+// outcome is certain (see decided), every node answered, or timeout has
+// passed. Only at the timeout does a node not heard from count as timed
+// out. The calls not waited for finish in the background on the live pool
+// (Close waits for them); their replies are dropped. (f takes arg rather
+// than capturing it, so that a single-mode call allocates no closure.)
+func onGrant[T, A any](c *Client, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
+	arg A, f func(ctx context.Context, rdb redis.Scripter, arg A) (T, error), yes func(T) bool) (ok int, errs []error) {
+	if ns == nil {
+		ns = c.nodes
+	}
+	if len(ns) == 1 && !c.quorum {
+		var v T
+		err := c.call(ctx, ns[0], timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
+			v, err = f(ctx, rdb, arg)
+			return err
+		})
+		switch {
+		case err != nil:
+			return 0, []error{err}
+		case yes(v):
+			return 1, nil
+		}
+		return 0, nil
+	}
+	round := fanoutOn(c, ctx, ns, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (T, error) {
+		return f(ctx, rdb, arg)
+	})
+	q, left, early := c.majority(), len(ns), false
+	_, missing := round.Gather(timeout, func(r nodes.Reply[T]) bool {
+		left--
+		switch {
+		case r.Err != nil:
+			errs = append(errs, asNodeErr(c, ctx, r, op))
+		case yes(r.Val):
+			ok++
+		}
+		early = decided(q, ok, len(errs), left)
+		return early
+	})
+	round.Stop(nil)
+	if !early {
+		for _, r := range timedOut[T](c, ctx, missing, op) {
+			errs = append(errs, r.Err)
+		}
+	}
+	return ok, errs
+}
+
+// decided reports whether a quorum call on a held grant can stop waiting:
+// ok nodes said yes, errs failed, left have not answered. It is certain
+// when a majority said yes (success), or when no majority of yes remains
+// possible even if every failed node had said yes (ErrNotHeld). A call
+// with too few yes but enough failures for either verdict waits for the
+// rest (a majority that did not answer: the verdict is then ErrNoQuorum).
+func decided(q, ok, errs, left int) bool {
+	return ok >= q || ok+errs+left < q
+}
+
+// asNodeErr is a reply's error as a *NodeError: a call that Fanout
+// refused (nodes.ErrBusy) comes unwrapped.
+func asNodeErr[T any](c *Client, ctx context.Context, r nodes.Reply[T], op string) error {
+	if errors.Is(r.Err, nodes.ErrBusy) {
+		var ne *NodeError
+		if !errors.As(r.Err, &ne) {
+			return c.nodeErr(ctx, r.Node, op, r.Err)
+		}
+	}
+	return r.Err
+}
+
 // fanout starts f on every node on the live pool.
 func fanout[T any](c *Client, ctx context.Context, timeout time.Duration, pipeline bool, op string,
 	f func(ctx context.Context, rdb redis.Scripter) (T, error)) *nodes.Round[T] {
-	return nodes.Fanout(c.live, c.nodes, func(n *nodes.Node) (v T, err error) {
+	return fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, f)
+}
+
+// fanoutOn starts f on the nodes ns on the live pool.
+func fanoutOn[T any](c *Client, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
+	f func(ctx context.Context, rdb redis.Scripter) (T, error)) *nodes.Round[T] {
+	return nodes.Fanout(c.live, ns, func(n *nodes.Node) (v T, err error) {
 		err = c.call(ctx, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
 			v, err = f(ctx, rdb)
 			return err
@@ -81,19 +162,6 @@ func timedOut[T any](c *Client, ctx context.Context, missing []int, op string) [
 		rs = append(rs, nodes.Reply[T]{Node: i, Err: c.nodeErr(ctx, i, op, context.DeadlineExceeded)})
 	}
 	return rs
-}
-
-// tally counts the replies for which ok is true and collects the errors.
-func tally[T any](rs []nodes.Reply[T], ok func(T) bool) (n int, errs []error) {
-	for _, r := range rs {
-		switch {
-		case r.Err != nil:
-			errs = append(errs, r.Err)
-		case ok(r.Val):
-			n++
-		}
-	}
-	return n, errs
 }
 
 // verdict turns per-node outcomes of an operation on a held grant into its

@@ -21,8 +21,9 @@ import (
 // While the lock is held by someone else Obtain retries per WithRetry
 // (default: no retry) and then returns ErrNotObtained, also matching
 // ctx.Err() when ctx ended the wait. A context without deadline bounds
-// retries by WithMaxWait (default: ttl). An unreachable Redis, a Redis error
-// reply or a lost quorum is returned as such (a *NodeError, a *QuorumError
+// retries by WithMaxWait (see there for the default, and the rule when the
+// limit passes; the error is then a *WaitLimitError). An unreachable Redis,
+// a Redis error reply or a lost quorum is returned as such (a *NodeError, a *QuorumError
 // matching ErrNoQuorum), never as ErrNotObtained. Bad input is an error
 // matching ErrInvalidArgument, returned before any call to Redis.
 //
@@ -41,6 +42,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, invalid("nil context")
 	case o.fair && c.quorum:
 		return nil, invalid("WithFair is not supported in quorum mode")
+	}
+	if err := c.checkReplicas(&o); err != nil {
+		return nil, err
 	}
 	if err := o.checkTTL(ttl); err != nil {
 		return nil, err
@@ -69,7 +73,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	for attempts = 1; ; attempts++ {
 		var l *Lock
 		var err error
-		if attempts == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() {
+		if attempts == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() && !deadline.reached() {
 			// Other callers of this Client wait for this key, longer than
 			// this one: wait behind them instead of overtaking them (a
 			// release wakes or hands the lock to the longest-waiting one),
@@ -111,43 +115,6 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 }
 
-// waitDeadline is when an Obtain call stops waiting for a contended lock:
-// ctx's deadline (bounded), else now plus WithMaxWait, by default the TTL.
-type waitDeadline struct {
-	at      time.Time
-	bounded bool
-}
-
-func (o *options) waitDeadline(ctx context.Context, ttl time.Duration) waitDeadline {
-	if at, ok := ctx.Deadline(); ok {
-		return waitDeadline{at: at, bounded: true}
-	}
-	wait := o.maxWait
-	if wait == 0 {
-		wait = ttl
-	}
-	return waitDeadline{at: time.Now().Add(wait)}
-}
-
-// next returns how long to wait after the attempt-th attempt failed with
-// held, or the error that ends the call: held when the retry strategy gives
-// up or the wait has no time left, joined with context.DeadlineExceeded when
-// that time was ctx's.
-func (d waitDeadline) next(o *options, attempt int, held error) (time.Duration, error) {
-	wait, ok := o.retry.Backoff(attempt)
-	if !ok {
-		return 0, held
-	}
-	left := time.Until(d.at)
-	switch {
-	case left <= 0 && d.bounded:
-		return 0, lease.Join(held, context.DeadlineExceeded)
-	case left <= 0:
-		return 0, held
-	}
-	return min(wait, left), nil
-}
-
 // request is what one Obtain call asks for. Each attempt makes a Lock of
 // it with a token of its own, so that the background release of an earlier
 // attempt's unknown outcome can never delete a later attempt's grant.
@@ -183,7 +150,7 @@ func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
 func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 	l.start = time.Now()
 	var rep script.ObtainReply
-	err := c.call(ctx, c.nodes[0], c.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
+	run := func(ctx context.Context, rdb redis.Scripter) (err error) {
 		if r.ticket != nil {
 			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: l.ttlArg,
 				QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: r.ticket.id, Holder: l.opts.holder}.Run(ctx, rdb)
@@ -191,7 +158,24 @@ func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 		}
 		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
 		return err
-	})
+	}
+	var unacked *ReplicaError // WithReplicas: a grant too few replicas acknowledged
+	err := c.call(ctx, c.nodes[0], c.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline && l.opts.replicas == 0, "obtain",
+		func(ctx context.Context, rdb redis.Scripter) error {
+			if l.opts.replicas == 0 {
+				return run(ctx, rdb)
+			}
+			return c.onConn(ctx, l.keys.Lock, func(conn *redis.Conn) error {
+				if err := run(ctx, conn); err != nil || rep.Status != script.Granted {
+					return err
+				}
+				err := awaitReplicas(ctx, conn, &l.opts)
+				if errors.As(err, &unacked) {
+					return nil
+				}
+				return err
+			})
+		})
 	switch {
 	case err != nil:
 		// The script may have run (a reply lost to a timeout or a cut
@@ -209,6 +193,10 @@ func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 		return c.nodeErr(ctx, 0, "obtain", errUnexpected)
 	}
 	l.fence = rep.Fence
+	if unacked != nil {
+		c.releaseAll(detach(ctx), l)
+		return unacked
+	}
 	if err := l.confirmFrom(&l.opts, l.start, r.ttl); err != nil {
 		c.releaseAll(detach(ctx), l)
 		return err

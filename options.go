@@ -52,13 +52,15 @@ type options struct {
 	nodeTimeout     time.Duration // 0: derived from the TTL
 	refreshInterval time.Duration // 0: TTL/3
 	releaseTimeout  time.Duration
-	maxWait         time.Duration // 0: the TTL
+	maxWait         time.Duration // 0: DefaultMaxWait
 	notify          bool          // notified waiting (wait.go)
 	autoPipeline    bool          // batch calls under load (internal/nodes)
 	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
 	fair            bool          // FIFO queue (fair.go)
 	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
 	holder          any           // the holder identity (a string), boxed once: a script argument
+	replicas        int           // WithReplicas: acknowledgements each grant and refresh waits for (0: none)
+	replicaTimeout  time.Duration // WithReplicas: how long it waits for them
 	errs            []error       // invalid option values, reported on use
 }
 
@@ -68,6 +70,7 @@ const (
 	DefaultDriftFactor    = lease.DefaultDriftFactor
 	DefaultReleaseTimeout = 3 * time.Second
 	DefaultQueueTTL       = 3 * time.Second
+	DefaultMaxWait        = 30 * time.Second
 
 	// minQueueTTL is the shortest WithQueueTTL.
 	minQueueTTL = 10 * time.Millisecond
@@ -196,9 +199,18 @@ func WithReleaseTimeout(d time.Duration) Option {
 	return positive("release timeout", d, func(o *options) { o.releaseTimeout = d })
 }
 
-// WithMaxWait bounds how long Obtain keeps retrying when the caller's context
-// has no deadline. Default: the lock's TTL, the longest a crashed holder can
-// block it. A context deadline, when set, is used instead.
+// WithMaxWait bounds how long Obtain keeps retrying a held lock when the
+// caller's context has no deadline (a context deadline, when set, is used
+// instead). Default: 30 s (DefaultMaxWait), long enough not to abandon a
+// holder that is alive and renewing for a while. When the limit passes
+// while the lease the last attempt saw ends within the TTL this call asks
+// for (a crashed holder's lease about to end, or one being renewed), Obtain
+// keeps trying until that lease's end plus the drift allowance (TTL × drift
+// factor + 2 ms), so that it does not give up just before the lock frees;
+// it gives up at the first attempt after that which finds the lock held
+// (renewed, or taken by another), with a *WaitLimitError carrying the
+// remaining TTL it saw. The longest wait is thus the limit plus one TTL
+// plus the allowance. It must be positive.
 func WithMaxWait(d time.Duration) Option {
 	return positive("max wait", d, func(o *options) { o.maxWait = d })
 }
@@ -238,8 +250,9 @@ func WithNotify(on bool) Option {
 // On, while more than 16 calls of the Client are in flight to one node,
 // further ones go through that node's go-redis AutoPipeliner, which sends
 // the calls waiting at that moment in one pipeline. It applies to nodes
-// that are a *redis.Client (standalone, or a Sentinel failover client).
-// go-redis marks Client.AutoPipeline EXPERIMENTAL; the AutoPipeliner is
+// that are a *redis.Client (standalone, or a Sentinel failover client) or
+// a *redis.ClusterClient (which sends one pipeline per master). go-redis
+// marks AutoPipeline EXPERIMENTAL; the AutoPipeliner is
 // cached by go-redis and closed with the go-redis client, and the
 // AutoPipelineOptions set on that client apply.
 func WithAutoPipeline(on bool) Option {
@@ -280,6 +293,41 @@ func WithQueueTTL(d time.Duration) Option {
 			return
 		}
 		o.queueTTL = d
+	})
+}
+
+// WithReplicas makes each grant and each refresh wait until at least k
+// replicas of the Redis that granted it have acknowledged it, at most
+// timeout: a WAIT k timeout on the same connection, right after the
+// script (WAIT cannot run inside a script). Default: off (k = 0, no
+// WAIT). k must not be negative; with k > 0 the timeout must be at least
+// 1 ms (WAIT 0 would block for ever).
+//
+// A grant that fewer than k replicas acknowledged in time is released and
+// never returned: Obtain fails with a *ReplicaError matching
+// ErrNotReplicated (the lock may be free again). A Refresh that fewer than
+// k acknowledged returns that error and leaves ValidUntil as it was (the
+// primary did extend the lease); a renewal by Run or lease.Hold that is
+// not acknowledged counts as failed and is retried, and if none is
+// acknowledged before ValidUntil the lock is reported lost
+// (ErrLeaseExpired, joined with the ReplicaError).
+//
+// What it protects against, and what not: see the README (Redis Cluster
+// and Sentinel). It is single-mode only (standalone, Sentinel, Cluster):
+// quorum mode, a *redis.Ring and ObtainMulti refuse it (errors matching
+// ErrInvalidArgument). The time WAIT takes comes out of the grant's
+// validity, which still starts when the request began.
+func WithReplicas(k int, timeout time.Duration) Option {
+	return optionFunc(func(o *options) {
+		switch {
+		case k < 0:
+			o.fail(invalid("replicas %d is negative", k))
+			return
+		case k > 0 && timeout < time.Millisecond:
+			o.fail(invalid("replica timeout %v is below 1ms", timeout))
+			return
+		}
+		o.replicas, o.replicaTimeout = k, timeout
 	})
 }
 

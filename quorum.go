@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +34,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
 				Holder: l.opts.holder}.Run(ctx, rdb)
 		})
-		v := votes{c: c, ctx: ctx, n: n, q: q, proposal: proposal}
+		v := votes{c: c, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
 		_, missing := round.Gather(timeout, v.count)
 
 		won := v.granted >= q
@@ -44,14 +45,18 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 			expired = l.confirmFrom(&l.opts, l.start, r.ttl)
 		}
 		keep := won && expired == nil
+		if keep {
+			l.grant = newGrantNodes(n, v.grants, missing)
+		}
 		round.Stop(func(rep nodes.Reply[script.ObtainReply]) {
-			if rep.Err != nil || rep.Val.Status == script.Granted && !keep {
+			granted := rep.Err == nil && rep.Val.Status == script.Granted
+			switch {
+			case keep:
+				c.settleLate(ctx, l, rep.Node, granted, rep.Err != nil, errors.Is(rep.Err, nodes.ErrBusy))
+			case granted || rep.Err != nil && !errors.Is(rep.Err, nodes.ErrBusy):
 				c.releaseInBackground(ctx, l, rep.Node)
 			}
 		})
-		if keep && len(missing) > 0 {
-			l.settled = round.Settled()
-		}
 		for _, i := range v.failed {
 			c.releaseInBackground(ctx, l, i) // a lost reply may hide a grant
 		}
@@ -66,7 +71,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		case expired != nil:
 			return nil, expired
 		case v.held > n-q:
-			return nil, heldFor(r.keys, -1)
+			return nil, heldFor(r.keys, v.pttl)
 		case v.low > 0 && v.granted+v.low+len(missing) >= q:
 			continue // a higher proposal may win: propose again at once
 		}
@@ -93,6 +98,7 @@ type votes struct {
 	proposal int64
 
 	granted, held, low int
+	pttl               int64                             // the longest remaining lease of the nodes that answered "held"
 	grants, failed     []int                             // nodes that granted; nodes that failed
 	errs               []nodes.Reply[script.ObtainReply] // the failed nodes' replies
 }
@@ -100,6 +106,9 @@ type votes struct {
 // count adds one reply and reports whether the attempt is decided.
 func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	switch r := rep.Val; {
+	case errors.Is(rep.Err, nodes.ErrBusy): // never sent: nothing to clean up
+		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: v.c.nodeErr(v.ctx, rep.Node, "obtain", rep.Err)})
+		return false
 	case rep.Err != nil:
 	case r.Status == script.Granted && r.Fence == v.proposal:
 		v.granted++
@@ -109,6 +118,7 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 		rep.Err = v.c.nodeErr(v.ctx, rep.Node, "obtain", errNoExpiry)
 	case r.Status == script.Held:
 		v.held++
+		v.pttl = max(v.pttl, r.PTTL)
 		return v.held > v.n-v.q // other holders alone deny the majority
 	case r.Status == script.LowProposal:
 		v.low++

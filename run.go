@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
@@ -26,8 +27,16 @@ import (
 //
 // fn must stop its work promptly when its ctx is done: after that another
 // holder may own the lock. Obtain errors are returned as Obtain returns them
-// and fn is not called. No goroutine started by Run outlives it, but Run
-// waits for a renewal call in flight, which go-redis bounds by its
+// and fn is not called.
+//
+// When fn returns, Run releases the lock and waits for the release, unless
+// waiting cannot help: when the lock is already known lost (its validity
+// has ended) or Redis is unreachable (the last call to the node, or to a
+// majority of the nodes in quorum mode, did not get through). Then the
+// release goes to the Client's background clean-up (Close waits for it;
+// an unreachable Redis keeps the lock until its TTL) and Run returns at
+// once. Apart from that clean-up no goroutine started by Run outlives it,
+// but Run waits for a renewal call in flight, which go-redis bounds by its
 // ReadTimeout unless ContextTimeoutEnabled is set.
 func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...Option) error {
 	if fn == nil {
@@ -41,7 +50,46 @@ func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func
 	if err != nil {
 		return err
 	}
-	return lease.RunLock(ctx, l, ttl, func(ctx context.Context) error { return fn(ctx, l) }, lease.WithRefreshInterval(interval))
+	return lease.RunLock(ctx, &runLock{Lock: l}, ttl, func(ctx context.Context) error { return fn(ctx, l) }, lease.WithRefreshInterval(interval))
+}
+
+// runLock is a Lock as Run holds it: renewed by Lock.Keep, noting the
+// loss, and released without waiting when waiting cannot help.
+type runLock struct {
+	*Lock
+	gone atomic.Bool // Keep reported the lock lost
+}
+
+// Keep is Lock.Keep, noting the loss.
+func (r *runLock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return r.Lock.Keep(ttl, interval, func(cause error) {
+		r.gone.Store(true)
+		lost(cause)
+	})
+}
+
+// Release releases the lock as Lock.Release does, or, when the lock is
+// known lost or Redis unreachable, hands the release to the Client's
+// background clean-up and returns at once: ErrNotHeld for a lost lock,
+// nil otherwise (the outcome is not known).
+func (r *runLock) Release(ctx context.Context) error {
+	l := r.Lock
+	lost := r.gone.Load() || !time.Now().Before(l.ValidUntil())
+	if !lost && !l.c.unreachable() {
+		return l.Release(ctx)
+	}
+	l.mu.Lock()
+	released := l.released
+	l.until, l.released = time.Time{}, true
+	l.mu.Unlock()
+	if released {
+		return ErrNotHeld
+	}
+	l.c.giveBack(ctx, l)
+	if lost {
+		return ErrNotHeld
+	}
+	return nil
 }
 
 // renewInterval checks Run's TTL and options and returns the renewal period.

@@ -23,6 +23,9 @@ func TestSentinel(t *testing.T) {
 		fn   func(t *testing.T, s *redistest.Sentinel)
 	}{
 		{"Lock", sentinelLock},
+		{"ReplicasAcked", sentinelReplicasAcked},
+		{"ReplicasUnacked", sentinelReplicasUnacked},
+		{"ReplicasFailover", sentinelReplicasFailover},
 		{"FailoverKeepsLock", sentinelFailoverKeepsLock},
 		{"FailoverLosesUnreplicatedGrant", sentinelFailoverLosesGrant}, // last: kills the primary
 	} {

@@ -25,6 +25,9 @@ grep -q '</svg>' "$out/bench.svg"
 echo "ci-smoke: redislock, quorum of 3"
 "$out/lockbench" --spawn 3 --scenarios quorum --libs redislock "${quick[@]}"
 
+echo "ci-smoke: redislock, quorum of 5 with one node blackholed"
+"$out/lockbench" --spawn 5 --scenarios quorum-blackhole --libs redislock "${quick[@]}"
+
 echo "ci-smoke: cache stampede (the stampede package and the hand-rolled pattern)"
 "$out/lockbench" --spawn 1 --scenarios stampede --libs redislock/linear "${quick[@]}" --stampede-fill 20ms
 

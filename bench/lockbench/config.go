@@ -54,7 +54,7 @@ type Config struct {
 // DefaultConfig is what `go run ./bench` does without flags.
 func DefaultConfig() Config {
 	return Config{
-		Scenarios:   []string{Uncontended, Hotkey, Quorum, Renew, Stampede},
+		Scenarios:   []string{Uncontended, Hotkey, Quorum, Renew, Stampede, Blackhole},
 		Workers:     []int{1, 16, 64, 256},
 		HotWorkers:  []int{8, 32},
 		QuorumSizes: []int{3, 5},
@@ -77,7 +77,7 @@ func (c *Config) Validate() error {
 	var errs []error
 	for _, s := range c.Scenarios {
 		switch s {
-		case Uncontended, Hotkey, Quorum, Renew, Stampede:
+		case Uncontended, Hotkey, Quorum, Renew, Stampede, Blackhole:
 		default:
 			errs = append(errs, fmt.Errorf("unknown scenario %q", s))
 		}
@@ -114,6 +114,9 @@ func (c *Config) needNodes() int {
 		for _, q := range c.QuorumSizes {
 			n = max(n, q)
 		}
+	}
+	if c.has(Blackhole) {
+		n = max(n, blackholeNodes)
 	}
 	return n
 }

@@ -49,6 +49,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		}
 	}
 	writeStampedeMarkdown(&b, rep)
+	writeBlackholeTable(&b, rep, true)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -170,6 +170,7 @@ func WriteTable(w io.Writer, rep *Report) {
 		tw.Flush()
 	}
 	writeStampedeTable(w, rep)
+	writeBlackholeTable(w, rep, false)
 	fmt.Fprintln(w, "\nlibraries:")
 	names := make([]string, 0, len(rep.Libraries))
 	for _, r := range rep.Results {
@@ -217,7 +218,7 @@ func SVG(rep *Report) string {
 	}
 	var groups [][]*Result
 	for _, g := range groupsOf(rep) {
-		if g[0].Scenario != Renew && !isStampede(g) && len(g[0].Samples) > 0 {
+		if g[0].Scenario != Renew && !isStampede(g) && g[0].Scenario != Blackhole && len(g[0].Samples) > 0 {
 			groups = append(groups, g)
 		}
 	}
@@ -334,6 +335,7 @@ func scenarioGroups(rep *Report) (unc, hot, ren [][]*Result) {
 		case g[0].Scenario == Renew:
 			ren = append(ren, g)
 		case isStampede(g): // its own table (stampede.go)
+		case g[0].Scenario == Blackhole: // its own table (blackhole.go)
 		case isHot(g[0].Scenario):
 			hot = append(hot, g)
 		default:

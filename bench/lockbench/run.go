@@ -107,6 +107,14 @@ func plan(cfg *Config, libs []Library, nodesAvail int) ([][]*cell, []string) {
 			if g := stampedeCells(cfg, libs); len(g) > 0 {
 				groups = append(groups, g)
 			}
+		case Blackhole:
+			g, note := blackholeCells(cfg, libs, nodesAvail)
+			if len(g) > 0 {
+				groups = append(groups, g)
+			}
+			if note != "" {
+				notes = append(notes, note)
+			}
 		}
 	}
 	return groups, notes
@@ -237,6 +245,14 @@ func runID() string {
 }
 
 func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]float64, error) {
+	if c.scenario == Blackhole { // lockers of its own (blackhole.go)
+		var f failures
+		s, err := runBlackhole(ctx, cfg, t, c, runID(), &f)
+		if ferr := f.err(); ferr != nil {
+			return nil, ferr
+		}
+		return s, err
+	}
 	var lk Locker
 	var err error
 	if c.lib.Postgres != nil {

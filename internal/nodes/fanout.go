@@ -23,15 +23,13 @@ type Round[T any] struct {
 	mu      sync.Mutex
 	stopped bool           // guarded by mu
 	late    func(Reply[T]) // guarded by mu
-	left    int            // guarded by mu: nodes not yet answered
-	settled chan struct{}  // guarded by mu: made by Settled, closed when left reaches 0
 }
 
 // Fanout runs call on every node in parallel on the live pool and returns
 // the round. A node that already has MaxLive fan-out calls in flight, or a
 // pool without a free worker, answers ErrBusy at once.
 func Fanout[T any](live *Pool, ns []*Node, call func(n *Node) (T, error)) *Round[T] {
-	r := &Round[T]{to: ns, ch: make(chan Reply[T], len(ns)), left: len(ns)}
+	r := &Round[T]{to: ns, ch: make(chan Reply[T], len(ns))}
 	for _, n := range ns {
 		if !admit(&n.fanned, MaxLive) {
 			r.deliver(Reply[T]{Node: n.Index, Err: ErrBusy})
@@ -52,10 +50,6 @@ func Fanout[T any](live *Pool, ns []*Node, call func(n *Node) (T, error)) *Round
 
 func (r *Round[T]) deliver(rep Reply[T]) {
 	r.mu.Lock()
-	r.left--
-	if r.left == 0 && r.settled != nil {
-		close(r.settled)
-	}
 	if !r.stopped {
 		r.ch <- rep
 		r.mu.Unlock()
@@ -127,26 +121,6 @@ func (r *Round[T]) Stop(late func(Reply[T])) {
 		}
 	}
 }
-
-// Settled is closed once every node has answered.
-func (r *Round[T]) Settled() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.left == 0 {
-		return closed
-	}
-	if r.settled == nil {
-		r.settled = make(chan struct{})
-	}
-	return r.settled
-}
-
-// closed is a channel that is closed.
-var closed = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
 
 // timers are stopped timers for Gather.
 var timers = sync.Pool{New: func() any {

@@ -28,7 +28,7 @@ const (
 
 // AutoPipelineAbove is how many calls of a client may be in flight to one
 // node before further calls are batched through go-redis' AutoPipeliner
-// (a *redis.Client only): below it a lone caller never waits for a batch to
+// (a *redis.Client or *redis.ClusterClient): below it a lone caller never waits for a batch to
 // fill, and hot-key handoffs, a single call each, are not slowed.
 const AutoPipelineAbove = 16
 
@@ -53,6 +53,7 @@ type Node struct {
 	Deadlines bool // go-redis applies context deadlines to the node's socket
 
 	inflight atomic.Int32 // live calls (auto-pipelining's load)
+	down     atomic.Bool  // the last call that ended did not reach the server (Down)
 	fanned   atomic.Int32 // of them, fan-out calls (MaxLive)
 	cleaning atomic.Int32 // clean-up calls (MaxCleanup)
 
@@ -86,9 +87,41 @@ func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f
 		defer cancel()
 	}
 	k := n.inflight.Add(1)
-	defer n.inflight.Add(-1)
-	return f(ctx, n.scripter(pipeline && k > AutoPipelineAbove))
+	err := f(ctx, n.scripter(pipeline && k > AutoPipelineAbove))
+	n.inflight.Add(-1)
+	n.noteReached(err)
+	return err
 }
+
+// noteReached records whether a call that ended with err reached the
+// server: it did when it succeeded or the server answered with an error
+// reply; it did not on a network error or a timeout. A call cancelled by
+// its caller tells nothing.
+func (n *Node) noteReached(err error) {
+	switch {
+	case err == nil || isReply(err):
+		if n.down.Load() {
+			n.down.Store(false)
+		}
+	case errors.Is(err, context.Canceled):
+	default:
+		if !n.down.Load() {
+			n.down.Store(true)
+		}
+	}
+}
+
+// isReply reports whether err is an error reply of the server (kept out of
+// noteReached, so that a call without error allocates nothing).
+func isReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
+}
+
+// Down reports whether the node's last call that ended did not reach the
+// server (a network error or a timeout): the node is unreachable until a
+// call gets through again.
+func (n *Node) Down() bool { return n.down.Load() }
 
 // scripter returns where a call goes: the node's AutoPipeliner (set up on
 // first use; cached by go-redis and closed with the go-redis client) when
@@ -96,10 +129,18 @@ func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f
 func (n *Node) scripter(batch bool) redis.Scripter {
 	if batch {
 		n.apOnce.Do(func() {
-			if rdb, ok := n.RDB.(*redis.Client); ok {
-				if ap, err := rdb.AutoPipeline(); err == nil {
-					n.ap = ap
-				}
+			var ap *redis.AutoPipeliner
+			var err error
+			switch rdb := n.RDB.(type) {
+			case *redis.Client:
+				ap, err = rdb.AutoPipeline()
+			case *redis.ClusterClient:
+				ap, err = rdb.AutoPipeline() // one pipeline per node the batch's keys live on
+			default:
+				return
+			}
+			if err == nil {
+				n.ap = ap
 			}
 		})
 		if n.ap != nil {

@@ -81,7 +81,7 @@ func (r *Renewer) work(q *nodeQueue) {
 			if h.call != c || h.stopped || h.done {
 				continue
 			}
-			reqs = append(reqs, Request{Key: h.key, Token: h.token, TTL: h.ttl, Due: r.at(h.due)})
+			reqs = append(reqs, Request{Key: h.key, Token: h.token, TTL: h.ttl, Due: r.at(h.due), Ref: h.ref})
 			sent = append(sent, h)
 			// Results that come after the first expiry, or later than an
 			// interval, are of no use: the entry is lost or renewed anew.
@@ -122,7 +122,7 @@ func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Res
 		if h.call == c {
 			h.call = nil
 		}
-		if h.stopped || h.done {
+		if h.stopped || h.done || r.closed {
 			continue
 		}
 		res := Result{Err: err}
@@ -149,7 +149,7 @@ func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Res
 				cause = lease.ErrNotHeld
 			}
 			h.done = true
-			heap.Remove(&r.heap, h.idx)
+			heap.Remove(&r.heap, int(h.idx))
 			reports = append(reports, report{h: h, cause: cause})
 			continue
 		default:
@@ -157,12 +157,12 @@ func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Res
 			h.due = r.retryAt(h, now)
 		}
 		if h.expiry() <= now {
-			heap.Remove(&r.heap, h.idx)
+			heap.Remove(&r.heap, int(h.idx))
 			reports = append(reports, r.expire(h))
 			continue
 		}
 		h.next = min(h.due, h.expiry())
-		heap.Fix(&r.heap, h.idx)
+		heap.Fix(&r.heap, int(h.idx))
 	}
 	r.arm()
 	r.report(reports)

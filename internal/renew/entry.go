@@ -32,12 +32,14 @@ type Entry struct {
 	// confirmed renewal (lease.ErrLeaseExpired, with the last renewal's
 	// error), lease.LossLead(TTL, Interval) before ValidUntil. Required.
 	Lost func(cause error)
+	// Ref is the owner's own, handed back in each Request of the entry.
+	Ref any
 }
 
 // Handle is an entry being renewed; Stop ends its renewal.
 type Handle struct {
 	r          *Renewer
-	group      Group
+	group      *Group // interned: one per distinct Group (Renewer.groups)
 	key, token string
 	ttl        time.Duration
 	interval   time.Duration
@@ -48,7 +50,7 @@ type Handle struct {
 	until     time.Duration // validity confirmed
 	due       time.Duration // when the next renewal is due
 	next      time.Duration // heap key: due, or the expiry while a call is pending or sooner
-	idx       int           // in r.heap; -1 when not in it
+	idx       int32         // in r.heap; -1 when not in it (int32: packed with the flags, 8 bytes less per entry)
 	call      *call         // the call this entry is part of, nil if none
 	stopped   bool          // Stop or Close: no more callbacks
 	done      bool          // the loss was reported
@@ -56,9 +58,12 @@ type Handle struct {
 	lastErr   error         // the last renewal's error
 	renewed   func(time.Time)
 	lost      func(error)
+	ref       any
 }
 
-// Add starts renewing e; its first renewal is due Interval from now. Bad
+// Add starts renewing e; its first renewal is due Interval after the
+// request of the grant began (ValidUntil - (TTL - Drift)), at the latest
+// Interval from now: a grant that took long to return is renewed early. Bad
 // entries are errors matching lease.ErrInvalidArgument; after Close, Add
 // fails with ErrClosed.
 func (r *Renewer) Add(e Entry) (*Handle, error) {
@@ -77,16 +82,21 @@ func (r *Renewer) Add(e Entry) (*Handle, error) {
 	case e.ValidUntil.IsZero():
 		return nil, lease.Invalid("renew: zero ValidUntil")
 	}
-	h := &Handle{r: r, group: e.Group, key: e.Key, token: e.Token, ttl: e.TTL, interval: e.Interval, drift: e.Drift, lead: lead,
-		renewed: e.Renewed, lost: e.Lost, idx: -1}
+	h := &Handle{r: r, key: e.Key, token: e.Token, ttl: e.TTL, interval: e.Interval, drift: e.Drift, lead: lead,
+		renewed: e.Renewed, lost: e.Lost, ref: e.Ref, idx: -1}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, ErrClosed
 	}
+	h.group = r.groups[e.Group]
+	if h.group == nil {
+		h.group = &e.Group
+		r.groups[e.Group] = h.group
+	}
 	now := r.now()
 	h.until = e.ValidUntil.Sub(r.base)
-	h.due = now + e.Interval
+	h.due = max(min(now+e.Interval, h.renewalOf(h.until)), now)
 	h.next = min(h.due, h.expiry())
 	heap.Push(&r.heap, h)
 	if h.idx == 0 {
@@ -95,12 +105,20 @@ func (r *Renewer) Add(e Entry) (*Handle, error) {
 	return h, nil
 }
 
+// renewalOf is when the renewal of a grant valid until until is due: an
+// interval after its request began, at until - (TTL - Drift).
+func (h *Handle) renewalOf(until time.Duration) time.Duration {
+	return until - h.ttl.Truncate(time.Millisecond) + h.drift + h.interval
+}
+
 // expiry is when the entry's loss by expiry is due.
 func (h *Handle) expiry() time.Duration { return h.until - h.lead }
 
-// Confirmed tells the Renewer that the owner confirmed the grant itself
+// Confirmed tells the Renewer that the owner renewed the grant itself
 // until validUntil (an explicit Refresh): the entry is not reported lost
-// by expiry before then. An earlier validUntil is ignored.
+// by expiry before then, and its next renewal is due when it would be had
+// the Renewer made that renewal (an interval after the refresh began). An
+// earlier validUntil is ignored.
 func (h *Handle) Confirmed(validUntil time.Time) {
 	r := h.r
 	r.mu.Lock()
@@ -110,15 +128,17 @@ func (h *Handle) Confirmed(validUntil time.Time) {
 		return
 	}
 	h.until = until
-	if h.idx >= 0 {
-		if h.call != nil {
-			h.next = h.expiry()
-		} else {
-			h.next = min(h.due, h.expiry())
-		}
-		heap.Fix(&r.heap, h.idx)
-		r.arm()
+	if h.idx < 0 {
+		return
 	}
+	if h.call != nil {
+		h.next = h.expiry()
+	} else {
+		h.due = max(h.due, min(r.now()+h.interval, h.renewalOf(until)))
+		h.next = min(h.due, h.expiry())
+	}
+	heap.Fix(&r.heap, int(h.idx))
+	r.arm()
 }
 
 // Stop ends the entry's renewal. When it returns, neither Renewed nor Lost
@@ -130,23 +150,42 @@ func (h *Handle) Stop() {
 	r := h.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !h.stopped {
-		h.stopped = true
-		if h.idx >= 0 {
-			heap.Remove(&r.heap, h.idx)
-		}
-		if h.call != nil {
-			h.call.leave()
-			if !h.call.sent {
-				h.call = nil // the worker will leave it out
-			}
-		}
-		if testHookStopped != nil {
-			testHookStopped(h)
-		}
-	}
+	h.remove()
 	for h.reporting || h.call != nil && !r.closed {
 		r.cond.Wait()
+	}
+}
+
+// Remove ends the entry's renewal without waiting: a call in flight with
+// the entry may still finish, and a callback of it already decided may
+// still run (the owner ignores it), but no renewal is sent for it any
+// more. It may be called from anywhere, the entry's callbacks included;
+// Stop may follow.
+func (h *Handle) Remove() {
+	r := h.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h.remove()
+}
+
+// remove takes the entry out of the heap and its call. Called with mu held.
+func (h *Handle) remove() {
+	r := h.r
+	if h.stopped {
+		return
+	}
+	h.stopped = true
+	if h.idx >= 0 {
+		heap.Remove(&r.heap, int(h.idx))
+	}
+	if h.call != nil {
+		h.call.leave()
+		if !h.call.sent {
+			h.call = nil // the worker will leave it out
+		}
+	}
+	if testHookStopped != nil {
+		testHookStopped(h)
 	}
 }
 
@@ -161,11 +200,11 @@ func (q entryHeap) Len() int           { return len(q) }
 func (q entryHeap) Less(i, j int) bool { return q[i].next < q[j].next }
 func (q entryHeap) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].idx, q[j].idx = i, j
+	q[i].idx, q[j].idx = int32(i), int32(j)
 }
 func (q *entryHeap) Push(x any) {
 	h := x.(*Handle)
-	h.idx = len(*q)
+	h.idx = int32(len(*q))
 	*q = append(*q, h)
 }
 func (q *entryHeap) Pop() any {

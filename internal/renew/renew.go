@@ -43,6 +43,8 @@ type Request struct {
 	// Due is when the renewal was due; it may be sent up to Config.Early of
 	// the entry's interval before, to share a call.
 	Due time.Time
+	// Ref is the entry's Entry.Ref.
+	Ref any
 }
 
 // Result is the outcome of one Request.
@@ -97,6 +99,7 @@ type Renewer struct {
 	heap    entryHeap
 	timer   lease.Timer // due at the head of the heap
 	nodes   map[string]*nodeQueue
+	groups  map[Group]*Group // every Group an entry had: entries share them
 	closed  bool
 	running sync.WaitGroup // timer steps and workers; Close waits for them
 }
@@ -115,7 +118,7 @@ func New(cfg Config) (*Renewer, error) {
 		return nil, lease.Invalid("renew: early share %v is not below 1", cfg.Early)
 	}
 	r := &Renewer{batch: cfg.Batch, batchSize: cfg.BatchSize, perNode: cfg.PerNode, early: max(cfg.Early, 0), clock: cfg.Clock,
-		nodes: make(map[string]*nodeQueue)}
+		nodes: make(map[string]*nodeQueue), groups: make(map[Group]*Group)}
 	if r.batchSize == 0 {
 		r.batchSize = DefaultBatchSize
 	}
@@ -155,7 +158,14 @@ func (r *Renewer) Len() int {
 // Close ends every entry's renewal and waits for the calls in flight
 // (cancelled) and the timer to finish. No Renewed or Lost is called after
 // Close returns; entries are not told. Later Adds fail with ErrClosed.
-func (r *Renewer) Close() {
+func (r *Renewer) Close() { r.shutdown(nil) }
+
+// CloseLost is Close, but tells every entry still renewed that it is lost,
+// with cause, before it returns (each entry's Lost, once, in no particular
+// order; an entry already stopped or lost is not told again).
+func (r *Renewer) CloseLost(cause error) { r.shutdown(cause) }
+
+func (r *Renewer) shutdown(cause error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -165,17 +175,28 @@ func (r *Renewer) Close() {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
-	for _, e := range r.heap {
+	live := r.heap
+	for _, e := range live {
 		e.idx = -1
-		e.stopped = true
+		if cause == nil {
+			e.stopped = true
+		}
 	}
 	r.heap = nil
 	r.mu.Unlock()
 	r.cancel()
 	r.running.Wait()
 	r.mu.Lock()
-	r.cond.Broadcast() // Stops waiting for a call return
-	r.mu.Unlock()
+	var reports []report
+	if cause != nil {
+		for _, e := range live {
+			if !e.stopped && !e.done {
+				e.done = true
+				reports = append(reports, report{h: e, cause: cause})
+			}
+		}
+	}
+	r.report(reports) // and wakes the Stops waiting for a call to return
 }
 
 // enter registers a timer step or a worker, unless the Renewer is closed.

@@ -35,7 +35,7 @@ func (r *Renewer) step() {
 		case h.call != nil:
 			pending = append(pending, h)
 		default:
-			k := batchKey{h.group, h.ttl}
+			k := batchKey{*h.group, h.ttl}
 			if groups[k] == nil {
 				order = append(order, k)
 			}

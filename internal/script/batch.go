@@ -25,16 +25,24 @@ const (
 // dst with one status per key appended, in keys' order. An error reply
 // (a bad TTL, a token count that does not match) touches no key.
 func BatchRefresh(ctx context.Context, rdb redis.Scripter, keys, tokens []string, ms int64, dst []BatchStatus) ([]BatchStatus, error) {
+	res, err := batchRefresh.Run(ctx, rdb, keys, batchArgs(tokens, ms)...).Slice()
+	if err != nil {
+		return dst, err
+	}
+	return batchStatus(res, len(keys), dst)
+}
+
+func batchArgs(tokens []string, ms int64) []any {
 	args := make([]any, 1, len(tokens)+1)
 	args[0] = ms
 	for _, t := range tokens {
 		args = append(args, t)
 	}
-	res, err := batchRefresh.Run(ctx, rdb, keys, args...).Slice()
-	if err != nil {
-		return dst, err
-	}
-	if len(res) != len(keys) {
+	return args
+}
+
+func batchStatus(res []any, n int, dst []BatchStatus) ([]BatchStatus, error) {
+	if len(res) != n {
 		return dst, unexpected("batch_refresh", res)
 	}
 	for _, r := range res {
@@ -45,4 +53,37 @@ func BatchRefresh(ctx context.Context, rdb redis.Scripter, keys, tokens []string
 		dst = append(dst, BatchStatus(n))
 	}
 	return dst, nil
+}
+
+// Batch is one batch_refresh.lua call of BatchRefreshPipelined: Keys (one
+// Cluster slot) and their Tokens in; Status (one per key) or Err out.
+type Batch struct {
+	Keys, Tokens []string
+	Status       []BatchStatus
+	Err          error
+}
+
+// BatchRefreshPipelined runs BatchRefresh for every batch, to ms
+// milliseconds, in one pipeline of rdb (on a Cluster client, one pipeline
+// per node serving them); a batch whose script was not loaded (NOSCRIPT)
+// is sent again with EVAL on its own. Each batch gets its own outcome.
+func BatchRefreshPipelined(ctx context.Context, rdb redis.UniversalClient, ms int64, batches []Batch) {
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(batches))
+	for i, b := range batches {
+		cmds[i] = pipe.EvalSha(ctx, batchRefresh.Hash(), b.Keys, batchArgs(b.Tokens, ms)...)
+	}
+	_, _ = pipe.Exec(ctx) // every command has its own error
+	for i, cmd := range cmds {
+		b := &batches[i]
+		res, err := cmd.Slice()
+		switch {
+		case redis.HasErrorPrefix(err, "NOSCRIPT"):
+			b.Status, b.Err = BatchRefresh(ctx, rdb, b.Keys, b.Tokens, ms, b.Status[:0])
+		case err != nil:
+			b.Err = err
+		default:
+			b.Status, b.Err = batchStatus(res, len(b.Keys), b.Status[:0])
+		}
+	}
 }

@@ -1,0 +1,192 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redisproc"
+	"github.com/redislock-go/redislock/lease"
+)
+
+// Locks held on every master are renewed by one renewer, the calls of one
+// node (one batch_refresh.lua per slot) pipelined; a lock deleted behind
+// its holder's back is reported to that holder alone.
+func clusterKeptAcrossSlots(t *testing.T, rc realCluster) {
+	ctx := ctxT(t, 30*time.Second)
+	rdb := rc.Client(nil)
+	calls := &batchCalls{}
+	rdb.AddHook(calls)
+	rec := newRenewLog()
+	c := newClient(t, rdb, redislock.WithObserver(rec))
+	const n = 60
+	const ttl = 1500 * time.Millisecond
+	var keys []string
+	var held []*lease.Held
+	for i := range n {
+		key := fmt.Sprintf("%s-%d", t.Name(), i)
+		l, err := c.Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := lease.Hold(ctx, l, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Release(ctx)
+		keys, held = append(keys, key), append(held, h)
+	}
+	eventually(t, 10*time.Second, "every lock renewed", func() bool { return rec.renewedAll(keys) })
+	if p, k := calls.pipelines.Load(), calls.calls.Load(); p == 0 || p >= k {
+		t.Errorf("%d pipelines for %d batch_refresh calls: not pipelined", p, k)
+	}
+	victim := held[7]
+	watch := watchLoss(victim.Context(), victim.Lock())
+	until := victim.Lock().ValidUntil()
+	if err := rdb.Del(ctx, redislock.LockKey(keys[7])).Err(); err != nil {
+		t.Fatal(err)
+	}
+	watch.before(t, until, redislock.ErrNotHeld)
+	for i, h := range held {
+		if i != 7 {
+			renewedAfter(t, h.Lock(), until, 5*time.Second)
+			if h.Err() != nil {
+				t.Fatalf("%s: %v", keys[i], h.Err())
+			}
+		}
+	}
+}
+
+// The master of a held, replicated lock is killed and its replica takes
+// over: the renewals, refused by the dead master, make the client reload
+// its slot map, and go on on the new master, where the lock is kept
+// (go-redis alone would go on asking the dead master until its slot map is
+// 10 s old, and the lease would run out).
+func clusterKilledMasterFollowed(t *testing.T, rc realCluster) {
+	ctx := ctxT(t, 30*time.Second)
+	rdb := rc.Client(nil)
+	c := newClient(t, rdb, redislock.WithObserver(nodeLog{t}))
+	key := t.Name()
+	master := rc.masterOf(t, key)
+	replica := rc.replicaOf(t, master)
+	defer func() { // leave the cluster whole
+		if err := master.Revive(); err != nil {
+			t.Error(err)
+		} else if err := rc.WaitHealthy(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	const ttl = 4 * time.Second
+	err := c.Run(ctx, key, ttl, func(ctx context.Context, l *redislock.Lock) error {
+		if acked, err := master.Do(ctx, "WAIT", 1, 2000); err != nil || acked != int64(1) {
+			t.Fatalf("WAIT = %v, %v", acked, err)
+		}
+		master.Kill()
+		killed := time.Now()
+		if err := rc.Failover(ctx, replica, redisproc.FailoverTakeover); err != nil {
+			t.Fatal(err)
+		}
+		renewedAfter(t, l, validityFrom(killed, ttl), 10*time.Second)
+		if !holds(t, replica.Server, key, l.Token()) {
+			t.Fatal("the new master does not hold the lock")
+		}
+		return context.Cause(ctx)
+	}, redislock.WithRefreshInterval(ttl/4))
+	if err != nil {
+		t.Fatalf("Run across a killed master = %v, want the lock kept", err)
+	}
+}
+
+// nodeLog is an Observer that logs the failed node calls (the renewals
+// during a failover).
+type nodeLog struct{ t *testing.T }
+
+func (n nodeLog) NodeFailed(_ context.Context, e redislock.NodeEvent) {
+	n.t.Logf("node failed %s: %v (%T)", e.Op, e.Err, errors.Unwrap(e.Err))
+}
+
+// WithReplicas on Cluster: the WAIT runs on the master of the key's slot,
+// so the grant is on that master's replica when Obtain returns; Run's
+// batched renewals wait for it too.
+func clusterReplicas(t *testing.T, rc realCluster) {
+	ctx := ctxT(t, 20*time.Second)
+	c := newClient(t, rc.rdb, redislock.WithReplicas(1, 2*time.Second))
+	for _, key := range rc.keysOnMasters(t, t.Name(), 3) {
+		replica := rc.replicaOf(t, rc.masterOf(t, key))
+		err := c.Run(ctx, key, time.Second, func(ctx context.Context, l *redislock.Lock) error {
+			if !replicaHolds(t, replica, key, l.Token()) {
+				t.Fatalf("%s: Obtain returned before the replica had the grant", key)
+			}
+			renewedAfter(t, l, l.ValidUntil(), 5*time.Second)
+			return context.Cause(ctx)
+		})
+		if err != nil {
+			t.Fatalf("%s: Run = %v", key, err)
+		}
+		// Each master has one replica: two never acknowledge.
+		if _, err := c.Obtain(ctx, key, time.Second, redislock.WithReplicas(2, 20*time.Millisecond)); !errors.Is(err, redislock.ErrNotReplicated) {
+			t.Fatalf("%s: Obtain wanting 2 replicas = %v, want ErrNotReplicated", key, err)
+		}
+		if held(ctx, rc.rdb, redislock.LockKey(key)) {
+			t.Fatalf("%s: the unacknowledged grant was not released", key)
+		}
+	}
+}
+
+// replicaHolds reports whether cluster replica n itself holds key's lock
+// with token (read with READONLY, which a cluster replica needs to answer
+// a read for its master's slots).
+func replicaHolds(t *testing.T, n *redisproc.Node, key, token string) bool {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+	defer rdb.Close()
+	v, err := rdb.Get(context.Background(), redislock.LockKey(key)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false
+	case err != nil:
+		t.Fatalf("GET on %s: %v", n.Addr(), err)
+	}
+	return strings.HasPrefix(v, token+":")
+}
+
+// Under load, calls through a ClusterClient are auto-pipelined too (one
+// pipeline per node), and every grant, fence and release is still right.
+func clusterAutoPipeline(t *testing.T, rc realCluster) {
+	ctx := ctxT(t, 30*time.Second)
+	c := newClient(t, rc.Client(nil))
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			key := fmt.Sprintf("%s-%d", t.Name(), w)
+			var last int64
+			for range 30 {
+				l, err := c.Obtain(ctx, key, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if l.Fence() <= last {
+					t.Errorf("fence %d after %d", l.Fence(), last)
+				}
+				last = l.Fence()
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if !redislock.Pipelined(c) {
+		t.Fatal("64 callers did not set up auto-pipelining")
+	}
+}

@@ -1,0 +1,247 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+)
+
+// A dead or stalled minority of the nodes never slows Obtain, Refresh,
+// TTL or Release, and never turns a lock that the majority holds into
+// ErrNotHeld. Each test gives the bad nodes' calls a minute (node and
+// release timeouts, go-redis timeouts) and lets them go only after the
+// test's calls have returned, or after a watchdog fires: a call that
+// waited for a bad node would return only after the watchdog, which the
+// test then reports.
+
+// patience is far beyond what any call of these tests may take: the bad
+// nodes' calls are bounded by it alone.
+const patience = time.Minute
+
+// watchdog lets the bad nodes go (free) after d, or when the test ends.
+type watchdog struct {
+	fired atomic.Bool // free ran on the timer
+	once  sync.Once
+	timer *time.Timer
+	free  func()
+}
+
+func newWatchdog(t *testing.T, d time.Duration, free func()) *watchdog {
+	w := &watchdog{free: free}
+	w.timer = time.AfterFunc(d, func() {
+		w.fired.Store(true)
+		w.release()
+	})
+	t.Cleanup(w.release)
+	return w
+}
+
+// release lets the bad nodes go, once.
+func (w *watchdog) release() {
+	w.timer.Stop()
+	w.once.Do(w.free)
+}
+
+// patientClients returns go-redis clients for the cluster's nodes (the
+// addresses in addrs replace them where set) whose calls wait a minute.
+func patientClients(t *testing.T, q *cluster, addrs map[int]string, dial map[int]func(ctx context.Context, network, addr string) (net.Conn, error)) []redis.UniversalClient {
+	var rdbs []redis.UniversalClient
+	for i, s := range q.srvs {
+		rdbs = append(rdbs, s.Client(func(o *redis.Options) {
+			o.MaxRetries = -1
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = patience, patience, patience, patience
+			if a, ok := addrs[i]; ok {
+				o.Addr = a
+			}
+			if d, ok := dial[i]; ok {
+				o.Dialer = d
+			}
+		}))
+	}
+	return rdbs
+}
+
+// holdThroughMinority runs Obtain, Refresh, TTL and Release on a lock of
+// TTL 2 s while the nodes in bad do not answer, checking after each call
+// that the watchdog has not fired (the call did not wait for a bad node).
+// Then it checks that a lock gone from the live nodes is ErrNotHeld at once.
+func holdThroughMinority(t *testing.T, q *cluster, rdbs []redis.UniversalClient, w *watchdog, bad ...int) {
+	t.Helper()
+	c, err := redislock.NewQuorum(rdbs, redislock.WithNodeTimeout(patience), redislock.WithReleaseTimeout(patience))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.release() // the calls still waiting for bad nodes end
+		_ = c.Close()
+	})
+	fired := w.fired.Load
+	ctx := ctxT(t, 2*patience)
+	check := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s with nodes %v not answering: %v", what, bad, err)
+		}
+		if fired() {
+			t.Fatalf("%s waited for the nodes %v that do not answer", what, bad)
+		}
+	}
+	l, err := c.Obtain(ctx, "minority", 2*time.Second)
+	check("Obtain", err)
+	check("Refresh", l.Refresh(ctx, 2*time.Second))
+	_, err = l.TTL(ctx)
+	check("TTL", err)
+	check("Release", l.Release(ctx))
+	if n := q.holders(t, "minority", l.Token()); n != 0 {
+		t.Fatalf("Release left the grant on %d live nodes", n)
+	}
+
+	// A grant gone from the live nodes: ErrNotHeld, without waiting.
+	l, err = c.Obtain(ctx, "gone", 2*time.Second)
+	check("Obtain", err)
+	for i, rdb := range q.rdbs {
+		if !isBad(i, bad) {
+			rdb.Del(ctx, redislock.DefaultPrefix+"{gone}")
+		}
+	}
+	if err := l.Refresh(ctx, 2*time.Second); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("Refresh of a grant gone from the live nodes = %v, want ErrNotHeld", err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("Release of a grant gone from the live nodes = %v, want ErrNotHeld", err)
+	}
+	if fired() {
+		t.Fatalf("ErrNotHeld waited for the nodes %v that do not answer", bad)
+	}
+
+	// The calls to the bad nodes go on in the background, and Close waits
+	// for them.
+	busy := 0
+	for _, i := range bad {
+		fanned, cleaning := redislock.InFlight(c, i)
+		busy += fanned + cleaning
+	}
+	if busy == 0 {
+		t.Fatalf("no call in flight to the nodes %v that do not answer", bad)
+	}
+	w.release()
+	_ = c.Close()
+	for i := range rdbs {
+		if fanned, cleaning := redislock.InFlight(c, i); fanned+cleaning > 0 {
+			t.Fatalf("Close returned with %d fan-out and %d clean-up calls in flight to node %d", fanned, cleaning, i)
+		}
+	}
+}
+
+func isBad(i int, bad []int) bool {
+	for _, b := range bad {
+		if b == i {
+			return true
+		}
+	}
+	return false
+}
+
+// Two of five nodes killed: their connections are refused, after a dial
+// that lasts until the test lets it go (as a dial with retries does).
+func TestQuorumMinorityKilled(t *testing.T) {
+	q := startQuorum(t, 5)
+	q.srvs[3].Kill()
+	q.srvs[4].Kill()
+	gate := make(chan struct{})
+	w := newWatchdog(t, 20*time.Second, func() { close(gate) })
+	refused := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		<-gate
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr) // connection refused
+	}
+	rdbs := patientClients(t, q, nil, map[int]func(context.Context, string, string) (net.Conn, error){3: refused, 4: refused})
+	holdThroughMinority(t, q, rdbs, w, 3, 4)
+}
+
+// Two of five nodes blackholed: a listener accepts their connections and
+// never answers.
+func TestQuorumMinorityBlackholed(t *testing.T) {
+	q := startQuorum(t, 5)
+	holes := []*blackhole{startBlackhole(t), startBlackhole(t)}
+	w := newWatchdog(t, 20*time.Second, func() {
+		for _, h := range holes {
+			h.close()
+		}
+	})
+	rdbs := patientClients(t, q, map[int]string{3: holes[0].addr(), 4: holes[1].addr()}, nil)
+	holdThroughMinority(t, q, rdbs, w, 3, 4)
+}
+
+// Two of five nodes stopped (SIGSTOP) with connections open.
+func TestQuorumMinorityStopped(t *testing.T) {
+	q := startQuorum(t, 5)
+	rdbs := patientClients(t, q, nil, nil)
+	for _, rdb := range rdbs { // connections up before the nodes stop
+		if err := rdb.Ping(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.srvs[3].Pause()
+	q.srvs[4].Pause()
+	w := newWatchdog(t, 20*time.Second, func() {
+		q.srvs[3].Resume()
+		q.srvs[4].Resume()
+	})
+	holdThroughMinority(t, q, rdbs, w, 3, 4)
+}
+
+// blackhole is a TCP listener that accepts connections and never answers.
+type blackhole struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+func startBlackhole(t *testing.T) *blackhole {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &blackhole{ln: ln}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.mu.Lock()
+			h.conns = append(h.conns, c)
+			h.mu.Unlock()
+		}
+	}()
+	t.Cleanup(h.close)
+	return h
+}
+
+func (h *blackhole) addr() string { return h.ln.Addr().String() }
+
+// close stops accepting and closes the connections: calls waiting on them
+// fail.
+func (h *blackhole) close() {
+	h.once.Do(func() {
+		h.ln.Close()
+		h.wg.Wait()
+		h.mu.Lock()
+		for _, c := range h.conns {
+			c.Close()
+		}
+		h.mu.Unlock()
+	})
+}

@@ -1,0 +1,296 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/scripts"
+)
+
+// renewLog is an Observer that records, per key, the renewals and losses
+// of held locks.
+type renewLog struct {
+	mu      sync.Mutex
+	renewed map[string]int
+	lost    map[string]error
+}
+
+func newRenewLog() *renewLog { return &renewLog{renewed: map[string]int{}, lost: map[string]error{}} }
+
+func (r *renewLog) RefreshStart(ctx context.Context, e redislock.RefreshStartEvent) context.Context {
+	return ctx
+}
+
+func (r *renewLog) RefreshDone(_ context.Context, e redislock.RefreshDoneEvent) {
+	if e.Renewal && e.Err == nil {
+		r.mu.Lock()
+		r.renewed[e.Key]++
+		r.mu.Unlock()
+	}
+}
+
+func (r *renewLog) LockLost(_ context.Context, e redislock.LossEvent) {
+	r.mu.Lock()
+	r.lost[e.Key] = e.Cause
+	r.mu.Unlock()
+}
+
+// renewedAll reports whether each of keys was renewed at least once.
+func (r *renewLog) renewedAll(keys []string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		if r.renewed[k] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// batchCalls is a go-redis hook that counts batch_refresh.lua calls and
+// the keys they carry.
+type batchCalls struct {
+	calls, keys atomic.Int64
+	most        atomic.Int64 // the most keys of one call
+	pipelines   atomic.Int64 // pipelines with a batch_refresh.lua call
+}
+
+var batchSHA = redis.NewScript(scripts.BatchRefresh).Hash()
+
+func (b *batchCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (b *batchCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		b.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (b *batchCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		before := b.calls.Load()
+		for _, cmd := range cmds {
+			b.count(cmd)
+		}
+		if b.calls.Load() > before {
+			b.pipelines.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (b *batchCalls) count(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && !strings.EqualFold(fmt.Sprint(args[0]), "eval") {
+		return
+	}
+	if s := fmt.Sprint(args[1]); s != batchSHA && s != scripts.BatchRefresh {
+		return
+	}
+	n, _ := args[2].(int)
+	b.calls.Add(1)
+	b.keys.Add(int64(n))
+	for m := b.most.Load(); int64(n) > m && !b.most.CompareAndSwap(m, int64(n)); m = b.most.Load() {
+	}
+}
+
+// The held locks of a Client share its renewer: many locks, few
+// goroutines, several locks per batch_refresh.lua call; each lock is
+// renewed and Release takes it out.
+func TestKeepBatches(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(nil)
+	calls := &batchCalls{}
+	rdb.AddHook(calls)
+	rec := newRenewLog()
+	c := newClient(t, rdb, redislock.WithObserver(rec))
+	ctx := ctxT(t, 20*time.Second)
+	const n = 200
+	const ttl = 1500 * time.Millisecond
+	before := runtime.NumGoroutine()
+	var held []*lease.Held
+	var keys []string
+	for i := range n {
+		key := fmt.Sprintf("batch-%d", i)
+		l, err := c.Obtain(ctx, key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := lease.Hold(ctx, l, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, keys = append(held, h), append(keys, key)
+	}
+	if g := runtime.NumGoroutine() - before; g > 10 {
+		t.Errorf("%d more goroutines for %d held locks", g, n)
+	}
+	if got := redislock.Renewing(c); got != n {
+		t.Fatalf("renewer has %d locks, want %d", got, n)
+	}
+	eventually(t, 10*time.Second, "every lock renewed", func() bool { return rec.renewedAll(keys) })
+	if calls.most.Load() < 2 || calls.calls.Load() >= calls.keys.Load() {
+		t.Errorf("%d calls for %d renewals (at most %d in one): not batched", calls.calls.Load(), calls.keys.Load(), calls.most.Load())
+	}
+	for i, h := range held {
+		if h.Err() != nil {
+			t.Fatalf("lock %d: %v", i, h.Err())
+		}
+	}
+	// Released one way or the other, a lock leaves the renewer.
+	if err := held[0].Lock().Release(ctx); err != nil { // by the holder, under Hold
+		t.Fatal(err)
+	}
+	if got := redislock.Renewing(c); got != n-1 {
+		t.Fatalf("after a Release the renewer has %d locks, want %d", got, n-1)
+	}
+	for _, h := range held[1:] {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := redislock.Renewing(c); got != 0 {
+		t.Fatalf("after the releases the renewer has %d locks", got)
+	}
+	if err := held[0].Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("Held.Release after Lock.Release = %v, want ErrNotHeld", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.lost) != 0 {
+		t.Fatalf("losses reported for released locks: %v", rec.lost)
+	}
+}
+
+// A lock deleted behind its holder's back is reported lost to that holder
+// alone, before its ValidUntil; the others stay held.
+func TestKeepLossReachesItsHolder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		rec := newRenewLog()
+		c := newClient(t, b.rdb, redislock.WithObserver(rec))
+		ctx := ctxT(t, 20*time.Second)
+		const ttl = time.Second
+		var held []*lease.Held
+		for i := range 3 {
+			l, err := c.Obtain(ctx, fmt.Sprintf("loss-%d", i), ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := lease.Hold(ctx, l, ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Release(ctx)
+			held = append(held, h)
+		}
+		victim := held[1]
+		watch := watchLoss(victim.Context(), victim.Lock())
+		until := victim.Lock().ValidUntil()
+		if err := b.rdb.Del(ctx, redislock.LockKey("loss-1")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		watch.before(t, until, redislock.ErrNotHeld)
+		if !errors.Is(victim.Err(), redislock.ErrLockLost) || !victim.Lock().ValidUntil().IsZero() {
+			t.Fatalf("victim: Err %v, ValidUntil %v", victim.Err(), victim.Lock().ValidUntil())
+		}
+		for _, i := range []int{0, 2} {
+			renewedAfter(t, held[i].Lock(), until, 5*time.Second)
+			if err := held[i].Err(); err != nil {
+				t.Fatalf("lock %d: %v", i, err)
+			}
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.lost) != 1 || !errors.Is(rec.lost["loss-1"], redislock.ErrNotHeld) {
+			t.Fatalf("LossEvents %v, want loss-1's only", rec.lost)
+		}
+	})
+}
+
+// An explicit Refresh by the holder works while the renewer keeps the lock
+// and moves its validity; a stolen lock's Refresh is ErrNotHeld.
+func TestKeepExplicitRefresh(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(nil)
+	c := newClient(t, rdb)
+	ctx := ctxT(t, 20*time.Second)
+	err := c.Run(ctx, "explicit", time.Second, func(ctx context.Context, l *redislock.Lock) error {
+		before := l.ValidUntil()
+		if err := l.Refresh(ctx, 3*time.Second); err != nil {
+			return err
+		}
+		if !l.ValidUntil().After(before.Add(time.Second)) {
+			t.Errorf("ValidUntil %v after a 3 s Refresh (was %v)", l.ValidUntil(), before)
+		}
+		if d := rdb.PTTL(ctx, redislock.LockKey("explicit")).Val(); d <= time.Second {
+			t.Errorf("PTTL %v after a 3 s Refresh", d)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if redislock.Renewing(c) != 0 {
+		t.Fatal("Run left its lock in the renewer")
+	}
+}
+
+// Close ends the renewals and tells each kept lock's holder at once; the
+// lock can still be released.
+func TestCloseReportsKeptLocks(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(nil)
+	c := redislock.New(rdb)
+	ctx := ctxT(t, 20*time.Second)
+	l, err := c.Obtain(ctx, "closing", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := c.Obtain(ctx, "held-after-close", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := lease.Hold(ctx, l, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Done():
+	default:
+		t.Fatal("Close returned before the holder was told")
+	}
+	if !errors.Is(h.Err(), redislock.ErrLockLost) {
+		t.Fatalf("Err after Close = %v, want ErrLockLost", h.Err())
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("Release after Close = %v", err)
+	}
+	if held(ctx, rdb, redislock.LockKey("closing")) {
+		t.Fatal("lock not released")
+	}
+	// After Close, a lock obtained before is held with a refresher of its
+	// own.
+	h2, err := lease.Hold(ctx, late, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewedAfter(t, late, late.ValidUntil(), 5*time.Second)
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,277 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// soakKeys is what the key-hygiene soak may find left in Redis, by the
+// suffix after a key's hash tag, with the longest TTL the README states
+// for it. A key of no kind here, or without expiry, fails the soak. Keep it
+// in step with the scripts and the README ("How it works", Limitations).
+var soakKeys = []struct {
+	suffix string
+	what   string
+	bound  time.Duration
+}{
+	// A lock's only key: its grant (abandoned, never released: the lock's
+	// TTL) or its released record (the TTL, at least the release timeout).
+	{"", "lock key", max(soakLockTTL, redislock.DefaultReleaseTimeout)},
+	{":queue", "fair queue", redislock.DefaultQueueTTL},
+	{":qexp", "fair queue deadlines", redislock.DefaultQueueTTL},
+	{":rec", "record (Client.Store, the patterns' results)", soakRecordTTL},
+}
+
+const (
+	soakLockTTL   = 2 * time.Second
+	soakRecordTTL = time.Minute
+	soakWorkers   = 32
+	// soakDefaultKeys is how many distinct keys the soak locks on a real
+	// server: REDISLOCK_SOAK_KEYS overrides it.
+	soakDefaultKeys = 100_000
+)
+
+// TestKeyHygiene takes and releases locks on many distinct keys (plain,
+// Run, multi-key, fair with a waiter, records; a few abandoned) and checks
+// that every key left has an expiry within its stated bound; on miniredis,
+// fast-forwarded past the longest bound, the key count returns to zero.
+func TestKeyHygiene(t *testing.T) {
+	n := soakDefaultKeys
+	if s := os.Getenv("REDISLOCK_SOAK_KEYS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
+			t.Fatalf("REDISLOCK_SOAK_KEYS=%q", s)
+		}
+	}
+	t.Run("redis-server", func(t *testing.T) {
+		srv := redistest.Start(t)
+		rdb := srv.Client(func(o *redis.Options) { o.PoolSize = 2 * soakWorkers })
+		start := time.Now()
+		abandoned := soak(t, rdb, n)
+		t.Logf("%d keys in %v", n, time.Since(start).Round(time.Millisecond))
+		counts := checkKeys(t, rdb)
+		t.Logf("left: %v", counts)
+		if counts[""] > n {
+			t.Errorf("%d lock keys left for %d locks: more than one each", counts[""], n)
+		}
+		if g := grants(t, rdb); g > abandoned {
+			t.Errorf("%d grants left, %d abandoned", g, abandoned)
+		}
+		// The abandoned grants and the released records expire within
+		// their bound.
+		eventually(t, soakKeys[0].bound+5*time.Second, "lock keys expired", func() bool { return checkKeys(t, rdb)[""] == 0 })
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		m := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 2 * soakWorkers})
+		defer rdb.Close()
+		soak(t, rdb, min(n, 2000))
+		checkKeys(t, rdb)
+		var longest time.Duration
+		for _, k := range soakKeys {
+			longest = max(longest, k.bound)
+		}
+		m.FastForward(longest)
+		if left := m.Keys(); len(left) != 0 {
+			t.Fatalf("%d keys left after the longest stated bound (%v), e.g. %q", len(left), longest, left[0])
+		}
+	})
+}
+
+// soak runs the workload on n keys and returns how many locks it
+// abandoned.
+func soak(t *testing.T, rdb *redis.Client, n int) (abandoned int) {
+	t.Helper()
+	ctx := ctxT(t, 5*time.Minute)
+	c := newClient(t, rdb)
+	jobs := make(chan int)
+	errs := make(chan error, soakWorkers)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range soakWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				left, err := soakOne(ctx, c, i)
+				if err != nil {
+					errs <- fmt.Errorf("key %d: %w", i, err)
+					return
+				}
+				if left {
+					mu.Lock()
+					abandoned++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case jobs <- i:
+		case err := <-errs:
+			close(jobs)
+			wg.Wait()
+			t.Fatal(err)
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	return abandoned
+}
+
+// soakOne does job i on its own key and reports whether it abandoned a
+// lock.
+func soakOne(ctx context.Context, c *redislock.Client, i int) (abandoned bool, err error) {
+	key := "soak-" + strconv.Itoa(i)
+	switch i % 10 {
+	case 6:
+		return false, c.Run(ctx, key, soakLockTTL, func(context.Context, *redislock.Lock) error { return nil })
+	case 7:
+		m, err := c.ObtainMulti(ctx, []string{key + "-a", key + "-b"}, soakLockTTL)
+		if err != nil {
+			return false, err
+		}
+		return false, m.Release(ctx)
+	case 8:
+		return false, soakFair(ctx, c, key, i%100 == 8)
+	case 9:
+		st := c.Store()
+		if err := st.Put(ctx, key, []byte("v"), 1, soakRecordTTL); err != nil {
+			return false, err
+		}
+		if i%50 == 9 {
+			return false, st.Delete(ctx, key, 1)
+		}
+		return false, nil
+	}
+	l, err := c.Obtain(ctx, key, soakLockTTL)
+	if err != nil {
+		return false, err
+	}
+	if i%1000 == 0 {
+		return true, nil // its holder "crashed"
+	}
+	return false, l.Release(ctx)
+}
+
+// soakFair takes a fair lock; contended, a second caller queues behind the
+// holder and gets the lock after its release.
+func soakFair(ctx context.Context, c *redislock.Client, key string, contended bool) error {
+	l, err := c.Obtain(ctx, key, soakLockTTL, redislock.WithFair(true))
+	if err != nil || !contended {
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		return err
+	}
+	got := make(chan error, 1)
+	go func() {
+		w, err := c.Obtain(ctx, key, soakLockTTL, redislock.WithFair(true), redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	// Release once the waiter queued (its first attempt found the lock held).
+	for w, _ := redislock.LocalWaiters(c, key); w == 0; w, _ = redislock.LocalWaiters(c, key) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Release(ctx); err != nil {
+		return err
+	}
+	return <-got
+}
+
+// grants counts the lock keys that hold a grant (not a released record).
+func grants(t *testing.T, rdb *redis.Client) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	iter := rdb.Scan(ctx, 0, redislock.DefaultPrefix+"{*}", 1000).Iterator()
+	for iter.Next(ctx) {
+		if held(ctx, rdb, iter.Val()) {
+			n++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkKeys scans every key: each must be of a kind of soakKeys, with an
+// expiry within its bound. It returns the count per suffix.
+func checkKeys(t *testing.T, rdb *redis.Client) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	counts := map[string]int{}
+	iter := rdb.Scan(ctx, 0, "*", 1000).Iterator()
+	var batch []string
+	flush := func() {
+		pipe := rdb.Pipeline()
+		ttls := make([]*redis.DurationCmd, len(batch))
+		for i, k := range batch {
+			ttls[i] = pipe.PTTL(ctx, k)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		for i, k := range batch {
+			checkKey(t, k, ttls[i].Val(), counts)
+		}
+		batch = batch[:0]
+	}
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 1000 {
+			flush()
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	flush()
+	return counts
+}
+
+func checkKey(t *testing.T, key string, ttl time.Duration, counts map[string]int) {
+	t.Helper()
+	end := strings.LastIndexByte(key, '}')
+	if !strings.HasPrefix(key, redislock.DefaultPrefix+"{") || end < 0 {
+		t.Fatalf("key %q is not of redislock", key)
+	}
+	suffix := key[end+1:]
+	for _, k := range soakKeys {
+		if k.suffix != suffix {
+			continue
+		}
+		switch {
+		case ttl == -2: // expired between SCAN and PTTL
+		case ttl < 0:
+			t.Fatalf("%s %q has no expiry (PTTL %v)", k.what, key, ttl)
+		case ttl > k.bound:
+			t.Fatalf("%s %q has PTTL %v, above its bound %v", k.what, key, ttl, k.bound)
+		}
+		counts[suffix]++
+		return
+	}
+	t.Fatalf("key %q (suffix %q) is of no kind the README names", key, suffix)
+}
