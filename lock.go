@@ -147,7 +147,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // shorten a newer holder's lock. A ttl below 1ms, or too short to leave
 // validity after drift, is an error matching ErrInvalidArgument. If Redis
 // cannot be reached, ValidUntil stays as it was and a later Refresh may
-// still succeed.
+// still succeed. A refresh confirmed only after the validity it asked for
+// has passed is ErrGrantExpired: the lock is then released and no longer
+// held.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.refresh(ctx, ttl, false)
 }
@@ -180,6 +182,14 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		return err
 	}
 	if err := l.confirmFrom(&l.opts, start, ttl); err != nil {
+		// Confirmed too late: the lease it asked for, and the one before
+		// (which ended no later), may both have passed. Give it back.
+		l.lost()
+		if l.c.quorum {
+			l.c.releaseLost(ctx, l)
+		} else {
+			l.c.releaseAll(detach(ctx), l)
+		}
 		return err
 	}
 	if k := l.keptEntry(); k != nil && !renewal {
@@ -291,7 +301,7 @@ func releaseOn(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
 }
 
 // recordTTL is how long a released lock's key stays, as a released record
-// (scripts/release.lua) that keeps the lock's last fence and the tokens of
+// (scripts/release.lua) that keeps the lock's last fence and the names of
 // its latest releases: the lock's TTL, at least the release timeout, in ms
 // for a script. At least the release timeout, because go-redis re-sends a
 // release whose reply was lost only within the release call, which the

@@ -21,7 +21,7 @@ for i = 1, #KEYS / 3 do
     tok, f, r = string.match(v, '^([^:]*):(%d+):([^:]*)')
   end
   if tok == ARGV[1] then
-    local ok = redis.pcall('SET', k, '~:' .. f .. ':' .. string.sub(' ' .. tok .. r, 1, 8 * (#tok + 1)), 'PX', ARGV[3])
+    local ok = redis.pcall('SET', k, '~:' .. f .. ':' .. ' ' .. string.sub(tok, 1, 12) .. string.sub(r, 1, 7 * 13), 'PX', ARGV[3])
     if type(ok) == 'table' and ok.err then
       redis.call('DEL', k) -- out of memory: delete instead (release.lua)
     end
@@ -32,7 +32,7 @@ for i = 1, #KEYS / 3 do
     elseif ARGV[2] == 's' then
       redis.pcall('SPUBLISH', KEYS[3 * i - 1], msg)
     end
-  elseif r and string.find(r .. ' ', ' ' .. ARGV[1] .. ' ', 1, true) then
+  elseif r and string.find(r .. ' ', ' ' .. string.sub(ARGV[1], 1, 12) .. ' ', 1, true) then
     n = n + 1
   end
 end

@@ -15,9 +15,10 @@
 -- KEYS[1] holds one of
 --   grant     token ":" fence ":" rel ":" holder ";" ["*"]
 --   released  "~:" fence ":" rel            (written by release.lua)
--- rel is " tok1 tok2 ...": the tokens of the latest releases on this key,
--- newest first, at most 8, carried from each value to the next so that a
--- re-sent release still finds its own token (release.lua). The "*" is
+-- rel is " id1 id2 ...": the latest releases on this key, newest first, at
+-- most 8, each named by the first 12 characters of its token (60 random
+-- bits), carried from each value to the next so that a re-sent release
+-- still finds its own (release.lua). The "*" is
 -- appended once an attempt found the grant held: someone waits, and its
 -- release must wake them. A released record is free; any other value (one
 -- this version did not write) counts as held by someone else.
@@ -36,6 +37,7 @@ if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
 local from = ARGV[5]
+local fromID = from and string.sub(from, 1, 12) -- as rel names it
 local handed = 0
 local fence, rel, mark = 0, '', ''
 local v = redis.call('GET', KEYS[1])
@@ -52,7 +54,7 @@ if v then
       tok = nil
     end
   end
-  if from and r and string.find(r .. ' ', ' ' .. from .. ' ', 1, true) then
+  if from and r and string.find(r .. ' ', ' ' .. fromID .. ' ', 1, true) then
     handed = 1 -- released already: a replay whose first reply was lost
   end
   if tok == ARGV[1] then
@@ -76,7 +78,7 @@ if v then
     -- The handed-over grant's release, remembered as release.lua does; the
     -- waiters of other clients stay marked.
     handed = 1
-    rel = string.sub(' ' .. from .. rel, 1, 8 * (#from + 1))
+    rel = ' ' .. fromID .. string.sub(rel, 1, 7 * 13)
     if string.byte(v, -1) == 42 then
       mark = '*'
     end

@@ -1,7 +1,7 @@
 -- release: give the lock back only if it still holds this grant, and wake
 -- the lock's waiters in the same atomic step. The key is not deleted: it
 -- becomes a released record (see obtain.lua) that keeps the last fence and
--- the tokens of the latest releases, for ARGV[3] milliseconds; only when
+-- the names of the latest releases, for ARGV[3] milliseconds; only when
 -- Redis refuses the write (out of memory) is the key deleted instead.
 --
 -- KEYS[1]  lock key
@@ -14,8 +14,9 @@
 -- ARGV[3]  TTL of the released record in milliseconds (> 0)
 -- ARGV[4]  "q": name the fair queue's head in the wake-up; "" = no queue
 --
--- The released record lists this token first among the latest 8 released
--- ones, carried on by the next grants (obtain.lua), so that a replay of
+-- The released record lists this release first among the latest 8, each
+-- named by the first 12 characters of its token, carried on by the next
+-- grants (obtain.lua), so that a replay of
 -- this same release (go-redis re-sends a command whose reply was lost to
 -- EOF) finds its token and still answers 1, even when other grants came in
 -- between, instead of "not held". The wake-up's payload is the ticket at
@@ -32,11 +33,12 @@ end
 -- plain searches and byte compares, making as few strings as it can.
 local tok = ARGV[1]
 local n = #tok
+local id = string.sub(tok, 1, 12) -- the release's name in rel
 local j = string.find(v, ':', n + 2, true)
 if j and string.byte(v, n + 1) == 58 and string.find(v, tok, 1, true) == 1 then
   -- rel runs to the next ':' (a grant) or the end; the newest 7 carried on.
   local k = (string.find(v, ':', j + 1, true) or (#v + 1)) - 1
-  local ok = redis.pcall('SET', KEYS[1], '~:' .. string.sub(v, n + 2, j) .. ' ' .. tok .. string.sub(v, j + 1, math.min(k, j + 7 * (n + 1))), 'PX', ARGV[3])
+  local ok = redis.pcall('SET', KEYS[1], '~:' .. string.sub(v, n + 2, j) .. ' ' .. id .. string.sub(v, j + 1, math.min(k, j + 7 * 13)), 'PX', ARGV[3])
   if type(ok) == 'table' and ok.err then
     -- Out of memory (maxmemory with noeviction): delete instead, which
     -- frees memory. The next fence then comes from the clock.
@@ -61,7 +63,7 @@ local i = string.find(v, ':', 1, true)
 j = i and string.find(v, ':', i + 1, true)
 if j then
   local r = string.sub(v, j + 1, (string.find(v, ':', j + 1, true) or 0) - 1)
-  if string.find(r .. ' ', ' ' .. tok .. ' ', 1, true) then
+  if string.find(r .. ' ', ' ' .. id .. ' ', 1, true) then
     return 1
   end
 end
