@@ -125,7 +125,7 @@
 // returns at once. To hold a lock outside a callback, use lease.Hold: its
 // Done channel closes the moment the lock is lost. In single mode the locks a
 // Client holds this way share one renewer: one timer heap and one script
-// call for up to 500 locks due together (per slot on Cluster, pipelined per
+// call for up to 512 locks due together (per slot on Cluster, pipelined per
 // master), each lock still told of its own loss; quorum mode renews each
 // lock on its own.
 //

@@ -8,7 +8,7 @@
 // entries added at different times fall into step and share calls. Due
 // entries are grouped by Group (the owner's node and Cluster slot) and by
 // TTL, and sent as one call of the owner's BatchFunc per group and per
-// BatchSize entries (default 500): the Redis call itself lives with the
+// BatchSize entries (default 512): the Redis call itself lives with the
 // owner (a script over the keys of one slot). Calls run on at most
 // PerNode workers per node, so calls to one node overlap (pipelined
 // across groups) and a stalled node holds up only its own entries.

@@ -12,7 +12,7 @@ import (
 // Defaults, all in one place.
 const (
 	// DefaultBatchSize is the most requests per call of the BatchFunc.
-	DefaultBatchSize = 500
+	DefaultBatchSize = 512
 	// DefaultPerNode is the most calls in flight to one node.
 	DefaultPerNode = 4
 	// DefaultEarly is the share of an entry's interval by which its

@@ -11,8 +11,8 @@ import (
 	"github.com/redislock-go/redislock/lease"
 )
 
-// 1,200 entries of one group, due together, go out as calls of at most 500
-// (500, 500, 200) and each entry's validity moves to the call's start plus
+// 1,200 entries of one group, due together, go out as calls of at most 512
+// (512, 512, 176) and each entry's validity moves to the call's start plus
 // its TTL, less drift.
 func TestBatches(t *testing.T) {
 	h := newHarness(t, Config{})
@@ -37,8 +37,8 @@ func TestBatches(t *testing.T) {
 		c.renewAll()
 	}
 	slices.Sort(sizes)
-	if !slices.Equal(sizes, []int{200, 500, 500}) {
-		t.Fatalf("call sizes %v, want 500, 500, 200", sizes)
+	if !slices.Equal(sizes, []int{176, 512, 512}) {
+		t.Fatalf("call sizes %v, want 512, 512, 176", sizes)
 	}
 	want := h.clock.Now().Add(testTTL - testDrift)
 	for k, e := range h.eventsN(1200) {
