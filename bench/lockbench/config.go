@@ -150,7 +150,7 @@ type Output struct {
 
 // BindFlags registers the tool's flags on fs, writing into c and o.
 func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
-	fs.Func("scenarios", "comma-separated: uncontended,hotkey,quorum,renew,stampede (default all)", func(s string) error {
+	fs.Func("scenarios", "comma-separated: uncontended,hotkey,quorum,quorum-blackhole,renew,stampede (default all)", func(s string) error {
 		c.Scenarios = splitList(s)
 		return nil
 	})
