@@ -17,7 +17,9 @@ import (
 
 // Inspect reports who holds key, as Redis sees it now: whether it is held,
 // the holder identity its grant recorded (WithHolder), its fence and its
-// remaining TTL. The token is never reported. In quorum mode the lock counts
+// remaining TTL, and how many callers wait for it as far as Redis and this
+// Client know (Waiters: a lower bound; see lease.Info). The token is never
+// reported. In quorum mode the lock counts
 // as held when a majority of the nodes hold the same grant; TTL is then the
 // least over them. An unreachable Redis, or fewer than a majority of the
 // nodes answering, is an error; so is a lock key that redislock did not
@@ -32,20 +34,24 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	}
 	k := keys.New(o.prefix, key)
 	type answer struct {
-		grant grantValue
-		pttl  time.Duration
+		grant   grantValue
+		pttl    time.Duration
+		waiters int // the fair queue's size, at least 1 when the grant is marked
 	}
 	var buf [1]nodes.Reply[answer]
-	rs := onNodes(c, buf[:0], ctx, o.releaseTimeout, false, "inspect", k.Pair[:1], func(ctx context.Context, rdb redis.Scripter, key []string) (answer, error) {
-		v, pttl, exists, err := script.Inspect(ctx, rdb, key)
+	rs := onNodes(c, buf[:0], ctx, o.releaseTimeout, false, "inspect", []string{k.Lock, k.Queue()}, func(ctx context.Context, rdb redis.Scripter, ks []string) (answer, error) {
+		v, pttl, exists, queued, err := script.Inspect(ctx, rdb, ks)
 		if err != nil || !exists {
-			return answer{}, err
+			return answer{waiters: int(queued)}, err
 		}
 		if pttl == script.NoExpiry {
 			return answer{}, errNoExpiry
 		}
 		g, err := parseGrant(v)
-		return answer{g, time.Duration(pttl) * time.Millisecond}, err
+		if g.marked {
+			queued = max(queued, 1)
+		}
+		return answer{g, time.Duration(pttl) * time.Millisecond, int(queued)}, err
 	})
 	type count struct {
 		answer
@@ -53,7 +59,11 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	}
 	grants := make(map[string]*count)
 	var errs []error
+	info := lease.Info{Key: key}
 	for _, r := range rs {
+		if r.Err == nil {
+			info.Waiters = max(info.Waiters, r.Val.waiters)
+		}
 		switch {
 		case r.Err != nil:
 			errs = append(errs, r.Err)
@@ -70,7 +80,12 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if len(c.nodes)-len(errs) < c.majority() {
 		return lease.Info{}, c.nodesErr(ErrNoQuorum, errs)
 	}
-	info := lease.Info{Key: key}
+	if o.notify && !c.sharded(&o) {
+		if w := c.localWaker(); w != nil {
+			n, _ := w.Waiting(k.Wake) // this Client's own waiters
+			info.Waiters = max(info.Waiters, n)
+		}
+	}
 	for _, g := range grants {
 		if g.n >= c.majority() {
 			info.Held, info.Holder, info.Fence, info.TTL = true, g.grant.holder, g.grant.fence, g.pttl
@@ -86,6 +101,7 @@ type grantValue struct {
 	token  string
 	fence  int64
 	holder string
+	marked bool // an attempt found it held: someone waits
 }
 
 func parseGrant(v string) (grantValue, error) {
@@ -100,11 +116,12 @@ func parseGrant(v string) (grantValue, error) {
 		return grantValue{}, nil
 	}
 	_, holder, ok3 := strings.Cut(rest, ":")
-	holder, ok4 := strings.CutSuffix(strings.TrimSuffix(holder, "*"), ";")
+	holder, marked := strings.CutSuffix(holder, "*")
+	holder, ok4 := strings.CutSuffix(holder, ";")
 	if !ok2 || !ok3 || !ok4 {
 		return grantValue{}, bad
 	}
-	return grantValue{token: token, fence: f, holder: holder}, nil
+	return grantValue{token: token, fence: f, holder: holder, marked: marked}, nil
 }
 
 // releasedToken stands in a released record for the token of a grant.

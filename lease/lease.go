@@ -53,6 +53,10 @@ type Info struct {
 	Holder string        // the identity the grant recorded (WithHolder); "" if none
 	Fence  int64         // the holder's fence; 0 when not held
 	TTL    time.Duration // the holder's remaining lease on the backend; 0 when not held
+	// Waiters is how many callers wait for the lock as far as the backend
+	// knows: a lower bound, 0 when it knows of none (a backend that cannot
+	// count them reports 1 for "someone waits").
+	Waiters int
 }
 
 // Keeper is implemented by a Lock whose backend renews leases itself (in

@@ -130,6 +130,9 @@ func TestNotifyWakesWaiter(t *testing.T) {
 		got <- err
 	}()
 	<-listening // the waiter is registered, the listener is up, and the row is marked wanted
+	if info, err := holder.Inspect(ctx, key); err != nil || info.Waiters != 1 {
+		t.Fatalf("Inspect with a waiter = %+v, %v; want Waiters 1", info, err)
+	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

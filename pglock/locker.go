@@ -49,8 +49,10 @@ func (a *leaseLocker) Inspect(ctx context.Context, key string) (lease.Info, erro
 }
 
 // Inspect reports who holds key, as the database sees it now: whether it
-// is held, the holder identity the grant recorded (WithHolder), its fence
-// and its remaining lease. The token is never reported.
+// is held, the holder identity the grant recorded (WithHolder), its fence,
+// its remaining lease, and Waiters 1 when a notified waiter (WithNotify)
+// waits for it (the database does not count them). The token is never
+// reported.
 func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if _, err := c.callOptions(nil); err != nil {
 		return lease.Info{}, err
@@ -60,7 +62,8 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	}
 	info := lease.Info{Key: key}
 	var us int64
-	err := c.pool.QueryRow(ctx, c.sql.inspect, key).Scan(&info.Holder, &info.Fence, &us)
+	var wanted bool
+	err := c.pool.QueryRow(ctx, c.sql.inspect, key).Scan(&info.Holder, &info.Fence, &us, &wanted)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return info, nil
@@ -68,5 +71,8 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 		return lease.Info{}, fmt.Errorf("redislock: inspect %q: %w", key, err)
 	}
 	info.Held, info.TTL = true, time.Duration(us)*time.Microsecond
+	if wanted {
+		info.Waiters = 1
+	}
 	return info, nil
 }

@@ -77,9 +77,10 @@ SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM (SELECT pg_notify($3, md5
 		// this grant holds the lease, else none.
 		ttl: r.Replace(`SELECT greatest(LEFT_US, 1) FROM LEASES WHERE name = $1 AND token = $2 AND expires_at > clock_timestamp()`),
 
-		// inspect: $1 name. One row (holder, fence, remaining lease in µs)
-		// while the key is held, else none.
-		inspect: r.Replace(`SELECT holder, fence, greatest(LEFT_US, 1) FROM LEASES
+		// inspect: $1 name. One row (holder, fence, remaining lease in µs,
+		// whether a waiter asked to be notified) while the key is held, else
+		// none.
+		inspect: r.Replace(`SELECT holder, fence, greatest(LEFT_US, 1), wanted FROM LEASES
 WHERE name = $1 AND token <> '' AND expires_at > clock_timestamp()`),
 
 		// verify: $1 name, $2 token; run inside the caller's transaction.

@@ -23,6 +23,10 @@ type lockInfo struct {
 	Holder string `json:"holder"` // the identity the grant recorded ("" if none)
 	Fence  int64  `json:"fence"`  // 0 when not held
 	TTLms  int64  `json:"ttl_ms"` // remaining lease in milliseconds; 0 when not held
+	// Waiters is how many callers wait, as far as Redis knows: a lower
+	// bound (a waiter of another client marks the lock: 1; fair queues
+	// are counted).
+	Waiters int `json:"waiters"`
 }
 
 func inspectCommand(c *conn) *cobra.Command {
@@ -34,10 +38,12 @@ func inspectCommand(c *conn) *cobra.Command {
 recorded (host:pid for redislock run, or what the program gave WithHolder), the
 current fence and the remaining lease, as Redis sees it now. The token is
 never shown. In quorum mode a lock is held when a majority of the nodes hold
-the same grant.
+the same grant. Waiters is a lower bound: Redis knows that someone waits
+(1) and counts the queue of fair locks, not the callers of other clients
+that wait.
 
 With --json, the output is one JSON array with an object per key:
-  {"key": "...", "held": true, "holder": "...", "fence": 1733..., "ttl_ms": 8123}
+  {"key": "...", "held": true, "holder": "...", "fence": 1733..., "ttl_ms": 8123, "waiters": 1}
 
 Exit codes: 0, or 69 (Redis unreachable, an error reply, no quorum, or a key
 that redislock did not write), 77 (Redis refused the user), 64 (bad
@@ -77,7 +83,7 @@ func inspect(c *conn, keys []string, asJSON bool, w io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("inspect %q on %s: %w", k, c.describe(), err)
 		}
-		infos = append(infos, lockInfo{Key: k, Held: info.Held, Holder: info.Holder, Fence: info.Fence, TTLms: info.TTL.Milliseconds()})
+		infos = append(infos, lockInfo{Key: k, Held: info.Held, Holder: info.Holder, Fence: info.Fence, TTLms: info.TTL.Milliseconds(), Waiters: info.Waiters})
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -85,17 +91,17 @@ func inspect(c *conn, keys []string, asJSON bool, w io.Writer) error {
 		return enc.Encode(infos)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tHELD\tHOLDER\tFENCE\tTTL")
+	fmt.Fprintln(tw, "KEY\tHELD\tHOLDER\tFENCE\tTTL\tWAITERS")
 	for _, i := range infos {
 		if !i.Held {
-			fmt.Fprintf(tw, "%s\tno\t-\t-\t-\n", i.Key)
+			fmt.Fprintf(tw, "%s\tno\t-\t-\t-\t%d\n", i.Key, i.Waiters)
 			continue
 		}
 		holder := i.Holder
 		if holder == "" {
 			holder = "(none recorded)"
 		}
-		fmt.Fprintf(tw, "%s\tyes\t%s\t%d\t%v\n", i.Key, holder, i.Fence, time.Duration(i.TTLms)*time.Millisecond)
+		fmt.Fprintf(tw, "%s\tyes\t%s\t%d\t%v\t%d\n", i.Key, holder, i.Fence, time.Duration(i.TTLms)*time.Millisecond, i.Waiters)
 	}
 	return tw.Flush()
 }

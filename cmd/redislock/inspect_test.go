@@ -24,11 +24,12 @@ func TestInspectJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var got []struct {
-		Key    string `json:"key"`
-		Held   bool   `json:"held"`
-		Holder string `json:"holder"`
-		Fence  int64  `json:"fence"`
-		TTLms  int64  `json:"ttl_ms"`
+		Key     string `json:"key"`
+		Held    bool   `json:"held"`
+		Holder  string `json:"holder"`
+		Fence   int64  `json:"fence"`
+		TTLms   int64  `json:"ttl_ms"`
+		Waiters int    `json:"waiters"`
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -46,6 +47,28 @@ func TestInspectJSON(t *testing.T) {
 	if strings.Contains(out, l.Token()) {
 		t.Error("inspect shows the token")
 	}
+	if r.Waiters != 0 {
+		t.Errorf("report: %d waiters before anyone waits", r.Waiters)
+	}
+
+	// A waiter (of another client than the command's) marks the lock.
+	wctx, cancel := context.WithCancel(ctx)
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		_, _ = c.Obtain(wctx, "report", ttl, redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, out, _ = result(t, "--addr", srv.Addr(), "inspect", "--json", "report")
+		if err := json.Unmarshal([]byte(out), &got); err == nil && len(got) == 1 && got[0].Waiters == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no waiter reported: %s", out)
+		}
+	}
+	cancel()
+	<-waited
 
 	code, out, _ = result(t, "--addr", srv.Addr(), "inspect", "report", "free")
 	if code != 0 || !strings.Contains(out, "billing-7:4242") || !strings.Contains(out, "HOLDER") {

@@ -110,22 +110,31 @@ func TTL(ctx context.Context, rdb redis.Scripter, key []any, token any) (ms int6
 	return n, n != ttlNotHeld, nil
 }
 
-// Inspect reads the lock at key (inspect.lua): its value and PTTL, or
-// exists == false.
-func Inspect(ctx context.Context, rdb redis.Scripter, key []string) (value string, pttl int64, exists bool, err error) {
-	res, err := inspect.Run(ctx, rdb, key).Slice()
+// Inspect reads the lock at keys {lock, queue} (inspect.lua): its value
+// and PTTL, or exists false when the lock key is absent; and queued, the
+// size of its fair queue.
+func Inspect(ctx context.Context, rdb redis.Scripter, keys []string) (value string, pttl int64, exists bool, queued int64, err error) {
+	res, err := inspect.Run(ctx, rdb, keys).Slice()
 	if err != nil {
-		return "", 0, false, err
+		return "", 0, false, 0, err
 	}
-	if len(res) == 1 {
-		return "", 0, false, nil
+	switch len(res) {
+	case 2:
+		n, ok := res[1].(int64)
+		if !ok {
+			break
+		}
+		return "", 0, false, n, nil
+	case 3:
+		ms, ok1 := res[0].(int64)
+		v, ok2 := res[1].(string)
+		n, ok3 := res[2].(int64)
+		if !ok1 || !ok2 || !ok3 {
+			break
+		}
+		return v, ms, true, n, nil
 	}
-	ms, ok1 := res[0].(int64)
-	v, ok2 := res[1].(string)
-	if len(res) != 2 || !ok1 || !ok2 {
-		return "", 0, false, unexpected("inspect", res)
-	}
-	return v, ms, true, nil
+	return "", 0, false, 0, unexpected("inspect", res)
 }
 
 // FairLeave takes ticket out of the fair queue (fair_leave.lua); keys are
