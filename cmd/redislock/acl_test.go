@@ -21,7 +21,7 @@ import (
 var aclRules = []string{
 	"resetkeys", "~redislock:*", "resetchannels", "&redislock:*", "-@all",
 	"+evalsha", "+eval", // every operation is a Lua script (EVALSHA, EVAL after a script flush)
-	"+get", "+set", "+del", "+pexpire", "+pttl", "+append", "+incr", "+time", "+exists", // called by the scripts
+	"+get", "+set", "+del", "+pexpire", "+pttl", "+append", "+time", // called by the scripts
 	"+zrange", "+zrem", "+zadd", "+zscore", "+zrangebyscore", // fair queues; ZRANGE also in releases of several keys
 	"+hget", "+hset", "+hmget", // fenced records (Store, FencedSet)
 	"+hdel", "+hexists", "+hincrby", "+zcard", "+zrank", // semaphores (run -n)
