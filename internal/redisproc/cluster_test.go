@@ -2,6 +2,7 @@ package redisproc
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -67,5 +68,33 @@ func TestCluster(t *testing.T) {
 	}
 	if v, err := cc.Get(ctx, key).Result(); err != nil || v != "v" {
 		t.Fatalf("GET through the cluster client after migration and failover = %q, %v", v, err)
+	}
+}
+
+// NoReplicas forms a cluster of masters alone, which serves every slot.
+func TestClusterNoReplicas(t *testing.T) {
+	need(t, "redis-server", "redis-cli")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := StartCluster(ctx, ClusterConfig{Replicas: NoReplicas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	masters, err := c.Masters(ctx)
+	if err != nil || len(masters) != 3 {
+		t.Fatalf("masters = %v, %v", masters, err)
+	}
+	for _, m := range masters {
+		if rs, err := c.ReplicasOf(ctx, m); err != nil || len(rs) != 0 {
+			t.Fatalf("replicas of %s = %v, %v; want none", m.Addr(), rs, err)
+		}
+	}
+	cc := c.Client(nil)
+	defer cc.Close()
+	for i := range 30 { // keys on all three masters' slots
+		if err := cc.Set(ctx, fmt.Sprint("k", i), "v", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
