@@ -23,7 +23,7 @@ type Client struct {
 	obs    *observers // nil: no observer, no logger
 	err    error      // reported by every call: an invalid client or option
 
-	seen atomic.Int64 // quorum mode: highest fence counter seen on any node
+	seen atomic.Int64 // quorum mode: highest fence seen on any node
 
 	live    *nodes.Pool // quorum fan-out calls on behalf of a waiting caller
 	cleanup *nodes.Pool // background releases of partial or unknown grants

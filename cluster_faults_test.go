@@ -26,8 +26,9 @@ func validityFrom(start time.Time, ttl time.Duration) time.Time {
 
 // A lock held by Run while its slot moves to another master (MIGRATING/
 // IMPORTING, MIGRATE of its keys, SETSLOT NODE) is kept: the renewals
-// follow the slot (ASK, then MOVED), the lock stays exclusive, and its
-// fence counter moves with it, so the next grant's fence is higher.
+// follow the slot (ASK, then MOVED), the lock stays exclusive, and its key
+// (which keeps the last fence) moves with it, so the next grant's fence is
+// higher.
 func clusterSlotMigration(t *testing.T, rc realCluster) {
 	ctx := ctxT(t, 30*time.Second)
 	c, other := newClient(t, rc.rdb), newClient(t, rc.rdb)
