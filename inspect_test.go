@@ -78,7 +78,9 @@ func TestInspectFairQueue(t *testing.T) {
 	defer cancel()
 	for range 2 {
 		c := newClient(t, srv.Client(nil))
-		go func() { _, _ = c.Obtain(wctx, "queue", time.Second, fair, redislock.WithRetry(redislock.LinearBackoff(time.Second))) }()
+		go func() {
+			_, _ = c.Obtain(wctx, "queue", time.Second, fair, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
+		}()
 	}
 	eventually(t, 10*time.Second, "two queued waiters", func() bool {
 		info, err := holder.Inspect(ctx, "queue")
