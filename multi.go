@@ -114,7 +114,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 			}
 			return m, nil
 		}
-		wait, werr := deadline.next(&o, attempts, err)
+		wait, werr := o.nextWait(&deadline, attempts, err)
 		if werr != nil {
 			return nil, werr
 		}

@@ -73,7 +73,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	for attempts = 1; ; attempts++ {
 		var l *Lock
 		var err error
-		if attempts == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() && !deadline.reached() {
+		if attempts == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() && !deadline.Reached() {
 			// Other callers of this Client wait for this key, longer than
 			// this one: wait behind them instead of overtaking them (a
 			// release wakes or hands the lock to the longest-waiting one),
@@ -94,7 +94,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			return nil, err
 		}
 		// err matches ErrNotObtained, and may carry failing nodes' causes.
-		wait, werr := deadline.next(&o, attempts, err)
+		wait, werr := o.nextWait(&deadline, attempts, err)
 		if werr != nil {
 			return nil, werr
 		}

@@ -3,7 +3,6 @@ package lease
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // The errors every backend returns, matched with errors.Is. The root
@@ -51,29 +50,3 @@ var (
 func Invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
 }
-
-// WaitLimitError is the error of an Obtain that stopped waiting for a held
-// lock because its wait limit passed (a backend's WithMaxWait or its
-// default; a context deadline ends a wait with the context's error
-// instead). It matches ErrNotObtained, and Err, the error of the last
-// attempt. TTL is the holder's remaining lease that the last attempt saw,
-// negative when unknown (in the Redis client's quorum mode: the longest
-// among the nodes that answered "held").
-type WaitLimitError struct {
-	Limit time.Duration // the wait limit that passed
-	TTL   time.Duration // the remaining lease last seen; < 0: unknown
-	Err   error         // the last attempt's error
-}
-
-func (e *WaitLimitError) Error() string {
-	if e.TTL < 0 {
-		return fmt.Sprintf("redislock: lock not obtained: wait limit %v reached", e.Limit)
-	}
-	return fmt.Sprintf("redislock: lock not obtained: wait limit %v reached, held for %v more", e.Limit, e.TTL)
-}
-
-// Unwrap returns the last attempt's error, which matches ErrNotObtained.
-func (e *WaitLimitError) Unwrap() error { return e.Err }
-
-// Is matches ErrNotObtained, also when the last attempt's error was lost.
-func (e *WaitLimitError) Is(target error) bool { return target == ErrNotObtained }

@@ -85,11 +85,6 @@ func CheckHolder(id string) error {
 	return nil
 }
 
-// DefaultMaxWait is how long a backend's Obtain waits for a held lock when
-// the caller's context has no deadline, unless configured otherwise: long
-// enough not to give up on a holder that is alive and renewing for a while.
-const DefaultMaxWait = 30 * time.Second
-
 // DefaultDriftFactor is the share of a TTL that a grant's validity gives up
 // for clock drift, unless a backend is configured otherwise.
 const DefaultDriftFactor = 0.01

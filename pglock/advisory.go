@@ -152,7 +152,7 @@ func (c *Client) ObtainAdvisory(ctx context.Context, keys []string, opts ...Opti
 				return nil, err
 			}
 		}
-		wait, err := deadline.next(&o, attempt, lease.ErrNotObtained, 0)
+		wait, err := o.nextWait(&deadline, attempt, lease.ErrNotObtained, 0)
 		if err != nil {
 			put(false)
 			return nil, err
@@ -339,7 +339,7 @@ func (c *Client) RunAdvisoryTx(ctx context.Context, keys []string, fn func(ctx c
 		if done || !errors.Is(err, lease.ErrNotObtained) {
 			return err
 		}
-		wait, err := deadline.next(&o, attempt, err, 0)
+		wait, err := o.nextWait(&deadline, attempt, err, 0)
 		if err != nil {
 			return err
 		}

@@ -68,7 +68,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		case !errors.Is(err, lease.ErrNotObtained):
 			return nil, err
 		}
-		wait, err := deadline.next(&o, attempt, err, left)
+		wait, err := o.nextWait(&deadline, attempt, err, left)
 		if err != nil {
 			return nil, err
 		}
@@ -86,57 +86,26 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 }
 
-// waitDeadline is when an Obtain call stops waiting for a contended lock:
-// ctx's deadline (bounded), else its wait limit (WithMaxWait, default
-// DefaultMaxWait), stretched once to the end of a lease seen about to end.
-type waitDeadline struct {
-	at      time.Time
-	bounded bool          // at is ctx's deadline
-	limit   time.Duration // the wait limit (not bounded)
-	ttl     time.Duration // the TTL asked for: a lease seen within it is about to end
-	margin  time.Duration // after a lease's end, for the clocks to agree
-	last    bool          // the limit has passed: waiting for the lease seen then
-}
-
-// def is the limit when WithMaxWait sets none.
-func (o *options) waitDeadline(ctx context.Context, ttl, def time.Duration) waitDeadline {
-	if at, ok := ctx.Deadline(); ok {
-		return waitDeadline{at: at, bounded: true}
-	}
+// waitDeadline starts the wait of an Obtain for ttl (lease.WaitDeadline):
+// ctx's deadline, else WithMaxWait or def, stretched once to the end of a
+// lease seen about to end, plus the drift allowance.
+func (o *options) waitDeadline(ctx context.Context, ttl, def time.Duration) lease.WaitDeadline {
 	limit := o.maxWait
 	if limit == 0 {
 		limit = def
 	}
-	return waitDeadline{at: time.Now().Add(limit), limit: limit, ttl: ttl, margin: lease.Drift(ttl, o.driftFactor)}
+	return lease.NewWaitDeadline(ctx, limit, ttl, lease.Drift(ttl, o.driftFactor))
 }
 
-// next returns how long to wait after the attempt-th attempt failed with
+// nextWait is how long to wait after the attempt-th attempt failed with
 // held, seeing the holder's lease end in seen (0: unknown), or the error
-// that ends the call: held when the retry strategy gives up; joined with
-// context.DeadlineExceeded at ctx's deadline; a *lease.WaitLimitError at
-// the wait limit. When the limit passes while the lease seen ends within
-// the TTL asked for, the wait goes on until that lease's end plus margin.
-func (d *waitDeadline) next(o *options, attempt int, held error, seen time.Duration) (time.Duration, error) {
-	wait, ok := o.retry.Backoff(attempt)
-	if !ok {
-		return 0, held
+// that ends the call (lease.WaitDeadline.Next).
+func (o *options) nextWait(d *lease.WaitDeadline, attempt int, held error, seen time.Duration) (time.Duration, error) {
+	if seen <= 0 {
+		seen = -1 // unknown
 	}
-	left := time.Until(d.at)
-	switch {
-	case left > 0:
-		return min(wait, left), nil
-	case d.bounded:
-		return 0, lease.Join(held, context.DeadlineExceeded)
-	case d.last || seen <= 0 || seen > d.ttl:
-		ttl := seen
-		if ttl <= 0 {
-			ttl = -1
-		}
-		return 0, &lease.WaitLimitError{Limit: d.limit, TTL: ttl, Err: held}
-	}
-	d.last = true
-	d.at = time.Now().Add(seen + d.margin)
-	return min(wait, seen+d.margin), nil
+	backoff, ok := o.retry.Backoff(attempt)
+	return d.Next(backoff, ok, held, seen)
 }
 
 // obtainOnce makes one attempt: a valid grant; or ErrNotObtained and the
