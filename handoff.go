@@ -79,11 +79,11 @@ func (c *Client) wakeLocal(l *Lock) {
 // giveBack releases, in the background, a grant that no caller will use (a
 // handoff to a waiter that left, or whose outcome is unknown), and wakes the
 // Client's next waiter for the key.
-func (c *Client) giveBack(ctx context.Context, l *Lock) { c.releaseLater(ctx, l, nil) }
+func (c *Client) giveBack(ctx context.Context, l *Lock) { c.releaseLater(ctx, l, noObserver) }
 
 // releaseLater releases l in the background, as giveBack does, and then
-// calls done, if not nil, with the release's outcome (as Release returns
-// it); with ErrBusy wrapped when the clean-up pool refused the call.
+// calls done with the release's outcome (as Release returns it); with
+// ErrBusy wrapped when the clean-up pool refused the call.
 func (c *Client) releaseLater(ctx context.Context, l *Lock, done func(error)) {
 	ctx = detach(ctx)
 	n := c.nodes[0]
@@ -95,14 +95,10 @@ func (c *Client) releaseLater(ctx context.Context, l *Lock, done func(error)) {
 		for _, err := range errs {
 			c.cleanupFailed(ctx, l, 0, err)
 		}
-		if done != nil {
-			done(c.verdict(released, errs))
-		}
+		done(c.verdict(released, errs))
 	}) {
 		err := c.nodeErr(ctx, 0, "release", nodes.ErrBusy)
 		c.cleanupFailed(ctx, l, 0, err)
-		if done != nil {
-			done(err)
-		}
+		done(err)
 	}
 }

@@ -256,16 +256,8 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	if released {
 		return ErrNotHeld
 	}
-	if k := l.keptEntry(); k != nil {
-		k.remove() // no renewal after the release
-	}
-	ctx = detach(ctx)
-	if obs := l.c.obs; obs != nil {
-		ctx = obs.releaseStart(ctx, ReleaseStartEvent{Key: l.key, Fence: l.fence})
-		defer func() {
-			obs.releaseDone(ctx, ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
-		}()
-	}
+	ctx, done := l.beginRelease(ctx)
+	defer func() { done(err) }()
 	handed, err := l.c.handOff(ctx, l)
 	if !handed {
 		if err = l.c.verdict(l.c.releaseAll(ctx, l)); err == nil {
@@ -277,6 +269,27 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	l.mu.Unlock()
 	return err
 }
+
+// beginRelease starts a release of l: it ends l's renewal, detaches ctx
+// from the caller's cancellation and tells the observers; done reports the
+// release's outcome to them (a no-op without observers).
+func (l *Lock) beginRelease(ctx context.Context) (_ context.Context, done func(error)) {
+	if k := l.keptEntry(); k != nil {
+		k.remove() // no renewal after the release
+	}
+	ctx = detach(ctx)
+	obs := l.c.obs
+	if obs == nil {
+		return ctx, noObserver
+	}
+	ctx = obs.releaseStart(ctx, ReleaseStartEvent{Key: l.key, Fence: l.fence})
+	return ctx, func(err error) {
+		obs.releaseDone(ctx, ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
+	}
+}
+
+// noObserver is beginRelease's done without observers.
+func noObserver(error) {}
 
 // releaseAll deletes the grant (compare-and-delete), bounded by the release
 // timeout: in quorum mode on the nodes that granted it, deciding at the

@@ -85,17 +85,8 @@ func (r *runLock) Release(ctx context.Context) error {
 	if released {
 		return ErrNotHeld
 	}
-	if k := l.keptEntry(); k != nil {
-		k.remove() // no renewal after the release
-	}
 	// The observers see the release when it is done, as Release's.
-	var done func(error)
-	if obs := l.c.obs; obs != nil {
-		ctx = obs.releaseStart(detach(ctx), ReleaseStartEvent{Key: l.key, Fence: l.fence})
-		done = func(err error) {
-			obs.releaseDone(ctx, ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
-		}
-	}
+	ctx, done := l.beginRelease(ctx)
 	l.c.releaseLater(ctx, l, done)
 	if lost {
 		return ErrNotHeld
