@@ -11,23 +11,7 @@ import (
 // coordinated failover swaps a master and its replica without losing the
 // key; a cluster client follows both.
 func TestCluster(t *testing.T) {
-	need(t, "redis-server", "redis-cli")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := StartCluster(ctx, ClusterConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	masters, err := c.Masters(ctx)
-	if err != nil || len(masters) != 3 {
-		t.Fatalf("masters = %v, %v", masters, err)
-	}
-	for _, m := range masters {
-		if rs, err := c.ReplicasOf(ctx, m); err != nil || len(rs) != 1 {
-			t.Fatalf("replicas of %s = %v, %v", m.Addr(), rs, err)
-		}
-	}
+	ctx, c, masters := startCluster(t, ClusterConfig{}, 1)
 	cc := c.Client(nil)
 	defer cc.Close()
 	const key = "redisproc-key"
@@ -73,23 +57,7 @@ func TestCluster(t *testing.T) {
 
 // NoReplicas forms a cluster of masters alone, which serves every slot.
 func TestClusterNoReplicas(t *testing.T) {
-	need(t, "redis-server", "redis-cli")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := StartCluster(ctx, ClusterConfig{Replicas: NoReplicas})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	masters, err := c.Masters(ctx)
-	if err != nil || len(masters) != 3 {
-		t.Fatalf("masters = %v, %v", masters, err)
-	}
-	for _, m := range masters {
-		if rs, err := c.ReplicasOf(ctx, m); err != nil || len(rs) != 0 {
-			t.Fatalf("replicas of %s = %v, %v; want none", m.Addr(), rs, err)
-		}
-	}
+	ctx, c, _ := startCluster(t, ClusterConfig{Replicas: NoReplicas}, 0)
 	cc := c.Client(nil)
 	defer cc.Close()
 	for i := range 30 { // keys on all three masters' slots
@@ -97,4 +65,28 @@ func TestClusterNoReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// startCluster starts a cluster of cfg for the test and checks that it has
+// 3 masters with replicas replicas each.
+func startCluster(t *testing.T, cfg ClusterConfig, replicas int) (context.Context, *Cluster, []*Node) {
+	t.Helper()
+	need(t, "redis-server", "redis-cli")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	c, err := StartCluster(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	masters, err := c.Masters(ctx)
+	if err != nil || len(masters) != 3 {
+		t.Fatalf("masters = %v, %v", masters, err)
+	}
+	for _, m := range masters {
+		if rs, err := c.ReplicasOf(ctx, m); err != nil || len(rs) != replicas {
+			t.Fatalf("replicas of %s = %v, %v; want %d", m.Addr(), rs, err, replicas)
+		}
+	}
+	return ctx, c, masters
 }
