@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/scripts"
 )
 
 // renewLog is an Observer that records, per key, the renewals and losses
@@ -67,8 +65,6 @@ type batchCalls struct {
 	pipelines   atomic.Int64 // pipelines with a batch_refresh.lua call
 }
 
-var batchSHA = redis.NewScript(scripts.BatchRefresh).Hash()
-
 func (b *batchCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (b *batchCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -92,14 +88,10 @@ func (b *batchCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 func (b *batchCalls) count(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && !strings.EqualFold(fmt.Sprint(args[0]), "eval") {
+	n, ok := redistest.BatchRefreshKeys(cmd)
+	if !ok {
 		return
 	}
-	if s := fmt.Sprint(args[1]); s != batchSHA && s != scripts.BatchRefresh {
-		return
-	}
-	n, _ := args[2].(int)
 	b.calls.Add(1)
 	b.keys.Add(int64(n))
 	for m := b.most.Load(); int64(n) > m && !b.most.CompareAndSwap(m, int64(n)); m = b.most.Load() {

@@ -2,12 +2,10 @@ package scale
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,8 +15,8 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
+	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/scripts"
 )
 
 const (
@@ -240,8 +238,6 @@ type callCounter struct {
 	sample      func() // called on each call, if set
 }
 
-var batchSHA = redis.NewScript(scripts.BatchRefresh).Hash()
-
 func (c *callCounter) reset() { c.calls.Store(0); c.keys.Store(0) }
 
 func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -263,14 +259,10 @@ func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func (c *callCounter) count(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && !strings.EqualFold(fmt.Sprint(args[0]), "eval") {
+	n, ok := redistest.BatchRefreshKeys(cmd)
+	if !ok {
 		return
 	}
-	if s := fmt.Sprint(args[1]); s != batchSHA && s != scripts.BatchRefresh {
-		return
-	}
-	n, _ := args[2].(int)
 	c.calls.Add(1)
 	c.keys.Add(int64(n))
 	if c.sample != nil {
