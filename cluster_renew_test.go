@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -152,29 +151,7 @@ func replicaHolds(t *testing.T, n *redisproc.Node, key, token string) bool {
 func clusterAutoPipeline(t *testing.T, rc realCluster) {
 	ctx := ctxT(t, 30*time.Second)
 	c := newClient(t, rc.Client(nil))
-	var wg sync.WaitGroup
-	for w := range 64 {
-		wg.Go(func() {
-			key := fmt.Sprintf("%s-%d", t.Name(), w)
-			var last int64
-			for range 30 {
-				l, err := c.Obtain(ctx, key, time.Minute)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if l.Fence() <= last {
-					t.Errorf("fence %d after %d", l.Fence(), last)
-				}
-				last = l.Fence()
-				if err := l.Release(ctx); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	redislock.ObtainReleaseLoop(ctx, t, c, t.Name(), 64, 30)
 	if !redislock.Pipelined(c) {
 		t.Fatal("64 callers did not set up auto-pipelining")
 	}

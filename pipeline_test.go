@@ -36,29 +36,7 @@ func TestAutoPipeline(t *testing.T) {
 			if c.nodes[0].Pipelined() {
 				t.Fatal("a lone call set up auto-pipelining")
 			}
-			var wg sync.WaitGroup
-			for w := range 64 {
-				wg.Go(func() {
-					key := "ap-" + strconv.FormatBool(on) + "-" + strconv.Itoa(w)
-					var last int64
-					for range 50 {
-						l, err := c.Obtain(ctx, key, time.Minute)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if l.Fence() <= last {
-							t.Errorf("fence %d after %d", l.Fence(), last)
-						}
-						last = l.Fence()
-						if err := l.Release(ctx); err != nil {
-							t.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
+			ObtainReleaseLoop(ctx, t, c, "ap-"+strconv.FormatBool(on), 64, 50)
 			if used := c.nodes[0].Pipelined(); used != on {
 				t.Fatalf("auto-pipeliner in use: %v, want %v", used, on)
 			}
@@ -154,4 +132,34 @@ func TestAutoPipelineFaults(t *testing.T) {
 		}
 	}
 	t.Logf("%d grants, %d failed attempts", grants.Load(), failures.Load())
+}
+
+// ObtainReleaseLoop runs rounds Obtain+Release pairs on each of workers
+// goroutines, each on its own key (prefix-i), and checks that every grant
+// succeeds, every release too, and that each key's fences increase.
+func ObtainReleaseLoop(ctx context.Context, t *testing.T, c *Client, prefix string, workers, rounds int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			key := prefix + "-" + strconv.Itoa(w)
+			var last int64
+			for range rounds {
+				l, err := c.Obtain(ctx, key, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if l.Fence() <= last {
+					t.Errorf("fence %d after %d", l.Fence(), last)
+				}
+				last = l.Fence()
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
