@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/redislock-go/redislock/observe"
+
 	"github.com/redislock-go/redislock/lease"
 )
 
@@ -27,7 +29,7 @@ func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop f
 	}
 	return lease.Refresher(nil, renewal{l}, ttl, interval, func(cause error) {
 		if obs := l.c.obs; obs != nil {
-			obs.lockLost(context.Background(), LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
+			obs.lockLost(context.Background(), observe.LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
 		}
 		lost(cause)
 	})

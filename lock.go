@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redislock-go/redislock/observe"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
@@ -164,9 +166,9 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		return err
 	}
 	if obs := l.c.obs; obs != nil {
-		ctx = obs.refreshStart(ctx, RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal})
+		ctx = obs.refreshStart(ctx, observe.RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal})
 		defer func() {
-			obs.refreshDone(ctx, RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal, Err: err})
+			obs.refreshDone(ctx, observe.RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal, Err: err})
 		}()
 	}
 	start := time.Now()
@@ -282,9 +284,9 @@ func (l *Lock) beginRelease(ctx context.Context) (_ context.Context, done func(e
 	if obs == nil {
 		return ctx, noObserver
 	}
-	ctx = obs.releaseStart(ctx, ReleaseStartEvent{Key: l.key, Fence: l.fence})
+	ctx = obs.releaseStart(ctx, observe.ReleaseStartEvent{Key: l.key, Fence: l.fence})
 	return ctx, func(err error) {
-		obs.releaseDone(ctx, ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
+		obs.releaseDone(ctx, observe.ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redislock-go/redislock/observe"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
@@ -94,9 +96,9 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 	attempts := 0
 	if obs := c.obs; obs != nil {
 		start, key := time.Now(), strings.Join(keyList, ",")
-		ctx = obs.obtainStart(ctx, ObtainStartEvent{Key: key, TTL: ttl})
+		ctx = obs.obtainStart(ctx, observe.ObtainStartEvent{Key: key, TTL: ttl})
 		defer func() {
-			obs.obtainDone(ctx, ObtainDoneEvent{Key: key, TTL: ttl, Attempts: attempts, Wait: time.Since(start), Err: err})
+			obs.obtainDone(ctx, observe.ObtainDoneEvent{Key: key, TTL: ttl, Attempts: attempts, Wait: time.Since(start), Err: err})
 		}()
 	}
 

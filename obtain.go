@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/redislock-go/redislock/observe"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
@@ -56,9 +58,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	var attempts int
 	if obs := c.obs; obs != nil {
 		start := time.Now()
-		ctx = obs.obtainStart(ctx, ObtainStartEvent{Key: key, TTL: ttl})
+		ctx = obs.obtainStart(ctx, observe.ObtainStartEvent{Key: key, TTL: ttl})
 		defer func() {
-			obs.obtainDone(ctx, ObtainDoneEvent{Key: key, TTL: ttl, Fence: l.Fence(), Attempts: attempts, Wait: time.Since(start), Err: err})
+			obs.obtainDone(ctx, observe.ObtainDoneEvent{Key: key, TTL: ttl, Fence: l.Fence(), Attempts: attempts, Wait: time.Since(start), Err: err})
 		}()
 	}
 
@@ -103,7 +105,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		if ws == nil {
 			ws = c.obtainWaiter(req)
 			if obs := c.obs; obs != nil {
-				obs.waitStart(ctx, WaitEvent{Key: key, Waiters: c.waiters(&o, req.keys)})
+				obs.waitStart(ctx, observe.WaitEvent{Key: key, Waiters: c.waiters(&o, req.keys)})
 			}
 		}
 		switch granted, err := ws.waitRetry(ctx, wait, err); {

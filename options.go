@@ -1,12 +1,12 @@
 package redislock
 
 import (
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // A ClientOption configures a Client: given to New or NewQuorum. Every
@@ -40,8 +40,7 @@ func (f clientOptionFunc) applyClient(c *config) { f(c) }
 // config is what ClientOptions set.
 type config struct {
 	defaults  options // the defaults of every call
-	observers []Observer
-	logger    *slog.Logger
+	observers []observe.Observer
 }
 
 // options is what Options set for one call.

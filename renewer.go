@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redislock-go/redislock/observe"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
@@ -152,7 +154,7 @@ func (k *kept) Lost(cause error) {
 		l.lost()
 	}
 	if obs := l.c.obs; obs != nil {
-		obs.lockLost(context.Background(), LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
+		obs.lockLost(context.Background(), observe.LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
 	}
 	k.lost(cause)
 }
@@ -175,7 +177,7 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 		ctxs = make([]context.Context, len(reqs))
 		for i, r := range reqs {
 			l := r.Owner.(*kept).l
-			ctxs[i] = obs.refreshStart(ctx, RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true})
+			ctxs[i] = obs.refreshStart(ctx, observe.RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true})
 		}
 	}
 	batches, index := slotBatches(reqs, c.cluster())
@@ -221,7 +223,7 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	if obs != nil {
 		for i, r := range reqs {
 			l := r.Owner.(*kept).l
-			obs.refreshDone(ctxs[i], RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true, Err: res[i].Err})
+			obs.refreshDone(ctxs[i], observe.RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true, Err: res[i].Err})
 		}
 	}
 	return res, nil

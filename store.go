@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redislock-go/redislock/observe"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
@@ -77,7 +79,7 @@ func (s recordStore) stale(ctx context.Context, key string, fence int64, newest 
 	for _, n := range newest {
 		if n > 0 {
 			if obs := s.c.obs; obs != nil {
-				obs.staleFence(ctx, StaleFenceEvent{Key: key, Fence: fence, Newest: n})
+				obs.staleFence(ctx, observe.StaleFenceEvent{Key: key, Fence: fence, Newest: n})
 			}
 			return staleErr(fence, n)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/redislock-go/redislock/observe"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
@@ -69,7 +71,7 @@ func (c *Client) wakerFor(channel string, sharded bool) *waker {
 // resubscribed tells the observers that a waker replaced its connection.
 func (c *Client) resubscribed(cause error) {
 	if c.obs != nil {
-		c.obs.resubscribed(SubscriptionEvent{Err: cause})
+		c.obs.resubscribed(observe.SubscriptionEvent{Err: cause})
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/redislock-go/redislock/internal/redisproc"
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 )
 
 const (
@@ -206,11 +207,11 @@ type lagObserver struct {
 	lags    []time.Duration
 }
 
-func (o *lagObserver) RefreshStart(ctx context.Context, _ redislock.RefreshStartEvent) context.Context {
+func (o *lagObserver) RefreshStart(ctx context.Context, _ observe.RefreshStartEvent) context.Context {
 	return ctx
 }
 
-func (o *lagObserver) RefreshDone(_ context.Context, e redislock.RefreshDoneEvent) {
+func (o *lagObserver) RefreshDone(_ context.Context, e observe.RefreshDoneEvent) {
 	if !e.Renewal || e.Err != nil || !o.measure.Load() {
 		return
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/lease"
 )
 
 // grant names one grant: a key and its fence (fences are unique per key).
@@ -245,7 +245,7 @@ func Result(err error) string {
 	switch {
 	case err == nil:
 		return ResultOK
-	case errors.Is(err, redislock.ErrNotHeld):
+	case errors.Is(err, lease.ErrNotHeld):
 		return ResultNotHeld
 	}
 	return ResultError
@@ -253,7 +253,7 @@ func Result(err error) string {
 
 // Reason is the reason label of a loss.
 func Reason(cause error) string {
-	if errors.Is(cause, redislock.ErrLeaseExpired) {
+	if errors.Is(cause, lease.ErrLeaseExpired) {
 		return ReasonLeaseExpired
 	}
 	return ReasonNotHeld
