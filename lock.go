@@ -6,23 +6,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redislock-go/redislock/observe"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Lock is one grant of a lock. Its methods are safe for concurrent use, and
 // a nil *Lock answers ErrNotHeld.
 type Lock struct {
-	c     *Client
-	key   string
-	keys  keys.Lock
-	token string
-	arg   any // token, boxed once for the script calls
+	keeping // renewed by Run and lease.Hold through keeper (keep.go)
+	c       *Client
+	key     string
+	keys    keys.Lock
+	token   string
+	arg     any // token, boxed once for the script calls
 	// ttlArg is the TTL in ms of the request that granted it, boxed once
 	// for the script calls.
 	ttlArg any

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redislock-go/redislock/observe"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // MultiLock is one grant of several keys, obtained all or nothing by
@@ -109,7 +109,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		err := m.obtainOnce(ctx, ttl)
 		if !errors.Is(err, ErrNotObtained) {
 			if err != nil && ctx.Err() != nil {
-				return nil, lease.Join(err, ctx.Err())
+				return nil, backend.Join(err, ctx.Err())
 			}
 			if err != nil {
 				return nil, err

@@ -6,11 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redislock-go/redislock/observe"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // call runs f on node n, bounded by timeout (see nodes.Node.Call), and

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
-	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -331,5 +330,3 @@ func TestObserverInvalid(t *testing.T) {
 		t.Fatalf("NewQuorum with WithLogger(nil) = %v", err)
 	}
 }
-
-var _ lease.Keeper = (*redislock.Lock)(nil)

@@ -6,14 +6,13 @@ import (
 	"errors"
 	"time"
 
-	"github.com/redislock-go/redislock/observe"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
-	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Obtain takes the lock on key for ttl and returns it, with a fresh random
@@ -89,9 +88,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			return l, nil
 		case ctx.Err() != nil && attempts > 1:
 			// The ctx ended while waiting for a contended lock.
-			return nil, lease.Join(ErrNotObtained, ctx.Err())
+			return nil, backend.Join(ErrNotObtained, ctx.Err())
 		case ctx.Err() != nil:
-			return nil, lease.Join(err, ctx.Err())
+			return nil, backend.Join(err, ctx.Err())
 		case !errors.Is(err, ErrNotObtained):
 			return nil, err
 		}
@@ -132,7 +131,9 @@ type request struct {
 
 func (r *request) newLock() *Lock {
 	token := rand.Text()
-	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
+	l := &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
+	l.keeping = backend.KeepWith(keeper{l})
+	return l
 }
 
 // obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on

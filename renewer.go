@@ -8,14 +8,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redislock-go/redislock/observe"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/renew"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // The held locks of a Client in single mode (standalone, Sentinel,
@@ -23,7 +22,7 @@ import (
 // one batch_refresh.lua call per node and slot for up to
 // renew.DefaultBatchSize locks, the calls of one Cluster node sent in one
 // pipeline. Quorum mode, a *redis.Ring and other clients renew each lock
-// with its own refresher (lease.Refresher).
+// with its own refresher (backend.Refresher).
 
 // errClientClosed is the cause of the loss of the locks the Client still
 // renewed when it was closed.
@@ -61,7 +60,7 @@ func (c *Client) closeRenewer() {
 	}
 }
 
-// kept is a lock renewed by the Client's renewer (Lock.Keep).
+// kept is a lock renewed by the Client's renewer (keeper.Keep).
 type kept struct {
 	l       *Lock
 	ttl     time.Duration

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redislock-go/redislock/observe"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Store returns the Client as a lease.Store: fenced records next to its

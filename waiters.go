@@ -4,13 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/redislock-go/redislock/observe"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/wake"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // waker multiplexes the Client's waiters (internal/wake): a handoff asks

@@ -8,6 +8,7 @@ package track
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -275,4 +276,10 @@ func Increasing(b []float64) bool {
 		}
 	}
 	return len(b) > 0
+}
+
+// Invalid returns an error matching lease.ErrInvalidArgument with the
+// formatted message: an adapter's invalid option.
+func Invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", lease.ErrInvalidArgument, fmt.Sprintf(format, args...))
 }
