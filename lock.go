@@ -11,16 +11,18 @@ import (
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Lock is one grant of a lock. Its methods are safe for concurrent use, and
 // a nil *Lock answers ErrNotHeld.
 type Lock struct {
-	c     *Client
-	key   string
-	keys  keys.Lock
-	token string
-	arg   any // token, boxed once for the script calls
+	keeping // renewed by Run and lease.Hold through keeper (keep.go)
+	c       *Client
+	key     string
+	keys    keys.Lock
+	token   string
+	arg     any // token, boxed once for the script calls
 	// ttlArg is the TTL in ms of the request that granted it, boxed once
 	// for the script calls.
 	ttlArg any
@@ -164,9 +166,9 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		return err
 	}
 	if obs := l.c.obs; obs != nil {
-		ctx = obs.refreshStart(ctx, RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal})
+		ctx = obs.refreshStart(ctx, observe.RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal})
 		defer func() {
-			obs.refreshDone(ctx, RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal, Err: err})
+			obs.refreshDone(ctx, observe.RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal, Err: err})
 		}()
 	}
 	start := time.Now()
@@ -282,9 +284,9 @@ func (l *Lock) beginRelease(ctx context.Context) (_ context.Context, done func(e
 	if obs == nil {
 		return ctx, noObserver
 	}
-	ctx = obs.releaseStart(ctx, ReleaseStartEvent{Key: l.key, Fence: l.fence})
+	ctx = obs.releaseStart(ctx, observe.ReleaseStartEvent{Key: l.key, Fence: l.fence})
 	return ctx, func(err error) {
-		obs.releaseDone(ctx, ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
+		obs.releaseDone(ctx, observe.ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Permit is one slot of a semaphore, held on a lease: its own token,
@@ -95,7 +96,7 @@ func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) error {
 	if p == nil {
 		return lease.ErrNotHeld
 	}
-	if err := lease.CheckTTL(ttl, p.s.o.drift); err != nil {
+	if err := backend.CheckTTL(ttl, p.s.o.drift); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -107,7 +108,7 @@ func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) error {
 		p.setUntil(time.Time{})
 		return lease.ErrNotHeld
 	}
-	until := lease.ValidUntil(start, ttl, p.s.o.drift)
+	until := backend.ValidUntil(start, ttl, p.s.o.drift)
 	if !time.Now().Before(until) {
 		return lease.ErrGrantExpired
 	}

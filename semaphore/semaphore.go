@@ -14,6 +14,7 @@ import (
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/internal/wake"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Semaphore is a named set of limit slots on one Redis (standalone,
@@ -49,11 +50,11 @@ var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 func New(rdb redis.UniversalClient, name string, limit int, opts ...Option) (*Semaphore, error) {
 	switch {
 	case rdb == nil:
-		return nil, lease.Invalid("semaphore: nil Redis client")
+		return nil, backend.Invalid("semaphore: nil Redis client")
 	case name == "":
-		return nil, lease.Invalid("semaphore: empty name")
+		return nil, backend.Invalid("semaphore: empty name")
 	case limit < 1 || limit > MaxLimit:
-		return nil, lease.Invalid("semaphore: limit %d is not in [1, %d]", limit, MaxLimit)
+		return nil, backend.Invalid("semaphore: limit %d is not in [1, %d]", limit, MaxLimit)
 	}
 	o := defaults()
 	for _, opt := range opts {
@@ -106,7 +107,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 }
 
 func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (*Permit, error) {
-	if err := lease.CheckTTL(ttl, s.o.drift); err != nil {
+	if err := backend.CheckTTL(ttl, s.o.drift); err != nil {
 		return nil, err
 	}
 	select {
@@ -127,7 +128,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (
 		switch {
 		case err != nil && sub != nil && ctx.Err() != nil:
 			s.withdraw(ctx, token)
-			return nil, lease.Join(lease.ErrNotObtained, ctx.Err()) // ended while waiting
+			return nil, backend.Join(lease.ErrNotObtained, ctx.Err()) // ended while waiting
 		case err != nil:
 			s.withdraw(ctx, token) // the outcome is unknown
 			return nil, err
@@ -147,7 +148,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (
 			// the waiter is left to its timers.
 			if sub = s.waker.Add(s.wake, token, struct{}{}, false); sub == nil {
 				s.withdraw(ctx, token)
-				return nil, lease.Join(lease.ErrNotObtained, lease.ErrClosed)
+				return nil, backend.Join(lease.ErrNotObtained, lease.ErrClosed)
 			}
 			if ok, _ := sub.Confirmed(ctx, subscribeTimeout); ok {
 				continue
@@ -178,7 +179,7 @@ func (s *Semaphore) attempt(ctx context.Context, token string, ttl time.Duration
 // grant confirmed after its validity is given back.
 func (s *Semaphore) grant(ctx context.Context, token string, r script.SemAcquireReply, start time.Time, ttl time.Duration) (*Permit, error) {
 	p := &Permit{s: s, token: token, slot: r.Slot, fence: r.Fence}
-	until := lease.ValidUntil(start, ttl, s.o.drift)
+	until := backend.ValidUntil(start, ttl, s.o.drift)
 	if !time.Now().Before(until) {
 		_ = p.Release(ctx)
 		return nil, lease.ErrGrantExpired
@@ -204,9 +205,9 @@ func (s *Semaphore) sleep(ctx context.Context, woken <-chan struct{}, r script.S
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return lease.Join(lease.ErrNotObtained, ctx.Err())
+		return backend.Join(lease.ErrNotObtained, ctx.Err())
 	case <-s.closed:
-		return lease.Join(lease.ErrNotObtained, lease.ErrClosed)
+		return backend.Join(lease.ErrNotObtained, lease.ErrClosed)
 	}
 }
 

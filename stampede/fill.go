@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // The cold path.
@@ -137,7 +138,7 @@ func (g *Group) fillHeld(ctx context.Context, f *flight, l lease.Lock, seen *int
 		if fillErr == nil {
 			return nil, runErr, false
 		}
-		return nil, lease.Join(fillFailed(fillErr), lockLost(runErr)), false
+		return nil, backend.Join(fillFailed(fillErr), lockLost(runErr)), false
 	case runErr != nil:
 		// The value is stored; only the release failed.
 		g.o.onError(f.key, runErr)

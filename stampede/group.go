@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Fill computes the value of a key. Its ctx ends when the fill's lock is
@@ -60,7 +61,7 @@ type flight struct {
 // invalid option, is an error matching lease.ErrInvalidArgument.
 func New(locker lease.Locker, store lease.Store, opts ...Option) (*Group, error) {
 	if locker == nil || store == nil {
-		return nil, lease.Invalid("stampede: nil Locker or Store")
+		return nil, backend.Invalid("stampede: nil Locker or Store")
 	}
 	o := defaults()
 	for _, opt := range opts {
@@ -131,13 +132,13 @@ func (g *Group) Do(ctx context.Context, key string, ttl time.Duration, fill Fill
 func (g *Group) check(key string, ttl time.Duration, fill Fill) error {
 	switch {
 	case key == "":
-		return lease.Invalid("stampede: empty key")
+		return backend.Invalid("stampede: empty key")
 	case ttl < time.Millisecond:
-		return lease.Invalid("stampede: TTL %v is below 1ms", ttl)
+		return backend.Invalid("stampede: TTL %v is below 1ms", ttl)
 	case g.o.earlyRefresh > 0 && g.o.earlyRefresh >= ttl:
-		return lease.Invalid("stampede: early refresh %v is not shorter than the TTL %v", g.o.earlyRefresh, ttl)
+		return backend.Invalid("stampede: early refresh %v is not shorter than the TTL %v", g.o.earlyRefresh, ttl)
 	case fill == nil:
-		return lease.Invalid("stampede: nil fill")
+		return backend.Invalid("stampede: nil fill")
 	}
 	return nil
 }
@@ -243,7 +244,7 @@ func cached(key string, rec lease.Record) (val []byte, err error, ok bool) {
 func (g *Group) backendErr(ctx context.Context, op, key string, err error) error {
 	err = fmt.Errorf("redislock: stampede: %s %q: %w", op, key, err)
 	if g.ctx.Err() != nil && ctx.Err() != nil {
-		return lease.Join(lease.ErrClosed, err)
+		return backend.Join(lease.ErrClosed, err)
 	}
 	return err
 }

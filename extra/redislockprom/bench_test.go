@@ -10,6 +10,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/extra/redislockprom"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // The cost of the Collector on the uncontended Obtain+Release pair, against
@@ -66,10 +67,10 @@ func BenchmarkEvents(b *testing.B) {
 	var fence int64
 	for b.Loop() {
 		fence++
-		octx := col.ObtainStart(ctx, redislock.ObtainStartEvent{Key: "bench", TTL: time.Second})
-		col.ObtainDone(octx, redislock.ObtainDoneEvent{Key: "bench", TTL: time.Second, Fence: fence, Attempts: 1, Wait: 50 * time.Microsecond})
-		rctx := col.ReleaseStart(ctx, redislock.ReleaseStartEvent{Key: "bench", Fence: fence})
-		col.ReleaseDone(rctx, redislock.ReleaseDoneEvent{Key: "bench", Fence: fence, Held: 60 * time.Microsecond})
+		octx := col.ObtainStart(ctx, observe.ObtainStartEvent{Key: "bench", TTL: time.Second})
+		col.ObtainDone(octx, observe.ObtainDoneEvent{Key: "bench", TTL: time.Second, Fence: fence, Attempts: 1, Wait: 50 * time.Microsecond})
+		rctx := col.ReleaseStart(ctx, observe.ReleaseStartEvent{Key: "bench", Fence: fence})
+		col.ReleaseDone(rctx, observe.ReleaseDoneEvent{Key: "bench", Fence: fence, Held: 60 * time.Microsecond})
 	}
 }
 

@@ -10,15 +10,15 @@ import (
 
 // The semaphore's scripts, each behind the prelude they share.
 var (
-	semAcquire = semaphoreScript(scripts.SemaphoreAcquire)
-	semRefresh = semaphoreScript(scripts.SemaphoreRefresh)
-	semRelease = semaphoreScript(scripts.SemaphoreRelease)
-	semTTL     = semaphoreScript(scripts.SemaphoreTTL)
-	semInspect = semaphoreScript(scripts.SemaphoreInspect)
+	semAcquire = semaphoreScript(scripts.SemaphoreAcquire.Source())
+	semRefresh = semaphoreScript(scripts.SemaphoreRefresh.Source())
+	semRelease = semaphoreScript(scripts.SemaphoreRelease.Source())
+	semTTL     = semaphoreScript(scripts.SemaphoreTTL.Source())
+	semInspect = semaphoreScript(scripts.SemaphoreInspect.Source())
 )
 
 func semaphoreScript(op string) *redis.Script {
-	return redis.NewScript(scripts.SemaphorePrelude + "\n" + op)
+	return redis.NewScript(scripts.SemaphorePrelude.Source() + "\n" + op)
 }
 
 // SemStatus is the outcome of semaphore_acquire.lua.

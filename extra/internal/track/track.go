@@ -8,10 +8,11 @@ package track
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
-	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/lease"
 )
 
 // grant names one grant: a key and its fence (fences are unique per key).
@@ -245,7 +246,7 @@ func Result(err error) string {
 	switch {
 	case err == nil:
 		return ResultOK
-	case errors.Is(err, redislock.ErrNotHeld):
+	case errors.Is(err, lease.ErrNotHeld):
 		return ResultNotHeld
 	}
 	return ResultError
@@ -253,7 +254,7 @@ func Result(err error) string {
 
 // Reason is the reason label of a loss.
 func Reason(cause error) string {
-	if errors.Is(cause, redislock.ErrLeaseExpired) {
+	if errors.Is(cause, lease.ErrLeaseExpired) {
 		return ReasonLeaseExpired
 	}
 	return ReasonNotHeld
@@ -277,4 +278,10 @@ func Increasing(b []float64) bool {
 		}
 	}
 	return len(b) > 0
+}
+
+// Invalid returns an error matching lease.ErrInvalidArgument with the
+// formatted message: an adapter's invalid option.
+func Invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", lease.ErrInvalidArgument, fmt.Sprintf(format, args...))
 }
