@@ -10,8 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/extra/redislockprom"
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // metric is one exported series name and the labels its series carry.
@@ -93,18 +94,18 @@ func gathered(mfs []*dto.MetricFamily, name string) bool {
 func feed(col *redislockprom.Collector) {
 	ctx := context.Background()
 	const key, ttl = "k", time.Minute
-	octx := col.ObtainStart(ctx, redislock.ObtainStartEvent{Key: key, TTL: ttl})
-	col.WaitStart(octx, redislock.WaitEvent{Key: key, Waiters: 1})
-	col.ObtainDone(octx, redislock.ObtainDoneEvent{Key: key, TTL: ttl, Fence: 1, Attempts: 2, Wait: time.Millisecond})
-	rctx := col.RefreshStart(ctx, redislock.RefreshStartEvent{Key: key, Fence: 1, TTL: ttl, Renewal: true})
-	col.RefreshDone(rctx, redislock.RefreshDoneEvent{Key: key, Fence: 1, TTL: ttl, Renewal: true})
-	lctx := col.ReleaseStart(ctx, redislock.ReleaseStartEvent{Key: key, Fence: 1})
-	col.ReleaseDone(lctx, redislock.ReleaseDoneEvent{Key: key, Fence: 1, Held: time.Second})
-	octx = col.ObtainStart(ctx, redislock.ObtainStartEvent{Key: key, TTL: ttl})
-	col.ObtainDone(octx, redislock.ObtainDoneEvent{Key: key, TTL: ttl, Fence: 2, Attempts: 1})
-	col.LockLost(ctx, redislock.LossEvent{Key: key, Fence: 2, Cause: redislock.ErrNotHeld}) // an expiration
-	col.StaleFence(ctx, redislock.StaleFenceEvent{Key: key, Fence: 3, Newest: 4})
-	col.NodeFailed(ctx, redislock.NodeEvent{Node: 0, Op: "obtain", Err: errors.New("down")})
-	col.Resubscribed(redislock.SubscriptionEvent{Err: errors.New("down")})
-	col.CleanupFailed(ctx, redislock.CleanupEvent{Key: key, Err: errors.New("down")})
+	octx := col.ObtainStart(ctx, observe.ObtainStartEvent{Key: key, TTL: ttl})
+	col.WaitStart(octx, observe.WaitEvent{Key: key, Waiters: 1})
+	col.ObtainDone(octx, observe.ObtainDoneEvent{Key: key, TTL: ttl, Fence: 1, Attempts: 2, Wait: time.Millisecond})
+	rctx := col.RefreshStart(ctx, observe.RefreshStartEvent{Key: key, Fence: 1, TTL: ttl, Renewal: true})
+	col.RefreshDone(rctx, observe.RefreshDoneEvent{Key: key, Fence: 1, TTL: ttl, Renewal: true})
+	lctx := col.ReleaseStart(ctx, observe.ReleaseStartEvent{Key: key, Fence: 1})
+	col.ReleaseDone(lctx, observe.ReleaseDoneEvent{Key: key, Fence: 1, Held: time.Second})
+	octx = col.ObtainStart(ctx, observe.ObtainStartEvent{Key: key, TTL: ttl})
+	col.ObtainDone(octx, observe.ObtainDoneEvent{Key: key, TTL: ttl, Fence: 2, Attempts: 1})
+	col.LockLost(ctx, observe.LossEvent{Key: key, Fence: 2, Cause: lease.ErrNotHeld}) // an expiration
+	col.StaleFence(ctx, observe.StaleFenceEvent{Key: key, Fence: 3, Newest: 4})
+	col.NodeFailed(ctx, observe.NodeEvent{Node: 0, Op: "obtain", Err: errors.New("down")})
+	col.Resubscribed(observe.SubscriptionEvent{Err: errors.New("down")})
+	col.CleanupFailed(ctx, observe.CleanupEvent{Key: key, Err: errors.New("down")})
 }

@@ -2,6 +2,10 @@ module github.com/redislock-go/redislock/extra/redislockprom/monitoring
 
 go 1.25.0
 
+// This module only checks dashboard.json and alerts.yml, and is never
+// published. It stays out of the repository's go.work, so that the
+// Prometheus server's dependencies, which its check needs, do not enter the
+// workspace's build list; run it with GOWORK=off, against the work tree.
 replace (
 	github.com/redislock-go/redislock => ../../..
 	github.com/redislock-go/redislock/extra/redislockprom => ..
@@ -12,8 +16,8 @@ require (
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.69.0
 	github.com/prometheus/prometheus v0.313.2
-	github.com/redislock-go/redislock v0.0.0-00010101000000-000000000000
-	github.com/redislock-go/redislock/extra/redislockprom v0.0.0-00010101000000-000000000000
+	github.com/redislock-go/redislock v0.1.0
+	github.com/redislock-go/redislock/extra/redislockprom v0.1.0
 )
 
 require (
@@ -32,7 +36,6 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
-	github.com/redis/go-redis/v9 v9.22.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.44.0 // indirect
