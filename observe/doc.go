@@ -3,7 +3,8 @@
 // implements to hear them, the way net/http/httptrace stands beside
 // net/http. The metric and trace adapters (extra/redislockprom,
 // extra/redislockotel) are written against this package alone, and so is
-// the slog adapter here (NewLogger).
+// the slog adapter here (NewLogger). RedisLogger routes go-redis' own log
+// lines through slog too, or drops them.
 //
 // # Observers
 //
