@@ -57,11 +57,12 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 // client) or Cluster. opts set defaults for every call. Close never closes
 // rdb.
 //
-// New cannot fail: a nil rdb or an invalid option is reported, as an error
+// New cannot fail: a nil rdb (also a typed nil, such as a nil
+// *redis.Client) or an invalid option is reported, as an error
 // matching ErrInvalidArgument, by every call of the Client (Obtain, Run,
 // Inspect...), before anything is sent to Redis.
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	if rdb == nil {
+	if nodes.IsNil(rdb) {
 		c := newClient(nil, false, opts)
 		c.err = invalid("nil redis client")
 		return c
@@ -80,7 +81,7 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...ClientOption) (*Client, err
 		return nil, invalid("no redis clients")
 	}
 	for i, a := range rdbs {
-		if a == nil {
+		if nodes.IsNil(a) {
 			return nil, invalid("redis client %d is nil", i)
 		}
 		for j, b := range rdbs[:i] {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/lease"
 )
 
@@ -49,7 +50,7 @@ var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 // lease.ErrInvalidArgument. Close never closes rdb.
 func New(rdb redis.UniversalClient, name string, limit int, opts ...Option) (*Semaphore, error) {
 	switch {
-	case rdb == nil:
+	case nodes.IsNil(rdb):
 		return nil, lease.Invalid("semaphore: nil Redis client")
 	case name == "":
 		return nil, lease.Invalid("semaphore: empty name")
