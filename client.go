@@ -48,7 +48,7 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 	}
 	c.err = cfg.defaults.validate()
 	if c.err == nil && len(c.nodes) > 0 {
-		c.err = c.checkReplicas(&cfg.defaults)
+		c.err = c.checkMode(&cfg.defaults)
 	}
 	return c
 }
@@ -74,7 +74,8 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 // N independent Redis masters (the Redlock algorithm), with the same API as
 // New; see the package guide (Quorum mode) for how it works and what it
 // assumes. The list may not be empty, hold nil or hold the same client
-// twice; an invalid option is returned at once. Close never closes the
+// twice; an invalid option, or one that quorum mode does not support
+// (WithFair, WithReplicas), is returned at once. Close never closes the
 // clients.
 func NewQuorum(rdbs []redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 	if len(rdbs) == 0 {
@@ -142,7 +143,20 @@ func (c *Client) callOptions(opts []Option) (options, error) {
 	if err := o.validate(); err != nil {
 		return options{}, err
 	}
+	if err := c.checkMode(&o); err != nil {
+		return options{}, err
+	}
 	return o, nil
+}
+
+// checkMode refuses the options that the Client's mode cannot honour: the
+// defaults when the Client is made (NewQuorum returns the error, New's
+// calls report it), a call's own options at the call.
+func (c *Client) checkMode(o *options) error {
+	if o.fair && c.quorum {
+		return invalid("WithFair is not supported in quorum mode")
+	}
+	return c.checkReplicas(o)
 }
 
 // majority is how many nodes make a decision.

@@ -11,6 +11,7 @@ import (
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/lease"
 )
 
 // Lock is one grant of a lock. Its methods are safe for concurrent use, and
@@ -54,8 +55,8 @@ func (s *validity) validUntil() time.Time {
 // refresh is never confirmed late.
 func (s *validity) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
 	until := o.validUntil(start, ttl)
-	if !time.Now().Before(until) {
-		return ErrGrantExpired
+	if now := time.Now(); !now.Before(until) {
+		return lease.Expired(start, now, ttl, o.driftFactor)
 	}
 	s.mu.Lock()
 	s.until, s.ttl = until, ttl

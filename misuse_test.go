@@ -77,3 +77,89 @@ func toString(p any) string {
 	}
 	return "non-error panic"
 }
+
+// An option the Client's mode cannot honour is refused by the constructor,
+// not by every call later.
+func TestConstructorRefusesWhatTheModeCannotHonour(t *testing.T) {
+	var rdbs []redis.UniversalClient
+	for _, s := range redistest.StartN(t, 3) {
+		rdbs = append(rdbs, s.Client(nil))
+	}
+	for name, opt := range map[string]redislock.Option{
+		"WithFair":     redislock.WithFair(true),
+		"WithReplicas": redislock.WithReplicas(1, time.Second),
+	} {
+		c, err := redislock.NewQuorum(rdbs, opt)
+		if !errors.Is(err, redislock.ErrInvalidArgument) || c != nil {
+			if c != nil {
+				_ = c.Close()
+			}
+			t.Errorf("NewQuorum(%s) = %v, %v, want ErrInvalidArgument", name, c, err)
+		}
+	}
+}
+
+// Obtain and Run (ObtainMulti and RunMulti) judge a call's TTL and options
+// alike: what one refuses as invalid, so does the other.
+func TestObtainAndRunValidateAlike(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Client(nil))
+	ctx := ctxT(t, 10*time.Second)
+	cases := []struct {
+		ttl  time.Duration
+		opts []redislock.Option
+	}{
+		{time.Second, []redislock.Option{redislock.WithRefreshInterval(2 * time.Second)}},
+		{time.Second, []redislock.Option{redislock.WithRefreshInterval(time.Second)}},
+		{time.Second, []redislock.Option{redislock.WithRefreshInterval(985 * time.Millisecond)}},
+		{time.Second, []redislock.Option{redislock.WithRefreshInterval(500 * time.Millisecond)}},
+		{10 * time.Millisecond, []redislock.Option{redislock.WithDriftFactor(0.5)}},
+		{3 * time.Millisecond, nil},
+		{4 * time.Millisecond, nil},
+		{time.Second, nil},
+	}
+	for _, tc := range cases {
+		obtained := func() error {
+			l, err := c.Obtain(ctx, "alike", tc.ttl, tc.opts...)
+			if err == nil {
+				_ = l.Release(ctx)
+			}
+			return err
+		}()
+		ran := c.Run(ctx, "alike", tc.ttl, func(context.Context, *redislock.Lock) error { return nil }, tc.opts...)
+		multi := func() error {
+			m, err := c.ObtainMulti(ctx, []string{"alike-a", "alike-b"}, tc.ttl, tc.opts...)
+			if err == nil {
+				_ = m.Release(ctx)
+			}
+			return err
+		}()
+		ranMulti := c.RunMulti(ctx, []string{"alike-a", "alike-b"}, tc.ttl, func(context.Context, *redislock.MultiLock) error { return nil }, tc.opts...)
+		verdicts := []bool{}
+		for _, err := range []error{obtained, ran, multi, ranMulti} {
+			verdicts = append(verdicts, errors.Is(err, redislock.ErrInvalidArgument))
+		}
+		for _, v := range verdicts[1:] {
+			if v != verdicts[0] {
+				t.Errorf("TTL %v with %d options: Obtain %v, Run %v, ObtainMulti %v, RunMulti %v: not alike",
+					tc.ttl, len(tc.opts), obtained, ran, multi, ranMulti)
+				break
+			}
+		}
+	}
+}
+
+// A TTL that leaves less validity than Redis' own expiry precision (1 ms)
+// is refused, and the error says it is too short.
+func TestTooShortTTLSaysSo(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Client(nil))
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.Obtain(ctx, "short", 3*time.Millisecond)
+	if err == nil {
+		_ = l.Release(ctx)
+	}
+	if !errors.Is(err, redislock.ErrInvalidArgument) || !strings.Contains(err.Error(), "too short") {
+		t.Fatalf("Obtain with a 3ms TTL = %v, want ErrInvalidArgument saying the TTL is too short", err)
+	}
+}

@@ -40,13 +40,8 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, invalid("empty key")
 	case ctx == nil:
 		return nil, invalid("nil context")
-	case o.fair && c.quorum:
-		return nil, invalid("WithFair is not supported in quorum mode")
 	}
-	if err := c.checkReplicas(&o); err != nil {
-		return nil, err
-	}
-	if err := o.checkTTL(ttl); err != nil {
+	if _, err := o.checkCall(ttl); err != nil {
 		return nil, err
 	}
 	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl, ttlArg: ttl.Milliseconds()}

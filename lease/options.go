@@ -1,6 +1,9 @@
 package lease
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // An Option configures one call of a Locker (Obtain), of Hold or of Run.
 // Invalid values are reported as errors matching ErrInvalidArgument by the
@@ -18,7 +21,7 @@ type Options struct {
 	// backend's default, which is none unless configured otherwise.
 	Holder string
 	// RefreshInterval is how often Hold and Run renew the lease. Default:
-	// 0, meaning a third of the TTL.
+	// 0, meaning a third of the TTL (Run: at most half the validity).
 	RefreshInterval time.Duration
 
 	err error // the first invalid value, reported by Apply
@@ -106,6 +109,15 @@ func ValidUntil(start time.Time, ttl time.Duration, factor float64) time.Time {
 	return start.Add(ttl.Truncate(time.Millisecond) - Drift(ttl, factor))
 }
 
+// Expired is ErrGrantExpired for a lease of ttl asked for at start and
+// confirmed only at now, after its validity: the message says how long the
+// call took and how much validity the TTL leaves, so that a TTL too short
+// for the round trips it meets says so.
+func Expired(start, now time.Time, ttl time.Duration, factor float64) error {
+	return fmt.Errorf("%w: the call took %v, more than the %v of validity a TTL of %v leaves after drift (use a longer TTL)",
+		ErrGrantExpired, now.Sub(start).Round(time.Microsecond), ttl.Truncate(time.Millisecond)-Drift(ttl, factor), ttl)
+}
+
 // CheckKey returns an error matching ErrInvalidArgument for an empty key.
 func CheckKey(key string) error {
 	if key == "" {
@@ -114,27 +126,38 @@ func CheckKey(key string) error {
 	return nil
 }
 
+// MinValidity is the least validity a TTL must leave after drift: Redis
+// (and PostgreSQL here) keeps expiries to the millisecond, so a shorter
+// validity ends before the backend can tell it from an expired lease, and
+// no round trip fits in it.
+const MinValidity = time.Millisecond
+
 // CheckTTL returns an error matching ErrInvalidArgument for a TTL below
-// 1 ms or one that leaves no validity after Drift(ttl, factor).
+// 1 ms or one too short to be useful: one that leaves less than
+// MinValidity after Drift(ttl, factor).
 func CheckTTL(ttl time.Duration, factor float64) error {
 	if ttl < time.Millisecond {
 		return Invalid("TTL %v is below 1ms", ttl)
 	}
-	if d := Drift(ttl, factor); ttl.Truncate(time.Millisecond) <= d {
-		return Invalid("TTL %v leaves no validity after drift %v", ttl, d)
+	d := Drift(ttl, factor)
+	if v := ttl.Truncate(time.Millisecond) - d; v < MinValidity {
+		return Invalid("TTL %v is too short: it leaves %v of validity after drift %v, less than %v", ttl, max(v, 0), d, MinValidity)
 	}
 	return nil
 }
 
-// RenewInterval returns how often a lease of ttl is renewed: interval, or a
-// third of ttl when interval is 0. An interval that leaves no time to renew
-// before the validity ends is an error matching ErrInvalidArgument.
+// RenewInterval returns how often a lease of ttl is renewed: interval, or,
+// when interval is 0, a third of ttl, but at most half of the validity
+// (ttl minus drift), so that every TTL that CheckTTL accepts can be
+// renewed. An interval that leaves no time to renew before the validity
+// ends is an error matching ErrInvalidArgument.
 func RenewInterval(ttl, interval time.Duration, factor float64) (time.Duration, error) {
+	validity := ttl - Drift(ttl, factor)
 	if interval == 0 {
-		interval = ttl / 3
+		interval = min(ttl/3, validity/2)
 	}
-	if interval <= 0 || interval >= ttl-Drift(ttl, factor) {
-		return 0, Invalid("refresh interval %v leaves no time to renew a TTL of %v", interval, ttl)
+	if interval <= 0 || interval >= validity {
+		return 0, Invalid("refresh interval %v leaves no time to renew a TTL of %v (validity %v after drift)", interval, ttl, validity)
 	}
 	return interval, nil
 }

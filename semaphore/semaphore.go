@@ -176,9 +176,9 @@ func (s *Semaphore) attempt(ctx context.Context, token string, ttl time.Duration
 func (s *Semaphore) grant(ctx context.Context, token string, r acquireReply, start time.Time, ttl time.Duration) (*Permit, error) {
 	p := &Permit{s: s, token: token, slot: r.slot, fence: r.fence}
 	until := lease.ValidUntil(start, ttl, s.o.drift)
-	if !time.Now().Before(until) {
+	if now := time.Now(); !now.Before(until) {
 		_ = p.Release(ctx)
-		return nil, lease.ErrGrantExpired
+		return nil, lease.Expired(start, now, ttl, s.o.drift)
 	}
 	p.until = until
 	return p, nil
