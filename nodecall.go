@@ -22,7 +22,7 @@ func (c *Client) call(ctx context.Context, n *nodes.Node, timeout time.Duration,
 
 // nodeErr wraps a node's error and tells the observers.
 func (c *Client) nodeErr(ctx context.Context, node int, op string, err error) error {
-	ne := &NodeError{Node: node, Err: err}
+	ne := &NodeError{Node: node, Err: err, quorum: c.quorum}
 	if c.obs != nil {
 		c.obs.nodeFailed(ctx, NodeEvent{Node: node, Op: op, Err: ne})
 	}

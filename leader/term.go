@@ -86,8 +86,8 @@ func (t *Term) check() {
 		return
 	}
 	t.mu.Unlock()
-	t.end(fmt.Errorf("%w: %w: no renewal got through by the margin of %v before the lease's end",
-		lease.ErrLockLost, lease.ErrLeaseExpired, t.e.o.margin))
+	t.end(lease.Join(lease.ErrLockLost, fmt.Errorf("%w: none by the margin of %v before the lease's end",
+		lease.ErrLeaseExpired, t.e.o.margin)))
 	_ = t.release(context.Background())
 }
 

@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The errors every backend returns, matched with errors.Is. The root
@@ -49,4 +50,15 @@ var (
 // message, for backends and patterns that check their own input.
 func Invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// Wrap returns an error matching err whose one-line message puts what was
+// being done in front of err's: "redislock: <format>: <err>", with err's
+// own "redislock: " prefix left out, so that a wrapped error of this
+// library does not say "redislock: redislock:".
+func Wrap(err error, format string, args ...any) error {
+	return &joined{
+		msg:  "redislock: " + fmt.Sprintf(format, args...) + ": " + strings.TrimPrefix(err.Error(), "redislock: "),
+		errs: [2]error{err, nil},
+	}
 }

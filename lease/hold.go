@@ -60,7 +60,7 @@ func Hold(ctx context.Context, l Lock, ttl time.Duration, opts ...Option) (*Held
 	}
 	h := &Held{lock: l}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
-	lost := func(cause error) { h.cancel(fmt.Errorf("%w: %w", ErrLockLost, cause)) }
+	lost := func(cause error) { h.cancel(Join(ErrLockLost, cause)) }
 	if k, ok := l.(Keeper); ok {
 		h.stop = k.Keep(ttl, interval, lost)
 	} else {
@@ -241,7 +241,7 @@ func (r *refresher) expire() {
 	r.mu.Lock()
 	cause := ErrLeaseExpired
 	if r.lastErr != nil {
-		cause = fmt.Errorf("%w: last renewal: %w", ErrLeaseExpired, r.lastErr)
+		cause = joinSaying(ErrLeaseExpired, "last renewal", r.lastErr)
 	}
 	r.mu.Unlock()
 	r.fail(cause)

@@ -3,7 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strings"
 	"time"
 )
 
@@ -78,13 +78,42 @@ func RunLock(ctx context.Context, l Lock, ttl time.Duration, fn func(ctx context
 }
 
 // Join returns an error matching both a and b, with a one-line message
-// "a: b"; either may be nil.
-func Join(a, b error) error {
+// "a: b" that says each thing once: b's "redislock: " prefix is left out,
+// and so is all of b when a's message already ends with it (a node's
+// error that is the context's, joined with the context's error). Either
+// may be nil.
+func Join(a, b error) error { return joinSaying(a, "", b) }
+
+// joinSaying is Join with words put between the two messages ("a: words:
+// b").
+func joinSaying(a error, words string, b error) error {
 	switch {
 	case a == nil:
 		return b
 	case b == nil:
 		return a
 	}
-	return fmt.Errorf("%w: %w", a, b)
+	msg, tail := a.Error(), strings.TrimPrefix(b.Error(), "redislock: ")
+	if !strings.HasSuffix(msg, tail) {
+		if words != "" {
+			msg += ": " + words
+		}
+		msg += ": " + tail
+	}
+	return &joined{msg: msg, errs: [2]error{a, b}}
+}
+
+// joined is Join's error.
+type joined struct {
+	msg  string
+	errs [2]error
+}
+
+func (e *joined) Error() string { return e.msg }
+
+func (e *joined) Unwrap() []error {
+	if e.errs[1] == nil {
+		return e.errs[:1]
+	}
+	return e.errs[:]
 }

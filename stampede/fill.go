@@ -3,7 +3,6 @@ package stampede
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"time"
 
@@ -162,7 +161,7 @@ func (g *Group) storeOutcome(ctx context.Context, l lease.Lock, key string, ttl 
 	case fillErr == nil:
 		err = g.store.Put(ctx, k, encode(kindValue, val), l.Fence(), ttl)
 		if err != nil {
-			err = fmt.Errorf("redislock: stampede: store %q: %w", key, err)
+			err = lease.Wrap(err, "stampede: store %q", key)
 		} else {
 			hook(evStored, key)
 		}
@@ -231,6 +230,6 @@ func (g *Group) releaseAsync(l lease.Lock, key string) {
 // lease ends.
 func (g *Group) release(l lease.Lock, key string) {
 	if err := l.Release(g.ctx); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-		g.o.onError(key, fmt.Errorf("redislock: stampede: release %q: %w", key, err))
+		g.o.onError(key, lease.Wrap(err, "stampede: release %q", key))
 	}
 }

@@ -3,7 +3,6 @@ package stampede
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/redislock-go/redislock/lease"
 )
@@ -41,7 +40,7 @@ func (g *Group) maybeRefresh(f *flight, rec lease.Record) {
 		ctx, cancel := g.child(f.vals)
 		defer cancel()
 		if err := g.refresh(ctx, f, rec.Fence); err != nil {
-			g.o.onError(f.key, fmt.Errorf("redislock: stampede: refresh %q: %w", f.key, err))
+			g.o.onError(f.key, lease.Wrap(err, "stampede: refresh %q", f.key))
 		}
 	}()
 }
