@@ -39,7 +39,7 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 	c := &Client{
 		quorum:  quorum,
 		opts:    cfg.defaults,
-		obs:     newObservers(cfg.observers, cfg.logger),
+		obs:     newObservers(cfg.observers),
 		live:    nodes.NewPool(nodes.MaxLive * len(rdbs)),
 		cleanup: nodes.NewPool(nodes.MaxCleanup * len(rdbs)),
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Locks held on every master are renewed by one renewer, the calls of one
@@ -96,7 +97,7 @@ func clusterKilledMasterFollowed(t *testing.T, rc realCluster) {
 // during a failover).
 type nodeLog struct{ t *testing.T }
 
-func (n nodeLog) NodeFailed(_ context.Context, e redislock.NodeEvent) {
+func (n nodeLog) NodeFailed(_ context.Context, e observe.NodeEvent) {
 	n.t.Logf("node failed %s: %v (%T)", e.Op, e.Err, errors.Unwrap(e.Err))
 }
 

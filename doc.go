@@ -178,10 +178,11 @@
 // # Observing
 //
 // WithObserver installs an Observer, any value implementing one or more of
-// the event interfaces (ObtainObserver, RefreshObserver, ReleaseObserver,
-// LossObserver, ...); extra/redislockprom and extra/redislockotel are
-// Observers for Prometheus and OpenTelemetry. WithLogger logs the same
-// events to a *slog.Logger. A Client without either pays nothing for them.
+// the event interfaces of package observe (ObtainObserver, RefreshObserver,
+// ReleaseObserver, LossObserver, ...); extra/redislockprom and
+// extra/redislockotel are Observers for Prometheus and OpenTelemetry.
+// WithLogger logs the same events to a *slog.Logger (observe.NewLogger). A
+// Client without either pays nothing for them.
 //
 // # Errors
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // The errors shared by every backend are those of package lease, so that
@@ -105,4 +106,4 @@ func (e *NodeError) Error() string {
 // Unwrap returns the node's cause.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-func invalid(format string, args ...any) error { return lease.Invalid(format, args...) }
+func invalid(format string, args ...any) error { return backend.Invalid(format, args...) }

@@ -13,6 +13,7 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Inspect reports who holds key, as Redis sees it now: whether it is held,
@@ -29,7 +30,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if err != nil {
 		return lease.Info{}, err
 	}
-	if err := lease.CheckKey(key); err != nil {
+	if err := backend.CheckKey(key); err != nil {
 		return lease.Info{}, err
 	}
 	k := keys.New(o.prefix, key)

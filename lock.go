@@ -11,17 +11,19 @@ import (
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
-	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Lock is one grant of a lock. Its methods are safe for concurrent use, and
 // a nil *Lock answers ErrNotHeld.
 type Lock struct {
-	c     *Client
-	key   string
-	keys  keys.Lock
-	token string
-	arg   any // token, boxed once for the script calls
+	keeping // renewed by Run and lease.Hold through keeper (keep.go)
+	c       *Client
+	key     string
+	keys    keys.Lock
+	token   string
+	arg     any // token, boxed once for the script calls
 	// ttlArg is the TTL in ms of the request that granted it, boxed once
 	// for the script calls.
 	ttlArg any
@@ -56,7 +58,7 @@ func (s *validity) validUntil() time.Time {
 func (s *validity) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
 	until := o.validUntil(start, ttl)
 	if now := time.Now(); !now.Before(until) {
-		return lease.Expired(start, now, ttl, o.driftFactor)
+		return backend.Expired(start, now, ttl, o.driftFactor)
 	}
 	s.mu.Lock()
 	s.until, s.ttl = until, ttl
@@ -165,9 +167,9 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		return err
 	}
 	if obs := l.c.obs; obs != nil {
-		ctx = obs.refreshStart(ctx, RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal})
+		ctx = obs.refreshStart(ctx, observe.RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal})
 		defer func() {
-			obs.refreshDone(ctx, RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal, Err: err})
+			obs.refreshDone(ctx, observe.RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: renewal, Err: err})
 		}()
 	}
 	start := time.Now()
@@ -283,9 +285,9 @@ func (l *Lock) beginRelease(ctx context.Context) (_ context.Context, done func(e
 	if obs == nil {
 		return ctx, noObserver
 	}
-	ctx = obs.releaseStart(ctx, ReleaseStartEvent{Key: l.key, Fence: l.fence})
+	ctx = obs.releaseStart(ctx, observe.ReleaseStartEvent{Key: l.key, Fence: l.fence})
 	return ctx, func(err error) {
-		obs.releaseDone(ctx, ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
+		obs.releaseDone(ctx, observe.ReleaseDoneEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Err: err})
 	}
 }
 

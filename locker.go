@@ -1,10 +1,8 @@
 package redislock
 
 import (
-	"context"
-	"time"
-
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Locker returns the Client as a lease.Locker: the contract that the
@@ -13,38 +11,9 @@ import (
 // the Client's own; a call's lease.WithRetry and lease.WithHolder override
 // them. Its locks are *Lock values.
 func (c *Client) Locker(opts ...Option) lease.Locker {
-	return &leaseLocker{c: c, opts: opts}
+	return backend.NewLocker(backend.Client[Option, *Lock]{
+		Obtain: c.Obtain, Inspect: c.Inspect, WithRetry: WithRetry, WithHolder: WithHolder,
+	}, opts...)
 }
 
-type leaseLocker struct {
-	c    *Client
-	opts []Option
-}
-
-var (
-	_ lease.Locker = (*leaseLocker)(nil)
-	_ lease.Lock   = (*Lock)(nil)
-)
-
-func (a *leaseLocker) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lease.Option) (lease.Lock, error) {
-	lo, err := lease.Apply(opts)
-	if err != nil {
-		return nil, err
-	}
-	call := a.opts
-	if lo.Retry != nil {
-		call = append(call[:len(call):len(call)], WithRetry(lo.Retry))
-	}
-	if lo.Holder != "" {
-		call = append(call[:len(call):len(call)], WithHolder(lo.Holder))
-	}
-	l, err := a.c.Obtain(ctx, key, ttl, call...)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-func (a *leaseLocker) Inspect(ctx context.Context, key string) (lease.Info, error) {
-	return a.c.Inspect(ctx, key)
-}
+var _ lease.Lock = (*Lock)(nil)

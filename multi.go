@@ -14,6 +14,8 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // MultiLock is one grant of several keys, obtained all or nothing by
@@ -94,9 +96,9 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 	attempts := 0
 	if obs := c.obs; obs != nil {
 		start, key := time.Now(), strings.Join(keyList, ",")
-		ctx = obs.obtainStart(ctx, ObtainStartEvent{Key: key, TTL: ttl})
+		ctx = obs.obtainStart(ctx, observe.ObtainStartEvent{Key: key, TTL: ttl})
 		defer func() {
-			obs.obtainDone(ctx, ObtainDoneEvent{Key: key, TTL: ttl, Attempts: attempts, Wait: time.Since(start), Err: err})
+			obs.obtainDone(ctx, observe.ObtainDoneEvent{Key: key, TTL: ttl, Attempts: attempts, Wait: time.Since(start), Err: err})
 		}()
 	}
 
@@ -107,7 +109,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		err := m.obtainOnce(ctx, ttl)
 		if !errors.Is(err, ErrNotObtained) {
 			if err != nil && ctx.Err() != nil {
-				return nil, lease.Join(err, ctx.Err())
+				return nil, backend.Join(err, ctx.Err())
 			}
 			if err != nil {
 				return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // call runs f on node n, bounded by timeout (see nodes.Node.Call), and
@@ -24,7 +25,7 @@ func (c *Client) call(ctx context.Context, n *nodes.Node, timeout time.Duration,
 func (c *Client) nodeErr(ctx context.Context, node int, op string, err error) error {
 	ne := &NodeError{Node: node, Err: err, quorum: c.quorum}
 	if c.obs != nil {
-		c.obs.nodeFailed(ctx, NodeEvent{Node: node, Op: op, Err: ne})
+		c.obs.nodeFailed(ctx, observe.NodeEvent{Node: node, Op: op, Err: ne})
 	}
 	return ne
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
-	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // recorder is an Observer of every kind; it keeps the events and signals
@@ -71,36 +71,36 @@ func last[E any](r *recorder) (e E, ok bool) {
 	return e, false
 }
 
-func (r *recorder) ObtainStart(ctx context.Context, e redislock.ObtainStartEvent) context.Context {
+func (r *recorder) ObtainStart(ctx context.Context, e observe.ObtainStartEvent) context.Context {
 	r.add("obtainStart", e)
 	return context.WithValue(ctx, ctxKey{}, "obtain:"+e.Key)
 }
-func (r *recorder) ObtainDone(ctx context.Context, e redislock.ObtainDoneEvent) {
+func (r *recorder) ObtainDone(ctx context.Context, e observe.ObtainDoneEvent) {
 	if ctx.Value(ctxKey{}) != "obtain:"+e.Key {
 		panic("ObtainDone without the context ObtainStart returned")
 	}
 	r.add("obtainDone", e)
 }
-func (r *recorder) WaitStart(_ context.Context, e redislock.WaitEvent) { r.add("wait", e) }
-func (r *recorder) RefreshStart(ctx context.Context, e redislock.RefreshStartEvent) context.Context {
+func (r *recorder) WaitStart(_ context.Context, e observe.WaitEvent) { r.add("wait", e) }
+func (r *recorder) RefreshStart(ctx context.Context, e observe.RefreshStartEvent) context.Context {
 	r.add("refreshStart", e)
 	return ctx
 }
-func (r *recorder) RefreshDone(_ context.Context, e redislock.RefreshDoneEvent) {
+func (r *recorder) RefreshDone(_ context.Context, e observe.RefreshDoneEvent) {
 	r.add("refreshDone", e)
 }
-func (r *recorder) ReleaseStart(ctx context.Context, e redislock.ReleaseStartEvent) context.Context {
+func (r *recorder) ReleaseStart(ctx context.Context, e observe.ReleaseStartEvent) context.Context {
 	r.add("releaseStart", e)
 	return ctx
 }
-func (r *recorder) ReleaseDone(_ context.Context, e redislock.ReleaseDoneEvent) {
+func (r *recorder) ReleaseDone(_ context.Context, e observe.ReleaseDoneEvent) {
 	r.add("releaseDone", e)
 }
-func (r *recorder) LockLost(_ context.Context, e redislock.LossEvent)         { r.add("lost", e) }
-func (r *recorder) NodeFailed(_ context.Context, e redislock.NodeEvent)       { r.add("node", e) }
-func (r *recorder) Resubscribed(e redislock.SubscriptionEvent)                { r.add("resubscribed", e) }
-func (r *recorder) CleanupFailed(_ context.Context, e redislock.CleanupEvent) { r.add("cleanup", e) }
-func (r *recorder) StaleFence(_ context.Context, e redislock.StaleFenceEvent) { r.add("stale", e) }
+func (r *recorder) LockLost(_ context.Context, e observe.LossEvent)         { r.add("lost", e) }
+func (r *recorder) NodeFailed(_ context.Context, e observe.NodeEvent)       { r.add("node", e) }
+func (r *recorder) Resubscribed(e observe.SubscriptionEvent)                { r.add("resubscribed", e) }
+func (r *recorder) CleanupFailed(_ context.Context, e observe.CleanupEvent) { r.add("cleanup", e) }
+func (r *recorder) StaleFence(_ context.Context, e observe.StaleFenceEvent) { r.add("stale", e) }
 
 // Each observer event fires for the action it names.
 func TestObserverEvents(t *testing.T) {
@@ -127,7 +127,7 @@ func TestObserverEvents(t *testing.T) {
 	default:
 		t.Fatal("the Redis call did not get ObtainStart's context")
 	}
-	if e, _ := last[redislock.ObtainDoneEvent](rec); e.Outcome() != redislock.Obtained || e.Fence != l.Fence() || e.Attempts != 1 || e.Key != "obs" {
+	if e, _ := last[observe.ObtainDoneEvent](rec); e.Outcome() != observe.Obtained || e.Fence != l.Fence() || e.Attempts != 1 || e.Key != "obs" {
 		t.Fatalf("ObtainDone = %+v, want obtained with fence %d", e, l.Fence())
 	}
 
@@ -135,7 +135,7 @@ func TestObserverEvents(t *testing.T) {
 	if _, err := c.Obtain(ctx, "obs", time.Second); !errors.Is(err, redislock.ErrNotObtained) {
 		t.Fatal(err)
 	}
-	if e, _ := last[redislock.ObtainDoneEvent](rec); e.Outcome() != redislock.Contended || e.Fence != 0 {
+	if e, _ := last[observe.ObtainDoneEvent](rec); e.Outcome() != observe.Contended || e.Fence != 0 {
 		t.Fatalf("ObtainDone = %+v, want contended", e)
 	}
 	waited := make(chan error, 1)
@@ -147,20 +147,20 @@ func TestObserverEvents(t *testing.T) {
 		waited <- err
 	}()
 	rec.wait(t, "wait")
-	if e, _ := last[redislock.WaitEvent](rec); e.Key != "obs" || e.Waiters < 1 {
+	if e, _ := last[observe.WaitEvent](rec); e.Key != "obs" || e.Waiters < 1 {
 		t.Fatalf("WaitStart = %+v, want a waiter on obs", e)
 	}
 
 	if err := l.Refresh(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if e, _ := last[redislock.RefreshDoneEvent](rec); e.Err != nil || e.Renewal || e.Fence != l.Fence() {
+	if e, _ := last[observe.RefreshDoneEvent](rec); e.Err != nil || e.Renewal || e.Fence != l.Fence() {
 		t.Fatalf("RefreshDone = %+v", e)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if e, _ := last[redislock.ReleaseDoneEvent](rec); e.Err != nil || e.Held <= 0 || e.Fence != l.Fence() {
+	if e, _ := last[observe.ReleaseDoneEvent](rec); e.Err != nil || e.Held <= 0 || e.Fence != l.Fence() {
 		t.Fatalf("ReleaseDone = %+v", e)
 	}
 	if err := <-waited; err != nil {
@@ -176,13 +176,13 @@ func TestObserverEvents(t *testing.T) {
 	if err := gone.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
 		t.Fatal(err)
 	}
-	if e, _ := last[redislock.RefreshDoneEvent](rec); !errors.Is(e.Err, redislock.ErrNotHeld) {
+	if e, _ := last[observe.RefreshDoneEvent](rec); !errors.Is(e.Err, redislock.ErrNotHeld) {
 		t.Fatalf("RefreshDone = %+v, want ErrNotHeld", e)
 	}
 	if err := gone.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
 		t.Fatal(err)
 	}
-	if e, _ := last[redislock.ReleaseDoneEvent](rec); !errors.Is(e.Err, redislock.ErrNotHeld) {
+	if e, _ := last[observe.ReleaseDoneEvent](rec); !errors.Is(e.Err, redislock.ErrNotHeld) {
 		t.Fatalf("ReleaseDone = %+v, want ErrNotHeld", e)
 	}
 	err = c.Run(ctx, "run", time.Second, func(ctx context.Context, l *redislock.Lock) error {
@@ -193,10 +193,10 @@ func TestObserverEvents(t *testing.T) {
 	if !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatal(err)
 	}
-	if e, ok := last[redislock.LossEvent](rec); !ok || e.Key != "run" || !errors.Is(e.Cause, redislock.ErrNotHeld) {
+	if e, ok := last[observe.LossEvent](rec); !ok || e.Key != "run" || !errors.Is(e.Cause, redislock.ErrNotHeld) {
 		t.Fatalf("LossEvent = %+v, %v", e, ok)
 	}
-	if e, _ := last[redislock.RefreshDoneEvent](rec); !e.Renewal {
+	if e, _ := last[observe.RefreshDoneEvent](rec); !e.Renewal {
 		t.Fatalf("Run's renewal = %+v, want Renewal", e)
 	}
 
@@ -208,7 +208,7 @@ func TestObserverEvents(t *testing.T) {
 	if err := st.Put(ctx, "rec", []byte("old"), 3, 0); !errors.Is(err, redislock.ErrStaleFence) {
 		t.Fatal(err)
 	}
-	if e, ok := last[redislock.StaleFenceEvent](rec); !ok || e.Fence != 3 || e.Newest != 9 {
+	if e, ok := last[observe.StaleFenceEvent](rec); !ok || e.Fence != 3 || e.Newest != 9 {
 		t.Fatalf("StaleFenceEvent = %+v", e)
 	}
 
@@ -245,12 +245,12 @@ func TestObserverEvents(t *testing.T) {
 	if _, err := c.Obtain(ctx, "down", time.Second); err == nil {
 		t.Fatal("granted on a dead server")
 	}
-	if e, ok := last[redislock.NodeEvent](rec); !ok || e.Op != "obtain" || e.Node != 0 {
+	if e, ok := last[observe.NodeEvent](rec); !ok || e.Op != "obtain" || e.Node != 0 {
 		t.Fatalf("NodeEvent = %+v, %v", e, ok)
 	}
 	// Its clean-up (the obtain's outcome was unknown) failed too.
 	rec.wait(t, "cleanup")
-	if e, _ := last[redislock.CleanupEvent](rec); e.Key != "down" || e.Err == nil {
+	if e, _ := last[observe.CleanupEvent](rec); e.Key != "down" || e.Err == nil {
 		t.Fatalf("CleanupEvent = %+v", e)
 	}
 }
@@ -330,5 +330,3 @@ func TestObserverInvalid(t *testing.T) {
 		t.Fatalf("NewQuorum with WithLogger(nil) = %v", err)
 	}
 }
-
-var _ lease.Keeper = (*redislock.Lock)(nil)

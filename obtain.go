@@ -11,7 +11,8 @@ import (
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
-	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Obtain takes the lock on key for ttl and returns it, with a fresh random
@@ -51,9 +52,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	var attempts int
 	if obs := c.obs; obs != nil {
 		start := time.Now()
-		ctx = obs.obtainStart(ctx, ObtainStartEvent{Key: key, TTL: ttl})
+		ctx = obs.obtainStart(ctx, observe.ObtainStartEvent{Key: key, TTL: ttl})
 		defer func() {
-			obs.obtainDone(ctx, ObtainDoneEvent{Key: key, TTL: ttl, Fence: l.Fence(), Attempts: attempts, Wait: time.Since(start), Err: err})
+			obs.obtainDone(ctx, observe.ObtainDoneEvent{Key: key, TTL: ttl, Fence: l.Fence(), Attempts: attempts, Wait: time.Since(start), Err: err})
 		}()
 	}
 
@@ -82,9 +83,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			return l, nil
 		case ctx.Err() != nil && attempts > 1:
 			// The ctx ended while waiting for a contended lock.
-			return nil, lease.Join(ErrNotObtained, ctx.Err())
+			return nil, backend.Join(ErrNotObtained, ctx.Err())
 		case ctx.Err() != nil:
-			return nil, lease.Join(err, ctx.Err())
+			return nil, backend.Join(err, ctx.Err())
 		case !errors.Is(err, ErrNotObtained):
 			return nil, err
 		}
@@ -98,7 +99,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		if ws == nil {
 			ws = c.obtainWaiter(req)
 			if obs := c.obs; obs != nil {
-				obs.waitStart(ctx, WaitEvent{Key: key, Waiters: c.waiters(&o, req.keys)})
+				obs.waitStart(ctx, observe.WaitEvent{Key: key, Waiters: c.waiters(&o, req.keys)})
 			}
 		}
 		switch granted, err := ws.waitRetry(ctx, wait, err); {
@@ -125,7 +126,9 @@ type request struct {
 
 func (r *request) newLock() *Lock {
 	token := rand.Text()
-	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
+	l := &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
+	l.keeping = backend.KeepWith(keeper{l})
+	return l
 }
 
 // obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on

@@ -1,12 +1,13 @@
 package redislock
 
 import (
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // A ClientOption configures a Client: given to New or NewQuorum. Every
@@ -40,8 +41,7 @@ func (f clientOptionFunc) applyClient(c *config) { f(c) }
 // config is what ClientOptions set.
 type config struct {
 	defaults  options // the defaults of every call
-	observers []Observer
-	logger    *slog.Logger
+	observers []observe.Observer
 }
 
 // options is what Options set for one call.
@@ -122,7 +122,7 @@ func newConfig(opts []ClientOption) config {
 // context without deadline is bounded by WithMaxWait.
 func WithRetry(s RetryStrategy) Option {
 	return optionFunc(func(o *options) {
-		if err := lease.CheckRetry(s); err != nil {
+		if err := backend.CheckRetry(s); err != nil {
 			o.fail(err)
 			return
 		}
@@ -137,7 +137,7 @@ func WithRetry(s RetryStrategy) Option {
 // length in bytes.
 func WithHolder(id string) Option {
 	return optionFunc(func(o *options) {
-		if err := lease.CheckHolder(id); err != nil {
+		if err := backend.CheckHolder(id); err != nil {
 			o.fail(err)
 			return
 		}
@@ -337,15 +337,15 @@ func WithReplicas(k int, timeout time.Duration) Option {
 }
 
 // validUntil is the end of the validity of a lease of ttl asked for at
-// start (lease.ValidUntil with the drift factor).
+// start (backend.ValidUntil with the drift factor).
 func (o *options) validUntil(start time.Time, ttl time.Duration) time.Time {
-	return lease.ValidUntil(start, ttl, o.driftFactor)
+	return backend.ValidUntil(start, ttl, o.driftFactor)
 }
 
 // drift is the part of ttl that a grant's validity gives up for clock drift.
-func (o *options) drift(ttl time.Duration) time.Duration { return lease.Drift(ttl, o.driftFactor) }
+func (o *options) drift(ttl time.Duration) time.Duration { return backend.Drift(ttl, o.driftFactor) }
 
-func (o *options) checkTTL(ttl time.Duration) error { return lease.CheckTTL(ttl, o.driftFactor) }
+func (o *options) checkTTL(ttl time.Duration) error { return backend.CheckTTL(ttl, o.driftFactor) }
 
 // checkCall checks a call's TTL and its renewal interval, alike for Obtain
 // and Run (ObtainMulti and RunMulti): what Run would refuse, Obtain refuses
@@ -354,7 +354,7 @@ func (o *options) checkCall(ttl time.Duration) (interval time.Duration, err erro
 	if err := o.checkTTL(ttl); err != nil {
 		return 0, err
 	}
-	return lease.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
+	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
 }
 
 // publish is how this call's releases wake waiters: quorum mode has no

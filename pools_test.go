@@ -13,12 +13,13 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // cleanups counts failed clean-ups by cause.
 type cleanups struct{ busy, other atomic.Int32 }
 
-func (c *cleanups) CleanupFailed(_ context.Context, e redislock.CleanupEvent) {
+func (c *cleanups) CleanupFailed(_ context.Context, e observe.CleanupEvent) {
 	if errors.Is(e.Err, nodes.ErrBusy) {
 		c.busy.Add(1)
 	} else {

@@ -14,6 +14,7 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/renew"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // The held locks of a Client in single mode (standalone, Sentinel,
@@ -21,7 +22,7 @@ import (
 // one batch_refresh.lua call per node and slot for up to
 // renew.DefaultBatchSize locks, the calls of one Cluster node sent in one
 // pipeline. Quorum mode, a *redis.Ring and other clients renew each lock
-// with its own refresher (lease.Refresher).
+// with its own refresher (backend.Refresher).
 
 // errClientClosed is the cause of the loss of the locks the Client still
 // renewed when it was closed.
@@ -59,7 +60,7 @@ func (c *Client) closeRenewer() {
 	}
 }
 
-// kept is a lock renewed by the Client's renewer (Lock.Keep).
+// kept is a lock renewed by the Client's renewer (keeper.Keep).
 type kept struct {
 	l       *Lock
 	ttl     time.Duration
@@ -152,7 +153,7 @@ func (k *kept) Lost(cause error) {
 		l.lost()
 	}
 	if obs := l.c.obs; obs != nil {
-		obs.lockLost(context.Background(), LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
+		obs.lockLost(context.Background(), observe.LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
 	}
 	k.lost(cause)
 }
@@ -175,7 +176,7 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 		ctxs = make([]context.Context, len(reqs))
 		for i, r := range reqs {
 			l := r.Owner.(*kept).l
-			ctxs[i] = obs.refreshStart(ctx, RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true})
+			ctxs[i] = obs.refreshStart(ctx, observe.RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true})
 		}
 	}
 	batches, index := slotBatches(reqs, c.cluster())
@@ -221,7 +222,7 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	if obs != nil {
 		for i, r := range reqs {
 			l := r.Owner.(*kept).l
-			obs.refreshDone(ctxs[i], RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true, Err: res[i].Err})
+			obs.refreshDone(ctxs[i], observe.RefreshDoneEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true, Err: res[i].Err})
 		}
 	}
 	return res, nil

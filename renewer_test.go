@@ -15,6 +15,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // renewLog is an Observer that records, per key, the renewals and losses
@@ -27,11 +28,11 @@ type renewLog struct {
 
 func newRenewLog() *renewLog { return &renewLog{renewed: map[string]int{}, lost: map[string]error{}} }
 
-func (r *renewLog) RefreshStart(ctx context.Context, e redislock.RefreshStartEvent) context.Context {
+func (r *renewLog) RefreshStart(ctx context.Context, e observe.RefreshStartEvent) context.Context {
 	return ctx
 }
 
-func (r *renewLog) RefreshDone(_ context.Context, e redislock.RefreshDoneEvent) {
+func (r *renewLog) RefreshDone(_ context.Context, e observe.RefreshDoneEvent) {
 	if e.Renewal && e.Err == nil {
 		r.mu.Lock()
 		r.renewed[e.Key]++
@@ -39,7 +40,7 @@ func (r *renewLog) RefreshDone(_ context.Context, e redislock.RefreshDoneEvent) 
 	}
 }
 
-func (r *renewLog) LockLost(_ context.Context, e redislock.LossEvent) {
+func (r *renewLog) LockLost(_ context.Context, e observe.LossEvent) {
 	r.mu.Lock()
 	r.lost[e.Key] = e.Cause
 	r.mu.Unlock()

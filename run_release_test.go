@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // deadServer is a redis-server that the test kills, reached by a client
@@ -68,11 +69,11 @@ func TestRunReturnsWhenLockLost(t *testing.T) {
 // failedRenewal tells when a renewal has failed.
 type failedRenewal chan struct{}
 
-func (f failedRenewal) RefreshStart(ctx context.Context, _ redislock.RefreshStartEvent) context.Context {
+func (f failedRenewal) RefreshStart(ctx context.Context, _ observe.RefreshStartEvent) context.Context {
 	return ctx
 }
 
-func (f failedRenewal) RefreshDone(_ context.Context, e redislock.RefreshDoneEvent) {
+func (f failedRenewal) RefreshDone(_ context.Context, e observe.RefreshDoneEvent) {
 	if e.Err != nil && e.Renewal {
 		select {
 		case f <- struct{}{}:

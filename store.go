@@ -11,6 +11,7 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Store returns the Client as a lease.Store: fenced records next to its
@@ -77,7 +78,7 @@ func (s recordStore) stale(ctx context.Context, key string, fence int64, newest 
 	for _, n := range newest {
 		if n > 0 {
 			if obs := s.c.obs; obs != nil {
-				obs.staleFence(ctx, StaleFenceEvent{Key: key, Fence: fence, Newest: n})
+				obs.staleFence(ctx, observe.StaleFenceEvent{Key: key, Fence: fence, Newest: n})
 			}
 			return staleErr(fence, n)
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/internal/keys"
-	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // heldError is ErrNotObtained with what the failed attempt learned: the
@@ -129,7 +129,7 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 	if !w.rechecked {
 		start := time.Now()
 		if ok, err := w.sub.Confirmed(ctx, wait); err != nil {
-			return lease.Join(ErrNotObtained, err)
+			return backend.Join(ErrNotObtained, err)
 		} else if !ok {
 			// The wait ended before Redis confirmed the subscription:
 			// the next attempt is due anyway.
@@ -173,7 +173,7 @@ func (w *waitState) waitRetry(ctx context.Context, wait time.Duration, held erro
 	case err == errGranted:
 		return true, nil
 	case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
-		return false, lease.Join(err, ctx.Err())
+		return false, backend.Join(err, ctx.Err())
 	default:
 		return false, err
 	}
@@ -239,7 +239,7 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	}()
 	select {
 	case <-ctx.Done():
-		return lease.Join(ErrNotObtained, ctx.Err())
+		return backend.Join(ErrNotObtained, ctx.Err())
 	case <-t.C:
 	case <-wake:
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/wake"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // waker multiplexes the Client's waiters (internal/wake): a handoff asks
@@ -69,7 +70,7 @@ func (c *Client) wakerFor(channel string, sharded bool) *waker {
 // resubscribed tells the observers that a waker replaced its connection.
 func (c *Client) resubscribed(cause error) {
 	if c.obs != nil {
-		c.obs.resubscribed(SubscriptionEvent{Err: cause})
+		c.obs.resubscribed(observe.SubscriptionEvent{Err: cause})
 	}
 }
 

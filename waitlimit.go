@@ -6,22 +6,23 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
-// waitDeadline starts the wait of an Obtain for ttl (lease.WaitDeadline):
+// waitDeadline starts the wait of an Obtain for ttl (backend.WaitDeadline):
 // ctx's deadline, else WithMaxWait (default DefaultMaxWait), stretched
 // once to the end of a lease seen about to end, plus the drift allowance.
-func (o *options) waitDeadline(ctx context.Context, ttl time.Duration) lease.WaitDeadline {
+func (o *options) waitDeadline(ctx context.Context, ttl time.Duration) backend.WaitDeadline {
 	limit := o.maxWait
 	if limit == 0 {
 		limit = DefaultMaxWait
 	}
-	return lease.NewWaitDeadline(ctx, limit, ttl, o.drift(ttl))
+	return backend.NewWaitDeadline(ctx, limit, ttl, o.drift(ttl))
 }
 
 // nextWait is how long to wait after the attempt-th attempt failed with
-// held, or the error that ends the call (lease.WaitDeadline.Next).
-func (o *options) nextWait(d *lease.WaitDeadline, attempt int, held error) (time.Duration, error) {
+// held, or the error that ends the call (backend.WaitDeadline.Next).
+func (o *options) nextWait(d *backend.WaitDeadline, attempt int, held error) (time.Duration, error) {
 	backoff, ok := o.retry.Backoff(attempt)
 	return d.Next(backoff, ok, held, seenTTL(held))
 }

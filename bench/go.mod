@@ -1,19 +1,15 @@
 module github.com/redislock-go/redislock/bench
 
-go 1.26.0
-
-replace github.com/redislock-go/redislock => ..
-
-replace github.com/redislock-go/redislock/pglock => ../pglock
+go 1.25.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/bsm/redislock v0.9.4
-	github.com/go-redsync/redsync/v4 v4.18.1
+	github.com/go-redsync/redsync/v4 v4.17.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redislock-go/redislock v0.0.0-00010101000000-000000000000
-	github.com/redislock-go/redislock/pglock v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redislock-go/redislock v0.1.0
+	github.com/redislock-go/redislock/pglock v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -24,7 +20,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )

@@ -1,18 +1,16 @@
 module github.com/redislock-go/redislock/chaos
 
-go 1.26.0
-
-replace github.com/redislock-go/redislock => ..
+go 1.25.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/anishathalye/porcupine v1.3.1
-	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redislock-go/redislock v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redislock-go/redislock v0.1.0
 	github.com/rs/zerolog v1.35.1
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sys v0.48.0
+	golang.org/x/sys v0.47.0
 )
 
 require (

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Group runs jobs at most once per id across every worker that uses the
@@ -39,10 +40,10 @@ type Result struct {
 // lease.ErrInvalidArgument on a nil locker or store, or an invalid option.
 func New(locker lease.Locker, store lease.Store, opts ...Option) (*Group, error) {
 	if locker == nil {
-		return nil, lease.Invalid("nil Locker")
+		return nil, backend.Invalid("nil Locker")
 	}
 	if store == nil {
-		return nil, lease.Invalid("nil Store")
+		return nil, backend.Invalid("nil Store")
 	}
 	o, err := apply(opts)
 	if err != nil {
@@ -82,11 +83,11 @@ func New(locker lease.Locker, store lease.Store, opts ...Option) (*Group, error)
 func (g *Group) Do(ctx context.Context, id string, job Job) (Result, error) {
 	switch {
 	case ctx == nil:
-		return Result{}, lease.Invalid("nil context")
+		return Result{}, backend.Invalid("nil context")
 	case id == "":
-		return Result{}, lease.Invalid("empty job id")
+		return Result{}, backend.Invalid("empty job id")
 	case job == nil:
-		return Result{}, lease.Invalid("nil job")
+		return Result{}, backend.Invalid("nil job")
 	}
 	key := g.o.prefix + id
 	if r, found, err := g.recorded(ctx, id, key); found || err != nil {
@@ -149,7 +150,7 @@ func (g *Group) obtain(ctx context.Context, id, key string) (l lease.Lock, r Res
 			busy.Holder, busy.TTL = info.Holder, info.TTL
 		}
 		if ctx.Err() != nil {
-			return nil, Result{}, false, lease.Join(busy, ctx.Err())
+			return nil, Result{}, false, backend.Join(busy, ctx.Err())
 		}
 		return nil, Result{}, false, busy
 	}
@@ -167,7 +168,7 @@ func (g *Group) run(ctx context.Context, key string, l lease.Lock, job Job) (Res
 		recErr = g.record(ctx, key, fence, start, res.Value, jobErr)
 		return jobErr
 	}, g.renewOptions()...)
-	return res, lease.Join(runErr, recErr)
+	return res, backend.Join(runErr, recErr)
 }
 
 func (g *Group) renewOptions() []lease.Option {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Defaults, all in one place.
@@ -89,10 +90,10 @@ func (o *options) fail(err error) {
 // WithLease sets the lease a running job holds. Default: DefaultLease
 // (30 s). It is renewed while the job runs, so it bounds only how long a
 // crashed worker keeps its job locked. It must leave validity after the
-// backend's drift (lease.CheckTTL).
+// backend's drift (backend.CheckTTL).
 func WithLease(d time.Duration) Option {
 	return func(o *options) {
-		o.fail(lease.CheckTTL(d, lease.DefaultDriftFactor))
+		o.fail(backend.CheckTTL(d, lease.DefaultDriftFactor))
 		o.lease = d
 	}
 }
@@ -103,7 +104,7 @@ func WithLease(d time.Duration) Option {
 func WithRefreshInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(lease.Invalid("refresh interval %v must be positive", d))
+			o.fail(backend.Invalid("refresh interval %v must be positive", d))
 		}
 		o.renew = d
 	}
@@ -114,7 +115,7 @@ func WithRefreshInterval(d time.Duration) Option {
 func WithScope(s Scope) Option {
 	return func(o *options) {
 		if s.period < 0 || s.period > 0 && s.period < time.Millisecond {
-			o.fail(lease.Invalid("ForPeriod(%v): the period must be at least 1ms", s.period))
+			o.fail(backend.Invalid("ForPeriod(%v): the period must be at least 1ms", s.period))
 		}
 		o.scope = s
 	}
@@ -127,7 +128,7 @@ func WithScope(s Scope) Option {
 func WithRetention(d time.Duration) Option {
 	return func(o *options) {
 		if d < 0 || d > 0 && d < time.Millisecond {
-			o.fail(lease.Invalid("retention %v must be 0 or at least 1ms", d))
+			o.fail(backend.Invalid("retention %v must be 0 or at least 1ms", d))
 		}
 		o.retention, o.retentionSet = d, true
 	}
@@ -143,7 +144,7 @@ func WithRetention(d time.Duration) Option {
 func WithWait(poll time.Duration) Option {
 	return func(o *options) {
 		if poll <= 0 {
-			o.fail(lease.Invalid("wait poll %v must be positive", poll))
+			o.fail(backend.Invalid("wait poll %v must be positive", poll))
 		}
 		o.wait = poll
 	}
@@ -154,7 +155,7 @@ func WithWait(poll time.Duration) Option {
 // lease.MaxHolderLen bytes.
 func WithHolder(id string) Option {
 	return func(o *options) {
-		o.fail(lease.CheckHolder(id))
+		o.fail(backend.CheckHolder(id))
 		o.holder = id
 	}
 }
@@ -172,7 +173,7 @@ func WithPrefix(p string) Option {
 func WithClock(c lease.Clock) Option {
 	return func(o *options) {
 		if c == nil {
-			o.fail(lease.Invalid("nil Clock"))
+			o.fail(backend.Invalid("nil Clock"))
 			return
 		}
 		o.clock = c
@@ -191,9 +192,9 @@ func apply(opts []Option) (options, error) {
 		return options{}, o.err
 	}
 	if o.scope.period > 0 && o.retentionSet {
-		return options{}, lease.Invalid("WithRetention with %v: the period is the retention", o.scope)
+		return options{}, backend.Invalid("WithRetention with %v: the period is the retention", o.scope)
 	}
-	if _, err := lease.RenewInterval(o.lease, o.renew, lease.DefaultDriftFactor); err != nil {
+	if _, err := backend.RenewInterval(o.lease, o.renew, lease.DefaultDriftFactor); err != nil {
 		return options{}, err
 	}
 	return o, nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Defaults, all in one place.
@@ -76,9 +77,9 @@ func (o *options) fail(err error) {
 func WithIdentity(id string) Option {
 	return func(o *options) {
 		if id == "" {
-			o.fail(lease.Invalid("empty identity"))
+			o.fail(backend.Invalid("empty identity"))
 		}
-		o.fail(lease.CheckHolder(id))
+		o.fail(backend.CheckHolder(id))
 		o.identity = id
 	}
 }
@@ -86,10 +87,10 @@ func WithIdentity(id string) Option {
 // WithLease sets the lease the leader holds. Default: DefaultLease (15 s).
 // A crashed or partitioned leader's lock is free again at most this long
 // after its last renewal. It must leave validity after the backend's
-// drift (lease.CheckTTL).
+// drift (backend.CheckTTL).
 func WithLease(d time.Duration) Option {
 	return func(o *options) {
-		o.fail(lease.CheckTTL(d, lease.DefaultDriftFactor))
+		o.fail(backend.CheckTTL(d, lease.DefaultDriftFactor))
 		o.lease = d
 	}
 }
@@ -101,7 +102,7 @@ func WithLease(d time.Duration) Option {
 func WithRenewInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(lease.Invalid("renew interval %v must be positive", d))
+			o.fail(backend.Invalid("renew interval %v must be positive", d))
 		}
 		o.renew = d
 	}
@@ -116,7 +117,7 @@ func WithRenewInterval(d time.Duration) Option {
 func WithMargin(d time.Duration) Option {
 	return func(o *options) {
 		if d < 0 {
-			o.fail(lease.Invalid("margin %v must not be negative", d))
+			o.fail(backend.Invalid("margin %v must not be negative", d))
 		}
 		o.margin, o.marginSet = d, true
 	}
@@ -131,7 +132,7 @@ func WithMargin(d time.Duration) Option {
 func WithRetryPeriod(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(lease.Invalid("retry period %v must be positive", d))
+			o.fail(backend.Invalid("retry period %v must be positive", d))
 		}
 		o.retry = d
 	}
@@ -144,7 +145,7 @@ func WithRetryPeriod(d time.Duration) Option {
 func WithObserveInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(lease.Invalid("observe interval %v must be positive", d))
+			o.fail(backend.Invalid("observe interval %v must be positive", d))
 		}
 		o.observe = d
 	}
@@ -163,7 +164,7 @@ func WithPrefix(p string) Option {
 func WithClock(c lease.Clock) Option {
 	return func(o *options) {
 		if c == nil {
-			o.fail(lease.Invalid("nil Clock"))
+			o.fail(backend.Invalid("nil Clock"))
 			return
 		}
 		o.clock = c
@@ -190,9 +191,9 @@ func apply(opts []Option) (options, error) {
 	if !o.marginSet {
 		o.margin = o.lease / DefaultMarginShare
 	}
-	validity := o.lease.Truncate(time.Millisecond) - lease.Drift(o.lease, lease.DefaultDriftFactor)
+	validity := o.lease.Truncate(time.Millisecond) - backend.Drift(o.lease, lease.DefaultDriftFactor)
 	if o.renew+o.margin >= validity {
-		return options{}, lease.Invalid("renew interval %v plus margin %v leave no time to renew a lease of %v (validity %v)",
+		return options{}, backend.Invalid("renew interval %v plus margin %v leave no time to renew a lease of %v (validity %v)",
 			o.renew, o.margin, o.lease, validity)
 	}
 	return o, nil

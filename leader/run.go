@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Callbacks are what Run calls, in the style of client-go's leader
@@ -46,10 +47,10 @@ type Callbacks struct {
 // the panic go on. No goroutine started by Run outlives it.
 func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 	if cb.OnStartedLeading == nil {
-		return lease.Invalid("nil OnStartedLeading")
+		return backend.Invalid("nil OnStartedLeading")
 	}
 	if ctx == nil {
-		return lease.Invalid("nil context")
+		return backend.Invalid("nil context")
 	}
 	if cb.OnNewLeader != nil {
 		octx, stop := context.WithCancel(ctx)
@@ -100,9 +101,9 @@ func (e *Election) lead(ctx context.Context, t *Term, cb Callbacks) error {
 	}
 	switch {
 	case lost != nil:
-		return lease.Join(werr, lost)
+		return backend.Join(werr, lost)
 	case rerr != nil && !errors.Is(rerr, lease.ErrNotHeld):
-		return lease.Join(werr, rerr)
+		return backend.Join(werr, rerr)
 	}
 	return werr
 }

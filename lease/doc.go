@@ -6,9 +6,11 @@
 //
 // It imports nothing from the rest of the repository and no backend's
 // driver. The Redis client (redislock.Client.Locker) and the PostgreSQL
-// backend (pglock) implement it; lease/leasetest holds the conformance
-// suite they all pass and an in-memory Locker with an injectable clock, for
-// fast and deterministic tests of code built on locks.
+// backend (pglock) implement it with the kit of lease/backend, which
+// stands beside this package as database/sql/driver stands beside
+// database/sql; lease/leasetest holds the conformance suite they all pass
+// and an in-memory Locker with an injectable clock, for fast and
+// deterministic tests of code built on locks.
 //
 // # Leases and fences
 //

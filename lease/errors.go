@@ -1,10 +1,6 @@
 package lease
 
-import (
-	"errors"
-	"fmt"
-	"strings"
-)
+import "github.com/redislock-go/redislock/lease/internal/errs"
 
 // The errors every backend returns, matched with errors.Is. The root
 // package redislock re-exports them under the same names.
@@ -13,52 +9,41 @@ var (
 	// held when the retry strategy gave up or the context ended (then the
 	// error also matches the context's error). It never stands for an
 	// unreachable backend.
-	ErrNotObtained = errors.New("redislock: not obtained, held by another")
+	ErrNotObtained = errs.ErrNotObtained
 
 	// ErrNotHeld is returned by Refresh and Release (and a backend's TTL)
 	// when the grant is no longer held: it expired, was released, or was
 	// never confirmed.
-	ErrNotHeld = errors.New("redislock: lock not held")
+	ErrNotHeld = errs.ErrNotHeld
 
 	// ErrLockLost means a held lock was lost while work ran under it: a
 	// renewal found it gone, or renewals could not get through before its
 	// validity ended. Run returns it; a Held handle reports it.
-	ErrLockLost = errors.New("redislock: lock lost")
+	ErrLockLost = errs.ErrLockLost
+
+	// ErrLeaseExpired is the cause of a loss when the validity last
+	// confirmed ended before a renewal got through (the backend was
+	// unreachable, slow or paused); it is joined with the last renewal's
+	// error, if any.
+	ErrLeaseExpired = errs.ErrLeaseExpired
 
 	// ErrInvalidArgument is matched by every error about bad input: an
 	// empty key, a TTL that leaves no validity, an invalid option. Such
 	// errors are returned before the backend is called.
-	ErrInvalidArgument = errors.New("redislock: invalid argument")
+	ErrInvalidArgument = errs.ErrInvalidArgument
 
 	// ErrClosed is returned by a backend after it was closed.
-	ErrClosed = errors.New("redislock: client closed")
+	ErrClosed = errs.ErrClosed
 
 	// ErrStaleFence means a write carried a fence below the newest one the
 	// resource has accepted: the writer's lock was superseded.
-	ErrStaleFence = errors.New("redislock: stale fencing token")
+	ErrStaleFence = errs.ErrStaleFence
 
 	// ErrGrantExpired means a grant or a refresh was confirmed only after
 	// the validity it asked for had passed (the round trip took longer than
 	// the TTL minus drift). Nothing is held by it.
-	ErrGrantExpired = errors.New("redislock: grant confirmed after its validity")
+	ErrGrantExpired = errs.ErrGrantExpired
 
 	// ErrNotFound is returned by Store.Get for a key that holds no record.
-	ErrNotFound = errors.New("redislock: record not found")
+	ErrNotFound = errs.ErrNotFound
 )
-
-// Invalid returns an error matching ErrInvalidArgument with the formatted
-// message, for backends and patterns that check their own input.
-func Invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
-}
-
-// Wrap returns an error matching err whose one-line message puts what was
-// being done in front of err's: "redislock: <format>: <err>", with err's
-// own "redislock: " prefix left out, so that a wrapped error of this
-// library does not say "redislock: redislock:".
-func Wrap(err error, format string, args ...any) error {
-	return &joined{
-		msg:  "redislock: " + fmt.Sprintf(format, args...) + ": " + strings.TrimPrefix(err.Error(), "redislock: "),
-		errs: [2]error{err, nil},
-	}
-}

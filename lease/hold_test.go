@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"go.uber.org/goleak"
 )
@@ -45,9 +46,9 @@ func TestRefresherReportsBeforeValidUntil(t *testing.T) {
 	const ttl, interval = time.Second, 300 * time.Millisecond
 	l := &unreachable{until: clock.Now().Add(ttl)}
 	lost := make(chan error, 1)
-	stop := lease.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
+	stop := backend.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
 	defer stop()
-	lead := lease.LossLead(ttl, interval)
+	lead := backend.LossLead(ttl, interval)
 	if lead != 10*time.Millisecond {
 		t.Fatalf("LossLead(%v, %v) = %v, want 1%% of the TTL", ttl, interval, lead)
 	}
@@ -76,7 +77,7 @@ func TestRefresherLockForgotten(t *testing.T) {
 	const ttl, interval = time.Second, 300 * time.Millisecond
 	l := &unreachable{until: clock.Now().Add(ttl)}
 	lost := make(chan error, 1)
-	stop := lease.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
+	stop := backend.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
 	defer stop()
 	l.forget()
 	clock.Advance(ttl)
@@ -94,7 +95,7 @@ func TestLossLead(t *testing.T) {
 		{10 * time.Second, 3 * time.Second, 100 * time.Millisecond},           // 1% of the TTL
 		{100 * time.Millisecond, 96 * time.Millisecond, time.Millisecond},     // at most (ttl-interval)/4
 	} {
-		if got := lease.LossLead(c.ttl, c.interval); got != c.want {
+		if got := backend.LossLead(c.ttl, c.interval); got != c.want {
 			t.Errorf("LossLead(%v, %v) = %v, want %v", c.ttl, c.interval, got, c.want)
 		}
 	}

@@ -59,19 +59,6 @@ type Info struct {
 	Waiters int
 }
 
-// Keeper is implemented by a Lock whose backend renews leases itself (in
-// batches, say). Hold and Run use it when the Lock has it, and otherwise
-// renew with one Refresh per interval.
-type Keeper interface {
-	// Keep renews the lease to ttl every interval until stop is called. It
-	// calls lost, at most once, when a renewal finds the grant gone (a
-	// cause matching ErrNotHeld) or when the validity last confirmed ends
-	// without a renewal getting through (a cause naming the last renewal's
-	// error); never later than the ValidUntil last confirmed. After stop
-	// returns, lost is not called and no renewal is in flight.
-	Keep(ttl, interval time.Duration, lost func(cause error)) (stop func())
-}
-
 // Record is a value in a Store with the fence that wrote it.
 type Record struct {
 	Value []byte

@@ -3,28 +3,19 @@ package lease
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/redislock-go/redislock/lease/internal/errs"
+	"github.com/redislock-go/redislock/lease/internal/option"
 )
 
 // A RetryStrategy decides whether and how long Obtain waits before trying a
 // contended lock again. attempt counts the failed tries so far (1 after the
 // first). Implementations must be stateless values: one strategy is shared
 // by every call and goroutine that uses it. A strategy may also have a
-// Validate() error method, which CheckRetry calls.
+// Validate() error method, which WithRetry calls.
 type RetryStrategy interface {
 	// Backoff returns the wait before the next try, or ok == false to stop.
 	Backoff(attempt int) (wait time.Duration, ok bool)
-}
-
-// CheckRetry returns an error matching ErrInvalidArgument when s is nil or
-// its Validate method reports it invalid.
-func CheckRetry(s RetryStrategy) error {
-	if s == nil {
-		return Invalid("nil RetryStrategy")
-	}
-	if v, ok := s.(interface{ Validate() error }); ok {
-		return v.Validate()
-	}
-	return nil
 }
 
 type noRetry struct{}
@@ -40,7 +31,7 @@ func (d linearBackoff) Backoff(int) (time.Duration, bool) { return time.Duration
 
 func (d linearBackoff) Validate() error {
 	if d <= 0 {
-		return Invalid("LinearBackoff(%v): wait must be positive", time.Duration(d))
+		return errs.Invalid("LinearBackoff(%v): wait must be positive", time.Duration(d))
 	}
 	return nil
 }
@@ -66,7 +57,7 @@ func (e exponentialBackoff) Backoff(attempt int) (time.Duration, bool) {
 
 func (e exponentialBackoff) Validate() error {
 	if e.min <= 0 || e.max < e.min {
-		return Invalid("ExponentialBackoff(%v, %v): need 0 < min <= max", e.min, e.max)
+		return errs.Invalid("ExponentialBackoff(%v, %v): need 0 < min <= max", e.min, e.max)
 	}
 	return nil
 }
@@ -92,9 +83,9 @@ func (l limitRetry) Backoff(attempt int) (time.Duration, bool) {
 
 func (l limitRetry) Validate() error {
 	if l.s == nil || l.max < 0 {
-		return Invalid("LimitRetry(%v, %d): need a strategy and max >= 0", l.s, l.max)
+		return errs.Invalid("LimitRetry(%v, %d): need a strategy and max >= 0", l.s, l.max)
 	}
-	return CheckRetry(l.s)
+	return option.CheckRetry(l.s)
 }
 
 // LimitRetry allows at most max retries (max+1 tries in all) of s.

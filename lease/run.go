@@ -3,8 +3,11 @@ package lease
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
+
+	"github.com/redislock-go/redislock/lease/internal/errs"
+	"github.com/redislock-go/redislock/lease/internal/keep"
+	"github.com/redislock-go/redislock/lease/internal/option"
 )
 
 // Run obtains the lock on key from locker, runs fn while renewing the lease
@@ -13,16 +16,16 @@ import (
 // Obtain's errors are returned as Obtain returns them, and fn is not called.
 func Run(ctx context.Context, locker Locker, key string, ttl time.Duration, fn func(ctx context.Context, l Lock) error, opts ...Option) error {
 	if locker == nil {
-		return Invalid("nil Locker")
+		return errs.Invalid("nil Locker")
 	}
 	if fn == nil {
-		return Invalid("nil fn")
+		return errs.Invalid("nil fn")
 	}
-	o, err := Apply(opts)
+	o, err := option.Apply(opts)
 	if err != nil {
 		return err
 	}
-	if _, err := RenewInterval(ttl, o.RefreshInterval, DefaultDriftFactor); err != nil {
+	if _, err := keep.RenewInterval(ttl, o.RefreshInterval, DefaultDriftFactor); err != nil {
 		return err
 	}
 	l, err := locker.Obtain(ctx, key, ttl, opts...)
@@ -49,7 +52,7 @@ func Run(ctx context.Context, locker Locker, key string, ttl time.Duration, fn f
 // started by RunLock outlives it.
 func RunLock(ctx context.Context, l Lock, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
-		return Invalid("nil fn")
+		return errs.Invalid("nil fn")
 	}
 	h, err := Hold(ctx, l, ttl, opts...)
 	if err != nil {
@@ -68,52 +71,11 @@ func RunLock(ctx context.Context, l Lock, ttl time.Duration, fn func(ctx context
 	relErr := h.Release(ctx)
 	switch {
 	case lost != nil:
-		return Join(fnErr, lost)
+		return errs.Join(fnErr, lost)
 	case relErr != nil && !errors.Is(relErr, ErrNotHeld):
 		// ErrNotHeld: the lease ended after fn returned, when fn had
 		// run under a valid lock.
-		return Join(fnErr, relErr)
+		return errs.Join(fnErr, relErr)
 	}
 	return fnErr
-}
-
-// Join returns an error matching both a and b, with a one-line message
-// "a: b" that says each thing once: b's "redislock: " prefix is left out,
-// and so is all of b when a's message already ends with it (a node's
-// error that is the context's, joined with the context's error). Either
-// may be nil.
-func Join(a, b error) error { return joinSaying(a, "", b) }
-
-// joinSaying is Join with words put between the two messages ("a: words:
-// b").
-func joinSaying(a error, words string, b error) error {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	}
-	msg, tail := a.Error(), strings.TrimPrefix(b.Error(), "redislock: ")
-	if !strings.HasSuffix(msg, tail) {
-		if words != "" {
-			msg += ": " + words
-		}
-		msg += ": " + tail
-	}
-	return &joined{msg: msg, errs: [2]error{a, b}}
-}
-
-// joined is Join's error.
-type joined struct {
-	msg  string
-	errs [2]error
-}
-
-func (e *joined) Error() string { return e.msg }
-
-func (e *joined) Unwrap() []error {
-	if e.errs[1] == nil {
-		return e.errs[:1]
-	}
-	return e.errs[:]
 }

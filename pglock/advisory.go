@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // ErrSessionRequired means a session advisory lock was asked for where the
@@ -40,7 +41,7 @@ func AdvisoryID(key string) int64 {
 // for each other.
 func canonical(keys []string) ([]int64, error) {
 	if len(keys) == 0 {
-		return nil, lease.Invalid("no keys")
+		return nil, backend.Invalid("no keys")
 	}
 	ids := make([]int64, 0, len(keys))
 	for _, k := range keys {
@@ -137,7 +138,7 @@ func (c *Client) ObtainAdvisory(ctx context.Context, keys []string, opts ...Opti
 		case err != nil:
 			put(true) // closing the session drops whatever it holds
 			if ctx.Err() != nil {
-				return nil, lease.Join(lease.ErrNotObtained, ctx.Err())
+				return nil, backend.Join(lease.ErrNotObtained, ctx.Err())
 			}
 			return nil, fmt.Errorf("redislock: advisory lock: %w", err)
 		case got == nil:
@@ -159,7 +160,7 @@ func (c *Client) ObtainAdvisory(ctx context.Context, keys []string, opts ...Opti
 		}
 		if err := sleep(ctx, wait); err != nil {
 			put(false)
-			return nil, lease.Join(lease.ErrNotObtained, err)
+			return nil, backend.Join(lease.ErrNotObtained, err)
 		}
 	}
 }
@@ -280,7 +281,7 @@ func (a *AdvisoryLock) Release(context.Context) error {
 		a.cancel(errAdvisoryReleased)
 		if lost {
 			a.put(true)
-			a.relErr = lease.Join(lease.ErrNotHeld, context.Cause(a.ctx))
+			a.relErr = backend.Join(lease.ErrNotHeld, context.Cause(a.ctx))
 			return
 		}
 		if err := unlock(a.conn, a.ids, a.opts.releaseTimeout); err != nil {
@@ -299,7 +300,7 @@ func (a *AdvisoryLock) Release(context.Context) error {
 // returns an error matching ErrLockLost (and fn's own error).
 func (c *Client) RunAdvisory(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
-		return lease.Invalid("nil fn")
+		return backend.Invalid("nil fn")
 	}
 	a, err := c.ObtainAdvisory(ctx, keys, opts...)
 	if err != nil {
@@ -308,7 +309,7 @@ func (c *Client) RunAdvisory(ctx context.Context, keys []string, fn func(ctx con
 	defer a.Release(ctx)
 	fnErr := fn(a.Context())
 	if cause := context.Cause(a.Context()); errors.Is(cause, lease.ErrLockLost) {
-		return lease.Join(fnErr, cause)
+		return backend.Join(fnErr, cause)
 	}
 	return fnErr
 }
@@ -323,7 +324,7 @@ func (c *Client) RunAdvisory(ctx context.Context, keys []string, fn func(ctx con
 // (RunTx) where a late writer must be refused.
 func (c *Client) RunAdvisoryTx(ctx context.Context, keys []string, fn func(ctx context.Context, tx pgx.Tx) error, opts ...Option) error {
 	if fn == nil {
-		return lease.Invalid("nil fn")
+		return backend.Invalid("nil fn")
 	}
 	o, err := c.callOptions(opts)
 	if err != nil {
@@ -344,7 +345,7 @@ func (c *Client) RunAdvisoryTx(ctx context.Context, keys []string, fn func(ctx c
 			return err
 		}
 		if err := sleep(ctx, wait); err != nil {
-			return lease.Join(lease.ErrNotObtained, err)
+			return backend.Join(lease.ErrNotObtained, err)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Client obtains locks from one PostgreSQL database through a pgxpool.Pool.
@@ -42,7 +43,7 @@ type Client struct {
 // matches ErrSchema; a database that cannot be reached is returned as such.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...ClientOption) (*Client, error) {
 	if pool == nil {
-		return nil, lease.Invalid("nil pool")
+		return nil, backend.Invalid("nil pool")
 	}
 	o := defaultClientOptions()
 	for _, opt := range opts {
@@ -130,7 +131,7 @@ func (c *Client) background(f func()) {
 // callOptions resolves per-call options over the Client's defaults.
 func (c *Client) callOptions(opts []Option) (options, error) {
 	if c == nil {
-		return options{}, lease.Invalid("nil *Client")
+		return options{}, backend.Invalid("nil *Client")
 	}
 	c.mu.Lock()
 	closed := c.closed
@@ -150,4 +151,4 @@ func (c *Client) callOptions(opts []Option) (options, error) {
 	return o, nil
 }
 
-func (o *options) checkTTL(ttl time.Duration) error { return lease.CheckTTL(ttl, o.driftFactor) }
+func (o *options) checkTTL(ttl time.Duration) error { return backend.CheckTTL(ttl, o.driftFactor) }

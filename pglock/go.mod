@@ -2,11 +2,9 @@ module github.com/redislock-go/redislock/pglock
 
 go 1.25.0
 
-replace github.com/redislock-go/redislock => ..
-
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/redislock-go/redislock v0.0.0-00010101000000-000000000000
+	github.com/redislock-go/redislock v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Obtain takes the lock on key for ttl and returns it, with a fresh random
@@ -48,7 +49,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, err
 	}
 	if ctx == nil {
-		return nil, lease.Invalid("nil context")
+		return nil, backend.Invalid("nil context")
 	}
 	deadline := o.waitDeadline(ctx, ttl, DefaultMaxWait)
 	// NoRetry (and LimitRetry(s, 0)) never wait: nothing to be notified of.
@@ -62,9 +63,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		case err == nil:
 			return l, nil
 		case ctx.Err() != nil && attempt > 1:
-			return nil, lease.Join(lease.ErrNotObtained, ctx.Err())
+			return nil, backend.Join(lease.ErrNotObtained, ctx.Err())
 		case ctx.Err() != nil:
-			return nil, lease.Join(err, ctx.Err())
+			return nil, backend.Join(err, ctx.Err())
 		case !errors.Is(err, lease.ErrNotObtained):
 			return nil, err
 		}
@@ -81,26 +82,26 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			w = c.waitFor(key)
 		}
 		if err := w.wait(ctx, wait); err != nil {
-			return nil, lease.Join(lease.ErrNotObtained, err)
+			return nil, backend.Join(lease.ErrNotObtained, err)
 		}
 	}
 }
 
-// waitDeadline starts the wait of an Obtain for ttl (lease.WaitDeadline):
+// waitDeadline starts the wait of an Obtain for ttl (backend.WaitDeadline):
 // ctx's deadline, else WithMaxWait or def, stretched once to the end of a
 // lease seen about to end, plus the drift allowance.
-func (o *options) waitDeadline(ctx context.Context, ttl, def time.Duration) lease.WaitDeadline {
+func (o *options) waitDeadline(ctx context.Context, ttl, def time.Duration) backend.WaitDeadline {
 	limit := o.maxWait
 	if limit == 0 {
 		limit = def
 	}
-	return lease.NewWaitDeadline(ctx, limit, ttl, lease.Drift(ttl, o.driftFactor))
+	return backend.NewWaitDeadline(ctx, limit, ttl, backend.Drift(ttl, o.driftFactor))
 }
 
 // nextWait is how long to wait after the attempt-th attempt failed with
 // held, seeing the holder's lease end in seen (0: unknown), or the error
-// that ends the call (lease.WaitDeadline.Next).
-func (o *options) nextWait(d *lease.WaitDeadline, attempt int, held error, seen time.Duration) (time.Duration, error) {
+// that ends the call (backend.WaitDeadline.Next).
+func (o *options) nextWait(d *backend.WaitDeadline, attempt int, held error, seen time.Duration) (time.Duration, error) {
 	if seen <= 0 {
 		seen = -1 // unknown
 	}
@@ -137,6 +138,7 @@ func (c *Client) obtainOnce(ctx context.Context, key string, ttl time.Duration, 
 		return nil, time.Duration(leftUS) * time.Microsecond, lease.ErrNotObtained
 	}
 	l := &Lock{c: c, key: key, token: token, fence: fence, opts: *o}
+	l.keeping = backend.KeepWith(keeper{l})
 	if err := l.confirm(start, ttl); err != nil {
 		_, _ = c.releaseToken(key, token, o.releaseTimeout)
 		return nil, 0, err
@@ -186,11 +188,12 @@ func (c *Client) releaseToken(key, token string, timeout time.Duration) (release
 // Lock is one grant of a lock: a row of the lease table. Its methods are
 // safe for concurrent use, and a nil *Lock answers ErrNotHeld.
 type Lock struct {
-	c     *Client
-	key   string
-	token string
-	fence int64
-	opts  options
+	keeping // renewed on the Client's clock by Hold and Run (keeper)
+	c       *Client
+	key     string
+	token   string
+	fence   int64
+	opts    options
 
 	mu       sync.Mutex
 	ttl      time.Duration // last TTL asked for
@@ -199,8 +202,8 @@ type Lock struct {
 }
 
 var (
-	_ lease.Lock   = (*Lock)(nil)
-	_ lease.Keeper = (*Lock)(nil)
+	_ lease.Lock     = (*Lock)(nil)
+	_ backend.Keeper = keeper{}
 )
 
 // confirm records the validity of a lease of ttl asked for at start, or
@@ -208,7 +211,7 @@ var (
 func (l *Lock) confirm(start time.Time, ttl time.Duration) error {
 	until := l.opts.validUntil(start, ttl)
 	if now := l.c.clock.Now(); !now.Before(until) {
-		return lease.Expired(start, now, ttl, l.opts.driftFactor)
+		return backend.Expired(start, now, ttl, l.opts.driftFactor)
 	}
 	l.mu.Lock()
 	l.until, l.ttl = until, ttl
@@ -343,10 +346,16 @@ func (l *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
-// Keep renews the lease on the Client's clock (see lease.Keeper); Hold and
-// Run use it.
-func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	return lease.Refresher(l.c.clock, l, ttl, interval, lost)
+// keeping is the Lock's backend.Keeping, under a name of its own so that
+// the Lock's method set shows nothing of it.
+type keeping = backend.Keeping
+
+// keeper renews a Lock on its Client's clock (see backend.Keeper), for
+// Hold and Run.
+type keeper struct{ l *Lock }
+
+func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return backend.Refresher(k.l.c.clock, k.l, ttl, interval, lost)
 }
 
 // Run obtains the lock on key, runs fn while renewing the lease in the
@@ -359,7 +368,7 @@ func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop f
 // called.
 func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...Option) error {
 	if fn == nil {
-		return lease.Invalid("nil fn")
+		return backend.Invalid("nil fn")
 	}
 	interval, err := c.renewInterval(ttl, opts)
 	if err != nil {
@@ -382,5 +391,5 @@ func (c *Client) renewInterval(ttl time.Duration, opts []Option) (time.Duration,
 	if err := o.checkTTL(ttl); err != nil {
 		return 0, err
 	}
-	return lease.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
+	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // SchemaVersion is the version of the schema this library writes, recorded
@@ -47,11 +47,11 @@ type names struct {
 func parseTable(table string) (names, error) {
 	parts := strings.Split(table, ".")
 	if len(parts) > 2 {
-		return names{}, lease.Invalid("table %q: at most schema.name", table)
+		return names{}, backend.Invalid("table %q: at most schema.name", table)
 	}
 	for _, p := range parts {
 		if !isIdent(p) {
-			return names{}, lease.Invalid("table %q: %q is not an unquoted identifier of at most %d bytes (letters, digits, _)", table, p, maxNameLen)
+			return names{}, backend.Invalid("table %q: %q is not an unquoted identifier of at most %d bytes (letters, digits, _)", table, p, maxNameLen)
 		}
 	}
 	n := names{table: table, base: parts[len(parts)-1]}
@@ -91,7 +91,7 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 // checkText refuses strings PostgreSQL's text type cannot hold.
 func checkText(what, s string) error {
 	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
-		return lease.Invalid("%s %q: PostgreSQL text needs valid UTF-8 without NUL bytes", what, s)
+		return backend.Invalid("%s %q: PostgreSQL text needs valid UTF-8 without NUL bytes", what, s)
 	}
 	return nil
 }
@@ -101,11 +101,11 @@ func checkText(what, s string) error {
 const MaxKeyLen = 2048
 
 func checkKey(key string) error {
-	if err := lease.CheckKey(key); err != nil {
+	if err := backend.CheckKey(key); err != nil {
 		return err
 	}
 	if len(key) > MaxKeyLen {
-		return lease.Invalid("key of %d bytes is longer than %d", len(key), MaxKeyLen)
+		return backend.Invalid("key of %d bytes is longer than %d", len(key), MaxKeyLen)
 	}
 	return checkText("key", key)
 }

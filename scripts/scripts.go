@@ -4,55 +4,54 @@
 // from here (internal/script runs them); read them for how the locks work.
 package scripts
 
-import _ "embed"
+import "embed"
+
+//go:embed *.lua
+var files embed.FS
+
+// Script is one of the scripts, named by its file.
+type Script string
 
 // The scripts of single-key locks.
-var (
-	//go:embed obtain.lua
-	Obtain string
-	//go:embed refresh.lua
-	Refresh string
-	//go:embed release.lua
-	Release string
-	//go:embed ttl.lua
-	TTL string
-	//go:embed inspect.lua
-	Inspect string
+const (
+	Obtain  Script = "obtain.lua"
+	Refresh Script = "refresh.lua"
+	Release Script = "release.lua"
+	TTL     Script = "ttl.lua"
+	Inspect Script = "inspect.lua"
 )
 
 // The scripts of fair (FIFO) locks.
-var (
-	//go:embed fair_obtain.lua
-	FairObtain string
-	//go:embed fair_leave.lua
-	FairLeave string
+const (
+	FairObtain Script = "fair_obtain.lua"
+	FairLeave  Script = "fair_leave.lua"
 )
 
 // The scripts of multi-key locks.
-var (
-	//go:embed multi_obtain.lua
-	MultiObtain string
-	//go:embed multi_refresh.lua
-	MultiRefresh string
-	//go:embed multi_release.lua
-	MultiRelease string
-	//go:embed multi_ttl.lua
-	MultiTTL string
+const (
+	MultiObtain  Script = "multi_obtain.lua"
+	MultiRefresh Script = "multi_refresh.lua"
+	MultiRelease Script = "multi_release.lua"
+	MultiTTL     Script = "multi_ttl.lua"
 )
 
 // The scripts of fenced records (FencedSet, Client.Store).
-var (
-	//go:embed fenced_set.lua
-	FencedSet string
-	//go:embed record_get.lua
-	RecordGet string
-	//go:embed record_delete.lua
-	RecordDelete string
+const (
+	FencedSet    Script = "fenced_set.lua"
+	RecordGet    Script = "record_get.lua"
+	RecordDelete Script = "record_delete.lua"
 )
 
-// The script of batched renewal (internal/renew): refresh.lua for the
-// locks of one slot at once.
-var (
-	//go:embed batch_refresh.lua
-	BatchRefresh string
-)
+// BatchRefresh is the script of batched renewal (internal/renew):
+// refresh.lua for the locks of one slot at once.
+const BatchRefresh Script = "batch_refresh.lua"
+
+// Source returns the script's Lua source; "" for a Script that names no
+// file of this package.
+func (s Script) Source() string {
+	b, err := files.ReadFile(string(s))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}

@@ -34,8 +34,10 @@
 // queue in arrival order, across processes, and a slot goes to the
 // waiter at the head of the queue: a release publishes the ticket of the
 // waiter it frees a slot for, and only that waiter wakes (pub/sub on one
-// subscription per Semaphore, opened by its first waiter and kept until
-// Close). A lease that ends without release publishes nothing: the
+// connection per Semaphore, opened by its first waiter and kept until
+// Close; the connection is pinged when silent and replaced when it fails,
+// and then every waiter tries again). A lease that ends without release
+// publishes nothing: the
 // waiters next in line wake when it ends. Each waiter also renews its
 // place in the queue every third of the queue TTL (WithQueueTTL, default
 // 3 s), which is also the longest a lost wake-up costs; the queue entry of

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Defaults, all in one place.
@@ -62,7 +63,7 @@ func (o *options) fail(err error) {
 func WithPrefix(p string) Option {
 	return func(o *options) {
 		if strings.ContainsAny(p, "{}") {
-			o.fail(lease.Invalid("semaphore: prefix %q contains '{' or '}'", p))
+			o.fail(backend.Invalid("semaphore: prefix %q contains '{' or '}'", p))
 		}
 		o.prefix = p
 	}
@@ -73,7 +74,7 @@ func WithPrefix(p string) Option {
 // lease.MaxHolderLen bytes.
 func WithHolder(id string) Option {
 	return func(o *options) {
-		o.fail(lease.CheckHolder(id))
+		o.fail(backend.CheckHolder(id))
 		o.holder = id
 	}
 }
@@ -84,7 +85,7 @@ func WithHolder(id string) Option {
 func WithDriftFactor(f float64) Option {
 	return func(o *options) {
 		if f < 0 || f >= 1 {
-			o.fail(lease.Invalid("semaphore: drift factor %v is not in [0, 1)", f))
+			o.fail(backend.Invalid("semaphore: drift factor %v is not in [0, 1)", f))
 		}
 		o.drift = f
 	}
@@ -98,7 +99,7 @@ func WithDriftFactor(f float64) Option {
 func WithQueueTTL(d time.Duration) Option {
 	return func(o *options) {
 		if d < 30*time.Millisecond {
-			o.fail(lease.Invalid("semaphore: queue TTL %v is below 30ms", d))
+			o.fail(backend.Invalid("semaphore: queue TTL %v is below 30ms", d))
 		}
 		o.queueTTL = d
 	}
@@ -110,7 +111,7 @@ func WithQueueTTL(d time.Duration) Option {
 func WithReleaseTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(lease.Invalid("semaphore: release timeout %v must be positive", d))
+			o.fail(backend.Invalid("semaphore: release timeout %v must be positive", d))
 		}
 		o.releaseTimeout = d
 	}

@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Permit is one slot of a semaphore, held on a lease: its own token,
@@ -94,21 +96,21 @@ func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) error {
 	if p == nil {
 		return lease.ErrNotHeld
 	}
-	if err := lease.CheckTTL(ttl, p.s.o.drift); err != nil {
+	if err := backend.CheckTTL(ttl, p.s.o.drift); err != nil {
 		return err
 	}
 	start := time.Now()
-	n, err := refreshScript.Run(ctx, p.s.rdb, p.s.keys, p.token, ttl.Milliseconds(), p.s.wake).Int64()
+	held, err := script.SemRefresh(ctx, p.s.rdb, p.s.keys, p.token, ttl.Milliseconds(), p.s.wake)
 	switch {
 	case err != nil:
 		return fmt.Errorf("redislock: semaphore %q: refresh: %w", p.s.name, err)
-	case n != replyHeld:
+	case !held:
 		p.setUntil(time.Time{})
 		return lease.ErrNotHeld
 	}
-	until := lease.ValidUntil(start, ttl, p.s.o.drift)
+	until := backend.ValidUntil(start, ttl, p.s.o.drift)
 	if now := time.Now(); !now.Before(until) {
-		return lease.Expired(start, now, ttl, p.s.o.drift)
+		return backend.Expired(start, now, ttl, p.s.o.drift)
 	}
 	p.setUntil(until)
 	return nil
@@ -126,11 +128,11 @@ func (p *Permit) Release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.s.o.releaseTimeout)
 	defer cancel()
 	p.setUntil(time.Time{})
-	n, err := releaseScript.Run(ctx, p.s.rdb, p.s.keys, p.token, p.s.wake).Int64()
+	held, err := script.SemRelease(ctx, p.s.rdb, p.s.keys, p.token, p.s.wake)
 	switch {
 	case err != nil:
 		return fmt.Errorf("redislock: semaphore %q: release: %w", p.s.name, err)
-	case n != replyHeld:
+	case !held:
 		return lease.ErrNotHeld
 	}
 	return nil
@@ -142,11 +144,11 @@ func (p *Permit) TTL(ctx context.Context) (time.Duration, error) {
 	if p == nil {
 		return 0, lease.ErrNotHeld
 	}
-	n, err := ttlScript.Run(ctx, p.s.rdb, p.s.keys, p.token).Int64()
+	n, held, err := script.SemTTL(ctx, p.s.rdb, p.s.keys, p.token)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("redislock: semaphore %q: ttl: %w", p.s.name, err)
-	case n == ttlNotHeld:
+	case !held:
 		p.setUntil(time.Time{})
 		return 0, lease.ErrNotHeld
 	}

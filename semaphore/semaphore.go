@@ -3,7 +3,6 @@ package semaphore
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,8 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/internal/wake"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Semaphore is a named set of limit slots on one Redis (standalone,
@@ -25,18 +26,16 @@ type Semaphore struct {
 	name  string
 	limit int
 	o     options
-	keys  []string // see scripts/prelude.lua
+	keys  []string // see scripts/semaphore_prelude.lua
 	wake  string   // the wake channel
 
-	closed chan struct{} // closed by Close
-
-	mu      sync.Mutex
-	waiters map[string]chan struct{} // guarded by mu: by ticket
-	done    bool                     // guarded by mu: Close was called
-
-	subMu sync.Mutex    // serialises subscribing
-	sub   *redis.PubSub // guarded by subMu: nil until a waiter needs it
-	wg    sync.WaitGroup
+	// waker wakes the waiters a release names. Its subscription is made
+	// by the first waiter and kept until Close; after the connection is
+	// replaced, every waiter is woken, since a wake-up may have been lost
+	// meanwhile.
+	waker     *wake.Waker[struct{}, struct{}]
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
 // tagEscaper makes a name a valid hash-tag body (Redis ends a tag at the
@@ -50,12 +49,12 @@ var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 // lease.ErrInvalidArgument. Close never closes rdb.
 func New(rdb redis.UniversalClient, name string, limit int, opts ...Option) (*Semaphore, error) {
 	switch {
-	case nodes.IsNil(rdb):
-		return nil, lease.Invalid("semaphore: nil Redis client")
+	case rdb == nil:
+		return nil, backend.Invalid("semaphore: nil Redis client")
 	case name == "":
-		return nil, lease.Invalid("semaphore: empty name")
+		return nil, backend.Invalid("semaphore: empty name")
 	case limit < 1 || limit > MaxLimit:
-		return nil, lease.Invalid("semaphore: limit %d is not in [1, %d]", limit, MaxLimit)
+		return nil, backend.Invalid("semaphore: limit %d is not in [1, %d]", limit, MaxLimit)
 	}
 	o := defaults()
 	for _, opt := range opts {
@@ -69,10 +68,10 @@ func New(rdb redis.UniversalClient, name string, limit int, opts ...Option) (*Se
 	base := o.prefix + "{" + tagEscaper.Replace(name) + "}"
 	return &Semaphore{
 		rdb: rdb, name: name, limit: limit, o: o,
-		keys:    []string{base, base + ":holders", base + ":queue", base + ":qdead", base + ":fence"},
-		wake:    base + ":wake",
-		closed:  make(chan struct{}),
-		waiters: map[string]chan struct{}{},
+		keys:   []string{base, base + ":holders", base + ":queue", base + ":qdead", base + ":fence"},
+		wake:   base + ":wake",
+		waker:  wake.NewNamed[struct{}, struct{}](rdb, nil),
+		closed: make(chan struct{}),
 	}, nil
 }
 
@@ -108,7 +107,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 }
 
 func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (*Permit, error) {
-	if err := lease.CheckTTL(ttl, s.o.drift); err != nil {
+	if err := backend.CheckTTL(ttl, s.o.drift); err != nil {
 		return nil, err
 	}
 	select {
@@ -117,68 +116,73 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (
 	default:
 	}
 	token := rand.Text()
-	var woken chan struct{}
-	if wait {
-		woken = s.register(token)
-		defer s.unregister(token)
-	}
-	subscribed := false
+	var sub *wake.Sub[struct{}, struct{}]
+	defer func() {
+		if sub != nil {
+			sub.Stop()
+		}
+	}()
 	for {
 		start := time.Now()
 		r, err := s.attempt(ctx, token, ttl, wait)
 		switch {
-		case err != nil && subscribed && ctx.Err() != nil:
+		case err != nil && sub != nil && ctx.Err() != nil:
 			s.withdraw(ctx, token)
-			return nil, lease.Join(lease.ErrNotObtained, ctx.Err()) // ended while waiting
+			return nil, backend.Join(lease.ErrNotObtained, ctx.Err()) // ended while waiting
 		case err != nil:
 			s.withdraw(ctx, token) // the outcome is unknown
 			return nil, err
-		case r.status == acquireMismatch:
+		case r.Status == script.SemMismatch:
 			s.withdraw(ctx, token)
-			return nil, &LimitError{Name: s.name, Limit: s.limit, InUse: int(r.limit)}
-		case r.status == acquireGranted:
+			return nil, &LimitError{Name: s.name, Limit: s.limit, InUse: int(r.Limit)}
+		case r.Status == script.SemGranted:
 			return s.grant(ctx, token, r, start, ttl)
 		case !wait:
 			return nil, lease.ErrNotObtained
 		}
 		hook(evQueued, token)
-		if !subscribed {
+		if sub == nil {
 			// Subscribe, then try once more: a release between the
-			// attempt and the subscription is not missed.
-			subscribed = true
-			if s.subscribe(ctx) == nil {
+			// attempt and the subscription is not missed. Without a
+			// confirmation (Redis unreachable, the confirmation late),
+			// the waiter is left to its timers.
+			if sub = s.waker.Add(s.wake, token, struct{}{}, false); sub == nil {
+				s.withdraw(ctx, token)
+				return nil, backend.Join(lease.ErrNotObtained, lease.ErrClosed)
+			}
+			if ok, _ := sub.Confirmed(ctx, subscribeTimeout); ok {
 				continue
 			}
 		}
-		if err := s.sleep(ctx, woken, r); err != nil {
+		if err := s.sleep(ctx, sub.Wake(), r); err != nil {
 			s.withdraw(ctx, token)
 			return nil, err
 		}
 	}
 }
 
-// attempt runs acquire.lua once.
-func (s *Semaphore) attempt(ctx context.Context, token string, ttl time.Duration, queue bool) (acquireReply, error) {
-	qttl := int64(0)
+// attempt runs semaphore_acquire.lua once.
+func (s *Semaphore) attempt(ctx context.Context, token string, ttl time.Duration, queue bool) (script.SemAcquireReply, error) {
+	a := script.SemAcquire{Keys: s.keys, Token: token, TTL: ttl.Milliseconds(), Limit: s.limit,
+		Holder: s.o.holder, FenceTTL: max(ttl, minFenceTTL).Milliseconds(), Wake: s.wake}
 	if queue {
-		qttl = s.o.queueTTL.Milliseconds()
+		a.QueueTTL = s.o.queueTTL.Milliseconds()
 	}
-	v, err := acquireScript.Run(ctx, s.rdb, s.keys, token, ttl.Milliseconds(), s.limit, qttl,
-		s.o.holder, max(ttl, minFenceTTL).Milliseconds(), s.wake).Int64Slice()
+	r, err := a.Run(ctx, s.rdb)
 	if err != nil {
-		return acquireReply{}, fmt.Errorf("redislock: semaphore %q: acquire: %w", s.name, err)
+		return r, fmt.Errorf("redislock: semaphore %q: acquire: %w", s.name, err)
 	}
-	return parseAcquire(v)
+	return r, nil
 }
 
 // grant makes the Permit of a granted attempt that started at start; a
 // grant confirmed after its validity is given back.
-func (s *Semaphore) grant(ctx context.Context, token string, r acquireReply, start time.Time, ttl time.Duration) (*Permit, error) {
-	p := &Permit{s: s, token: token, slot: r.slot, fence: r.fence}
-	until := lease.ValidUntil(start, ttl, s.o.drift)
+func (s *Semaphore) grant(ctx context.Context, token string, r script.SemAcquireReply, start time.Time, ttl time.Duration) (*Permit, error) {
+	p := &Permit{s: s, token: token, slot: r.Slot, fence: r.Fence}
+	until := backend.ValidUntil(start, ttl, s.o.drift)
 	if now := time.Now(); !now.Before(until) {
 		_ = p.Release(ctx)
-		return nil, lease.Expired(start, now, ttl, s.o.drift)
+		return nil, backend.Expired(start, now, ttl, s.o.drift)
 	}
 	p.until = until
 	return p, nil
@@ -187,11 +191,11 @@ func (s *Semaphore) grant(ctx context.Context, token string, r acquireReply, sta
 // sleep waits for a wake-up, for the earliest lease to end (which
 // publishes nothing), for a third of the queue TTL (to renew the place in
 // the queue, and in case a wake-up was lost), for ctx or for Close.
-func (s *Semaphore) sleep(ctx context.Context, woken <-chan struct{}, r acquireReply) error {
+func (s *Semaphore) sleep(ctx context.Context, woken <-chan struct{}, r script.SemAcquireReply) error {
 	d := s.o.queueTTL / 3
-	if r.waitMS >= 0 && r.rank >= 0 && r.rank < int64(s.limit) {
+	if r.WaitMS >= 0 && r.Rank >= 0 && r.Rank < int64(s.limit) {
 		// Only waiters that a lease's end may let in wake for it.
-		d = min(d, ms(r.waitMS)+time.Millisecond)
+		d = min(d, ms(r.WaitMS)+time.Millisecond)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -201,9 +205,9 @@ func (s *Semaphore) sleep(ctx context.Context, woken <-chan struct{}, r acquireR
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return lease.Join(lease.ErrNotObtained, ctx.Err())
+		return backend.Join(lease.ErrNotObtained, ctx.Err())
 	case <-s.closed:
-		return lease.Join(lease.ErrNotObtained, lease.ErrClosed)
+		return backend.Join(lease.ErrNotObtained, lease.ErrClosed)
 	}
 }
 
@@ -212,7 +216,7 @@ func (s *Semaphore) sleep(ctx context.Context, woken <-chan struct{}, r acquireR
 func (s *Semaphore) withdraw(ctx context.Context, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.releaseTimeout)
 	defer cancel()
-	_ = releaseScript.Run(ctx, s.rdb, s.keys, token, s.wake).Err()
+	_, _ = script.SemRelease(ctx, s.rdb, s.keys, token, s.wake)
 }
 
 // Holder is one holder of a slot, as Inspect reports it.
@@ -236,15 +240,15 @@ type Info struct {
 // server sees it now (leases that have ended are not listed). Tokens are
 // never reported.
 func (s *Semaphore) Inspect(ctx context.Context) (Info, error) {
-	v, err := inspectScript.Run(ctx, s.rdb, s.keys).Result()
+	r, err := script.SemInspect(ctx, s.rdb, s.keys)
 	if err != nil {
 		return Info{}, fmt.Errorf("redislock: semaphore %q: inspect: %w", s.name, err)
 	}
-	limit, waiters, holders, err := parseInspect(v)
-	if err != nil {
-		return Info{}, err
+	info := Info{Name: s.name, Limit: int(r.Limit), Waiters: int(r.Waiters)}
+	for _, h := range r.Holders {
+		info.Holders = append(info.Holders, Holder{Slot: h.Slot, Fence: h.Fence, Holder: h.Holder, TTL: ms(h.TTL), Age: ms(h.Age)})
 	}
-	return Info{Name: s.name, Limit: int(limit), Waiters: int(waiters), Holders: holders}, nil
+	return info, nil
 }
 
 // Close stops the Semaphore's background work: it closes its subscription
@@ -254,25 +258,11 @@ func (s *Semaphore) Inspect(ctx context.Context) (Info, error) {
 // renewed and released. It never closes the Redis client and is
 // idempotent.
 func (s *Semaphore) Close() error {
-	s.mu.Lock()
-	if s.done {
-		s.mu.Unlock()
-		return nil
-	}
-	s.done = true
-	close(s.closed)
-	s.mu.Unlock()
-	s.subMu.Lock()
-	var err error
-	if s.sub != nil {
-		err = s.sub.Close()
-	}
-	s.subMu.Unlock()
-	s.wg.Wait()
-	if errors.Is(err, redis.ErrClosed) {
-		err = nil
-	}
-	return err
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.waker.Close()
+	})
+	return nil
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

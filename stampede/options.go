@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Defaults, all in one place.
@@ -72,7 +73,7 @@ func (o *options) fail(err error) {
 // a few milliseconds).
 func WithLockTTL(d time.Duration) Option {
 	return func(o *options) {
-		o.fail(lease.CheckTTL(d, lease.DefaultDriftFactor))
+		o.fail(backend.CheckTTL(d, lease.DefaultDriftFactor))
 		o.lockTTL = d
 	}
 }
@@ -83,7 +84,7 @@ func WithLockTTL(d time.Duration) Option {
 func WithFillTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(lease.Invalid("fill timeout %v must be positive", d))
+			o.fail(backend.Invalid("fill timeout %v must be positive", d))
 		}
 		o.fillTimeout = d
 	}
@@ -103,7 +104,7 @@ func WithNamespace(ns string) Option {
 // last caller's ctx ends.
 func WithWait(s lease.RetryStrategy) Option {
 	return func(o *options) {
-		o.fail(lease.CheckRetry(s))
+		o.fail(backend.CheckRetry(s))
 		o.wait = s
 	}
 }
@@ -112,7 +113,7 @@ func WithWait(s lease.RetryStrategy) Option {
 // so that an operator inspecting a key sees who fills it. Default: none.
 func WithHolder(id string) Option {
 	return func(o *options) {
-		o.fail(lease.CheckHolder(id))
+		o.fail(backend.CheckHolder(id))
 		o.holder = id
 	}
 }
@@ -125,7 +126,7 @@ func WithHolder(id string) Option {
 func WithNegativeTTL(d time.Duration) Option {
 	return func(o *options) {
 		if d < time.Millisecond {
-			o.fail(lease.Invalid("negative TTL %v is below 1ms", d))
+			o.fail(backend.Invalid("negative TTL %v is below 1ms", d))
 		}
 		o.negativeTTL = d
 	}
@@ -142,7 +143,7 @@ func WithNegativeTTL(d time.Duration) Option {
 func WithEarlyRefresh(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(lease.Invalid("early refresh %v must be positive", d))
+			o.fail(backend.Invalid("early refresh %v must be positive", d))
 		}
 		o.earlyRefresh = d
 	}
@@ -154,7 +155,7 @@ func WithEarlyRefresh(d time.Duration) Option {
 func WithMaxRefreshes(n int) Option {
 	return func(o *options) {
 		if n < 1 {
-			o.fail(lease.Invalid("max refreshes %d must be at least 1", n))
+			o.fail(backend.Invalid("max refreshes %d must be at least 1", n))
 		}
 		o.maxRefreshes = n
 	}
@@ -168,7 +169,7 @@ func WithMaxRefreshes(n int) Option {
 func WithFillRetries(n int) Option {
 	return func(o *options) {
 		if n < 0 {
-			o.fail(lease.Invalid("fill retries %d may not be negative", n))
+			o.fail(backend.Invalid("fill retries %d may not be negative", n))
 		}
 		o.fillRetries = n
 	}
@@ -181,7 +182,7 @@ func WithFillRetries(n int) Option {
 func WithErrorHandler(f func(key string, err error)) Option {
 	return func(o *options) {
 		if f == nil {
-			o.fail(lease.Invalid("nil error handler"))
+			o.fail(backend.Invalid("nil error handler"))
 		}
 		o.onError = f
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/redislock-go/redislock/internal/redisproc"
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 const (
@@ -39,7 +41,7 @@ const (
 //	loss-max-ms    the longest time from a lock's deletion behind its
 //	               holder's back to the holder being told (target <= interval)
 //
-// /keep holds with Lock.Keep (the renewer's cost alone), /hold with
+// /keep holds with the Lock's backend.Keeper (the renewer's cost alone), /hold with
 // lease.Hold (adds the Held and its context).
 func BenchmarkHeld100k(b *testing.B) {
 	n := 100_000
@@ -70,7 +72,7 @@ func benchHeld(b *testing.B, n int, hold bool) {
 	ctx := context.Background()
 
 	interval := heldTTL / 3
-	drift := lease.Drift(heldTTL, lease.DefaultDriftFactor)
+	drift := backend.Drift(heldTTL, lease.DefaultDriftFactor)
 	locks := obtainAll(b, c, n)
 	// The caller's own: the locks, the loss callbacks and their clocks.
 	lag.byKey = make(map[string]*redislock.Lock, n)
@@ -108,7 +110,7 @@ func benchHeld(b *testing.B, n int, hold bool) {
 			}
 			helds[i] = h
 		} else {
-			stops[i] = l.Keep(heldTTL, interval, losts[i])
+			stops[i] = backend.KeeperOf(l).Keep(heldTTL, interval, losts[i])
 		}
 	}
 	runtime.GC()
@@ -206,11 +208,11 @@ type lagObserver struct {
 	lags    []time.Duration
 }
 
-func (o *lagObserver) RefreshStart(ctx context.Context, _ redislock.RefreshStartEvent) context.Context {
+func (o *lagObserver) RefreshStart(ctx context.Context, _ observe.RefreshStartEvent) context.Context {
 	return ctx
 }
 
-func (o *lagObserver) RefreshDone(_ context.Context, e redislock.RefreshDoneEvent) {
+func (o *lagObserver) RefreshDone(_ context.Context, e observe.RefreshDoneEvent) {
 	if !e.Renewal || e.Err != nil || !o.measure.Load() {
 		return
 	}

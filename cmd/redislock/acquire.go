@@ -11,6 +11,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 	"github.com/redislock-go/redislock/semaphore"
 )
 
@@ -101,7 +102,7 @@ func (a *semAcquirer) acquire(ctx context.Context, ttl time.Duration, try bool) 
 	// semaphore has no wait event of its own), then queue.
 	p, err := a.sem.TryAcquire(ctx, ttl)
 	if !try && errors.Is(err, lease.ErrNotObtained) && ctx.Err() == nil {
-		a.notice.WaitStart(ctx, redislock.WaitEvent{})
+		a.notice.WaitStart(ctx, observe.WaitEvent{})
 		p, err = a.sem.Acquire(ctx, ttl)
 	}
 	if err != nil {

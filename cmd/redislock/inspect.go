@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // inspectTimeout bounds inspect's calls to Redis.
@@ -66,7 +66,7 @@ arguments).`,
 
 func inspect(c *conn, keys []string, asJSON bool, w io.Writer) error {
 	for _, k := range keys {
-		if err := lease.CheckKey(k); err != nil {
+		if err := backend.CheckKey(k); err != nil {
 			return exitWith(exitUsage, err)
 		}
 	}

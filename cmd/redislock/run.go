@@ -15,6 +15,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
 	"github.com/redislock-go/redislock/semaphore"
 )
 
@@ -351,7 +352,7 @@ func signum(s os.Signal) int {
 // waitNotice is an Observer that signals when an Obtain starts to wait.
 type waitNotice chan struct{}
 
-func (w waitNotice) WaitStart(context.Context, redislock.WaitEvent) {
+func (w waitNotice) WaitStart(context.Context, observe.WaitEvent) {
 	select {
 	case w <- struct{}{}:
 	default:

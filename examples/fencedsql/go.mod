@@ -2,13 +2,11 @@ module github.com/redislock-go/redislock/examples/fencedsql
 
 go 1.25.0
 
-replace github.com/redislock-go/redislock => ../..
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/redislock-go/redislock v0.0.0-00010101000000-000000000000
+	github.com/redislock-go/redislock v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 

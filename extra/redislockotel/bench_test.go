@@ -11,6 +11,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/extra/redislockotel"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // The cost of the Observer on the uncontended Obtain+Release pair, against
@@ -87,10 +88,10 @@ func BenchmarkEvents(b *testing.B) {
 			var fence int64
 			for b.Loop() {
 				fence++
-				octx := obs.ObtainStart(ctx, redislock.ObtainStartEvent{Key: "bench", TTL: time.Second})
-				obs.ObtainDone(octx, redislock.ObtainDoneEvent{Key: "bench", TTL: time.Second, Fence: fence, Attempts: 1, Wait: 50 * time.Microsecond})
-				rctx := obs.ReleaseStart(ctx, redislock.ReleaseStartEvent{Key: "bench", Fence: fence})
-				obs.ReleaseDone(rctx, redislock.ReleaseDoneEvent{Key: "bench", Fence: fence, Held: 60 * time.Microsecond})
+				octx := obs.ObtainStart(ctx, observe.ObtainStartEvent{Key: "bench", TTL: time.Second})
+				obs.ObtainDone(octx, observe.ObtainDoneEvent{Key: "bench", TTL: time.Second, Fence: fence, Attempts: 1, Wait: 50 * time.Microsecond})
+				rctx := obs.ReleaseStart(ctx, observe.ReleaseStartEvent{Key: "bench", Fence: fence})
+				obs.ReleaseDone(rctx, observe.ReleaseDoneEvent{Key: "bench", Fence: fence, Held: 60 * time.Microsecond})
 			}
 		})
 	}

@@ -5,7 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/extra/internal/track"
 )
 
 // Instrument names. Durations are in seconds ("s"); counts carry an
@@ -63,11 +63,11 @@ func (o *Observer) instruments(m metric.Meter) error {
 	o.expirations, err = m.Int64ObservableCounter(MetricExpirations, metric.WithUnit("{lock}"), metric.WithDescription("Grants that ended without a successful Release: the lease ran out, a Refresh or Release found the grant gone, or Run or Hold lost it."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
-		return lease.Invalid("redislockotel: %v", err)
+		return track.Invalid("redislockotel: %v", err)
 	}
 	o.reg, err = m.RegisterCallback(o.observe, o.held, o.expirations)
 	if err != nil {
-		return lease.Invalid("redislockotel: %v", err)
+		return track.Invalid("redislockotel: %v", err)
 	}
 	return nil
 }

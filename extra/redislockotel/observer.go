@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/extra/internal/track"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Observer is a redislock Observer that records OpenTelemetry metrics and
@@ -63,15 +63,15 @@ func newAttrs(o metric.MeasurementOption) attrs {
 }
 
 var (
-	_ redislock.ObtainObserver       = (*Observer)(nil)
-	_ redislock.WaitObserver         = (*Observer)(nil)
-	_ redislock.RefreshObserver      = (*Observer)(nil)
-	_ redislock.ReleaseObserver      = (*Observer)(nil)
-	_ redislock.LossObserver         = (*Observer)(nil)
-	_ redislock.NodeObserver         = (*Observer)(nil)
-	_ redislock.SubscriptionObserver = (*Observer)(nil)
-	_ redislock.CleanupObserver      = (*Observer)(nil)
-	_ redislock.StaleFenceObserver   = (*Observer)(nil)
+	_ observe.ObtainObserver       = (*Observer)(nil)
+	_ observe.WaitObserver         = (*Observer)(nil)
+	_ observe.RefreshObserver      = (*Observer)(nil)
+	_ observe.ReleaseObserver      = (*Observer)(nil)
+	_ observe.LossObserver         = (*Observer)(nil)
+	_ observe.NodeObserver         = (*Observer)(nil)
+	_ observe.SubscriptionObserver = (*Observer)(nil)
+	_ observe.CleanupObserver      = (*Observer)(nil)
+	_ observe.StaleFenceObserver   = (*Observer)(nil)
 )
 
 // Attribute keys.
@@ -98,7 +98,7 @@ const (
 )
 
 // New returns an Observer. Invalid options (a nil provider, empty or
-// unsorted buckets) are errors matching redislock.ErrInvalidArgument, and so
+// unsorted buckets) are errors matching lease.ErrInvalidArgument, and so
 // are instruments the meter refuses.
 func New(opts ...Option) (*Observer, error) {
 	cfg := defaults()
@@ -123,7 +123,7 @@ func New(opts ...Option) (*Observer, error) {
 	o.none = newAttrs(metric.WithAttributeSet(*attribute.EmptySet()))
 	o.sets = make(map[string]attrs)
 	for _, kv := range []attribute.KeyValue{
-		AttrOutcome.String(string(redislock.Obtained)), AttrOutcome.String(string(redislock.Contended)), AttrOutcome.String(string(redislock.Failed)),
+		AttrOutcome.String(string(observe.Obtained)), AttrOutcome.String(string(observe.Contended)), AttrOutcome.String(string(observe.Failed)),
 		AttrResult.String(track.ResultOK), AttrResult.String(track.ResultNotHeld), AttrResult.String(track.ResultError),
 		AttrKind.String(track.KindRenewal), AttrKind.String(track.KindCall),
 		AttrReason.String(track.ReasonNotHeld), AttrReason.String(track.ReasonLeaseExpired),
@@ -232,14 +232,14 @@ func (o *Observer) spanAttrs(key string, ttl time.Duration, more ...attribute.Ke
 	return append(a, more...)
 }
 
-// ObtainStart implements redislock.ObtainObserver: it starts the obtain
+// ObtainStart implements observe.ObtainObserver: it starts the obtain
 // span, a child of ctx's span, and returns its context.
-func (o *Observer) ObtainStart(ctx context.Context, e redislock.ObtainStartEvent) context.Context {
+func (o *Observer) ObtainStart(ctx context.Context, e observe.ObtainStartEvent) context.Context {
 	return o.begin(ctx, SpanObtain, o.cfg.spans, o.spanAttrs(e.Key, e.TTL)...)
 }
 
-// ObtainDone implements redislock.ObtainObserver.
-func (o *Observer) ObtainDone(ctx context.Context, e redislock.ObtainDoneEvent) {
+// ObtainDone implements observe.ObtainObserver.
+func (o *Observer) ObtainDone(ctx context.Context, e observe.ObtainDoneEvent) {
 	call := o.calls.From(ctx)
 	outcome := e.Outcome()
 	oattr := o.attrs(e.Key, AttrOutcome.String(string(outcome)))
@@ -259,7 +259,7 @@ func (o *Observer) ObtainDone(ctx context.Context, e redislock.ObtainDoneEvent) 
 		if e.Err == nil {
 			span.SetAttributes(AttrFence.Int64(e.Fence))
 		}
-		if outcome == redislock.Failed {
+		if outcome == observe.Failed {
 			span.RecordError(e.Err)
 			span.SetStatus(codes.Error, e.Err.Error())
 		}
@@ -267,9 +267,9 @@ func (o *Observer) ObtainDone(ctx context.Context, e redislock.ObtainDoneEvent) 
 	}
 }
 
-// WaitStart implements redislock.WaitObserver: an event on the obtain
+// WaitStart implements observe.WaitObserver: an event on the obtain
 // span, and the contention metrics.
-func (o *Observer) WaitStart(ctx context.Context, e redislock.WaitEvent) {
+func (o *Observer) WaitStart(ctx context.Context, e observe.WaitEvent) {
 	call := o.calls.From(ctx)
 	if call == nil || !call.Waited() {
 		return
@@ -282,10 +282,10 @@ func (o *Observer) WaitStart(ctx context.Context, e redislock.WaitEvent) {
 	}
 }
 
-// RefreshStart implements redislock.RefreshObserver. A renewal by Run or
+// RefreshStart implements observe.RefreshObserver. A renewal by Run or
 // lease.Hold gets a span only when its context carries one (renewals run on
 // a context of their own, and a trace per renewal would be noise).
-func (o *Observer) RefreshStart(ctx context.Context, e redislock.RefreshStartEvent) context.Context {
+func (o *Observer) RefreshStart(ctx context.Context, e observe.RefreshStartEvent) context.Context {
 	start := o.cfg.spans && (!e.Renewal || trace.SpanContextFromContext(ctx).IsValid())
 	if !start {
 		return o.calls.Begin(ctx)
@@ -293,8 +293,8 @@ func (o *Observer) RefreshStart(ctx context.Context, e redislock.RefreshStartEve
 	return o.begin(ctx, SpanRefresh, true, o.spanAttrs(e.Key, e.TTL, AttrFence.Int64(e.Fence), AttrRenewal.Bool(e.Renewal))...)
 }
 
-// RefreshDone implements redislock.RefreshObserver.
-func (o *Observer) RefreshDone(ctx context.Context, e redislock.RefreshDoneEvent) {
+// RefreshDone implements observe.RefreshObserver.
+func (o *Observer) RefreshDone(ctx context.Context, e observe.RefreshDoneEvent) {
 	call := o.calls.From(ctx)
 	kind, result := track.Kind(e.Renewal), track.Result(e.Err)
 	if o.cfg.keyAttr {
@@ -331,17 +331,17 @@ func (o *Observer) endSpan(call *track.Call, err error) {
 	span.End()
 }
 
-// ReleaseStart implements redislock.ReleaseObserver: it starts the release
+// ReleaseStart implements observe.ReleaseObserver: it starts the release
 // span, a child of ctx's span.
-func (o *Observer) ReleaseStart(ctx context.Context, e redislock.ReleaseStartEvent) context.Context {
+func (o *Observer) ReleaseStart(ctx context.Context, e observe.ReleaseStartEvent) context.Context {
 	if !o.cfg.spans {
 		return ctx
 	}
 	return o.begin(ctx, SpanRelease, true, o.spanAttrs(e.Key, 0, AttrFence.Int64(e.Fence))...)
 }
 
-// ReleaseDone implements redislock.ReleaseObserver.
-func (o *Observer) ReleaseDone(ctx context.Context, e redislock.ReleaseDoneEvent) {
+// ReleaseDone implements observe.ReleaseObserver.
+func (o *Observer) ReleaseDone(ctx context.Context, e observe.ReleaseDoneEvent) {
 	result := track.Result(e.Err)
 	ra := o.attrs(e.Key, AttrResult.String(result))
 	o.releases.Add(ctx, 1, ra.add...)
@@ -357,15 +357,15 @@ func (o *Observer) ReleaseDone(ctx context.Context, e redislock.ReleaseDoneEvent
 	o.endSpan(o.calls.From(ctx), e.Err)
 }
 
-// LockLost implements redislock.LossObserver.
-func (o *Observer) LockLost(ctx context.Context, e redislock.LossEvent) {
+// LockLost implements observe.LossObserver.
+func (o *Observer) LockLost(ctx context.Context, e observe.LossEvent) {
 	o.losses.Add(ctx, 1, o.attrs(e.Key, AttrReason.String(track.Reason(e.Cause))).add...)
 	o.grants.Lost(e.Key, e.Fence)
 }
 
-// NodeFailed implements redislock.NodeObserver: the metric, and an event on
+// NodeFailed implements observe.NodeObserver: the metric, and an event on
 // the span of the operation.
-func (o *Observer) NodeFailed(ctx context.Context, e redislock.NodeEvent) {
+func (o *Observer) NodeFailed(ctx context.Context, e observe.NodeEvent) {
 	attrs := metric.WithAttributes(AttrNode.Int(e.Node), AttrOp.String(e.Op))
 	o.nodeFailures.Add(ctx, 1, attrs)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
@@ -373,19 +373,19 @@ func (o *Observer) NodeFailed(ctx context.Context, e redislock.NodeEvent) {
 	}
 }
 
-// Resubscribed implements redislock.SubscriptionObserver.
-func (o *Observer) Resubscribed(redislock.SubscriptionEvent) {
+// Resubscribed implements observe.SubscriptionObserver.
+func (o *Observer) Resubscribed(observe.SubscriptionEvent) {
 	o.resubscribed.Add(context.Background(), 1)
 }
 
-// CleanupFailed implements redislock.CleanupObserver.
-func (o *Observer) CleanupFailed(ctx context.Context, _ redislock.CleanupEvent) {
+// CleanupFailed implements observe.CleanupObserver.
+func (o *Observer) CleanupFailed(ctx context.Context, _ observe.CleanupEvent) {
 	o.cleanups.Add(ctx, 1)
 }
 
-// StaleFence implements redislock.StaleFenceObserver: the metric, and an
+// StaleFence implements observe.StaleFenceObserver: the metric, and an
 // event on the caller's span.
-func (o *Observer) StaleFence(ctx context.Context, e redislock.StaleFenceEvent) {
+func (o *Observer) StaleFence(ctx context.Context, e observe.StaleFenceEvent) {
 	o.stale.Add(ctx, 1, o.attrs(e.Key, AttrOp.String(track.StaleWrite)).add...)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.AddEvent("redislock.stale_fence", trace.WithAttributes(AttrFence.Int64(e.Fence), attribute.Int64("redislock.newest_fence", e.Newest)))

@@ -18,6 +18,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/extra/redislockotel"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/observe"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -175,7 +176,7 @@ func TestSpansJoinCallersTrace(t *testing.T) {
 // waitSignal reports WaitStart without blocking the Client.
 type waitSignal chan struct{}
 
-func (w waitSignal) WaitStart(context.Context, redislock.WaitEvent) {
+func (w waitSignal) WaitStart(context.Context, observe.WaitEvent) {
 	select {
 	case w <- struct{}{}:
 	default:
@@ -306,9 +307,9 @@ func TestNodeAndStore(t *testing.T) {
 		t.Fatalf("obtain span on a dead server: %+v", spans)
 	}
 
-	e.obs.CleanupFailed(ctx, redislock.CleanupEvent{Key: "k", Err: errors.New("x")})
+	e.obs.CleanupFailed(ctx, observe.CleanupEvent{Key: "k", Err: errors.New("x")})
 	e.want(1, redislockotel.MetricCleanupFailed)
-	e.obs.Resubscribed(redislock.SubscriptionEvent{Err: errors.New("x")})
+	e.obs.Resubscribed(observe.SubscriptionEvent{Err: errors.New("x")})
 	e.want(1, redislockotel.MetricResubscribed)
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/extra/internal/track"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Collector is a redislock Observer and a prometheus.Collector: give it to
@@ -40,7 +40,7 @@ type Collector struct {
 
 	// Children of the label sets without key, made once so that the hot
 	// path does not hash label values.
-	byOutcome map[redislock.Outcome]outcomeMetrics
+	byOutcome map[observe.Outcome]outcomeMetrics
 	byResult  map[string]resultMetrics
 }
 
@@ -56,21 +56,21 @@ type outcomeMetrics struct {
 }
 
 var (
-	_ prometheus.Collector           = (*Collector)(nil)
-	_ redislock.ObtainObserver       = (*Collector)(nil)
-	_ redislock.WaitObserver         = (*Collector)(nil)
-	_ redislock.RefreshObserver      = (*Collector)(nil)
-	_ redislock.ReleaseObserver      = (*Collector)(nil)
-	_ redislock.LossObserver         = (*Collector)(nil)
-	_ redislock.NodeObserver         = (*Collector)(nil)
-	_ redislock.SubscriptionObserver = (*Collector)(nil)
-	_ redislock.CleanupObserver      = (*Collector)(nil)
-	_ redislock.StaleFenceObserver   = (*Collector)(nil)
+	_ prometheus.Collector         = (*Collector)(nil)
+	_ observe.ObtainObserver       = (*Collector)(nil)
+	_ observe.WaitObserver         = (*Collector)(nil)
+	_ observe.RefreshObserver      = (*Collector)(nil)
+	_ observe.ReleaseObserver      = (*Collector)(nil)
+	_ observe.LossObserver         = (*Collector)(nil)
+	_ observe.NodeObserver         = (*Collector)(nil)
+	_ observe.SubscriptionObserver = (*Collector)(nil)
+	_ observe.CleanupObserver      = (*Collector)(nil)
+	_ observe.StaleFenceObserver   = (*Collector)(nil)
 )
 
 // New returns a Collector. Invalid options (an empty bucket list, buckets
 // not increasing, a namespace that is not a valid metric name prefix) are
-// errors matching redislock.ErrInvalidArgument.
+// errors matching lease.ErrInvalidArgument.
 func New(opts ...Option) (*Collector, error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -136,8 +136,8 @@ func New(opts ...Option) (*Collector, error) {
 
 	c.grants = track.NewGrants(nil, func(k string) { c.expirations.WithLabelValues(c.labels(k)...).Inc() })
 	if !cfg.keyLabel {
-		c.byOutcome = make(map[redislock.Outcome]outcomeMetrics, 3)
-		for _, o := range []redislock.Outcome{redislock.Obtained, redislock.Contended, redislock.Failed} {
+		c.byOutcome = make(map[observe.Outcome]outcomeMetrics, 3)
+		for _, o := range []observe.Outcome{observe.Obtained, observe.Contended, observe.Failed} {
 			c.byOutcome[o] = outcomeMetrics{
 				acquisitions: c.acquisitions.WithLabelValues(string(o)),
 				acquireDur:   c.acquireDur.WithLabelValues(string(o)),
@@ -197,14 +197,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// ObtainStart implements redislock.ObtainObserver: the call's state (its
+// ObtainStart implements observe.ObtainObserver: the call's state (its
 // start, and whether it waited) rides in the returned context.
-func (c *Collector) ObtainStart(ctx context.Context, _ redislock.ObtainStartEvent) context.Context {
+func (c *Collector) ObtainStart(ctx context.Context, _ observe.ObtainStartEvent) context.Context {
 	return c.calls.Begin(ctx)
 }
 
-// ObtainDone implements redislock.ObtainObserver.
-func (c *Collector) ObtainDone(ctx context.Context, e redislock.ObtainDoneEvent) {
+// ObtainDone implements observe.ObtainObserver.
+func (c *Collector) ObtainDone(ctx context.Context, e observe.ObtainDoneEvent) {
 	o := e.Outcome()
 	var waitStart time.Time
 	if call := c.calls.From(ctx); call != nil {
@@ -232,8 +232,8 @@ func (c *Collector) ObtainDone(ctx context.Context, e redislock.ObtainDoneEvent)
 	}
 }
 
-// WaitStart implements redislock.WaitObserver.
-func (c *Collector) WaitStart(ctx context.Context, e redislock.WaitEvent) {
+// WaitStart implements observe.WaitObserver.
+func (c *Collector) WaitStart(ctx context.Context, e observe.WaitEvent) {
 	call := c.calls.From(ctx)
 	if call == nil || !call.Waited() {
 		return
@@ -243,13 +243,13 @@ func (c *Collector) WaitStart(ctx context.Context, e redislock.WaitEvent) {
 	c.waiting.WithLabelValues(lv...).Inc()
 }
 
-// RefreshStart implements redislock.RefreshObserver.
-func (c *Collector) RefreshStart(ctx context.Context, _ redislock.RefreshStartEvent) context.Context {
+// RefreshStart implements observe.RefreshObserver.
+func (c *Collector) RefreshStart(ctx context.Context, _ observe.RefreshStartEvent) context.Context {
 	return c.calls.Begin(ctx)
 }
 
-// RefreshDone implements redislock.RefreshObserver.
-func (c *Collector) RefreshDone(ctx context.Context, e redislock.RefreshDoneEvent) {
+// RefreshDone implements observe.RefreshObserver.
+func (c *Collector) RefreshDone(ctx context.Context, e observe.RefreshDoneEvent) {
 	kind, result := track.Kind(e.Renewal), track.Result(e.Err)
 	c.refreshes.WithLabelValues(c.labels(e.Key, kind, result)...).Inc()
 	if call := c.calls.From(ctx); call != nil {
@@ -267,13 +267,13 @@ func (c *Collector) RefreshDone(ctx context.Context, e redislock.RefreshDoneEven
 	}
 }
 
-// ReleaseStart implements redislock.ReleaseObserver.
-func (c *Collector) ReleaseStart(ctx context.Context, _ redislock.ReleaseStartEvent) context.Context {
+// ReleaseStart implements observe.ReleaseObserver.
+func (c *Collector) ReleaseStart(ctx context.Context, _ observe.ReleaseStartEvent) context.Context {
 	return ctx
 }
 
-// ReleaseDone implements redislock.ReleaseObserver.
-func (c *Collector) ReleaseDone(_ context.Context, e redislock.ReleaseDoneEvent) {
+// ReleaseDone implements observe.ReleaseObserver.
+func (c *Collector) ReleaseDone(_ context.Context, e observe.ReleaseDoneEvent) {
 	result := track.Result(e.Err)
 	if m, ok := c.byResult[result]; ok {
 		m.releases.Inc()
@@ -293,26 +293,26 @@ func (c *Collector) ReleaseDone(_ context.Context, e redislock.ReleaseDoneEvent)
 	}
 }
 
-// LockLost implements redislock.LossObserver.
-func (c *Collector) LockLost(_ context.Context, e redislock.LossEvent) {
+// LockLost implements observe.LossObserver.
+func (c *Collector) LockLost(_ context.Context, e observe.LossEvent) {
 	c.losses.WithLabelValues(c.labels(e.Key, track.Reason(e.Cause))...).Inc()
 	c.grants.Lost(e.Key, e.Fence)
 }
 
-// NodeFailed implements redislock.NodeObserver.
-func (c *Collector) NodeFailed(_ context.Context, e redislock.NodeEvent) {
+// NodeFailed implements observe.NodeObserver.
+func (c *Collector) NodeFailed(_ context.Context, e observe.NodeEvent) {
 	node := strconv.Itoa(e.Node)
 	c.nodeFailures.WithLabelValues(node, e.Op).Inc()
 	c.nodeLastFail.WithLabelValues(node).SetToCurrentTime()
 }
 
-// Resubscribed implements redislock.SubscriptionObserver.
-func (c *Collector) Resubscribed(redislock.SubscriptionEvent) { c.resubscribed.Inc() }
+// Resubscribed implements observe.SubscriptionObserver.
+func (c *Collector) Resubscribed(observe.SubscriptionEvent) { c.resubscribed.Inc() }
 
-// CleanupFailed implements redislock.CleanupObserver.
-func (c *Collector) CleanupFailed(context.Context, redislock.CleanupEvent) { c.cleanups.Inc() }
+// CleanupFailed implements observe.CleanupObserver.
+func (c *Collector) CleanupFailed(context.Context, observe.CleanupEvent) { c.cleanups.Inc() }
 
-// StaleFence implements redislock.StaleFenceObserver.
-func (c *Collector) StaleFence(_ context.Context, e redislock.StaleFenceEvent) {
+// StaleFence implements observe.StaleFenceObserver.
+func (c *Collector) StaleFence(_ context.Context, e observe.StaleFenceEvent) {
 	c.stale.WithLabelValues(c.labels(e.Key, track.StaleWrite)...).Inc()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/extra/redislockprom"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/observe"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -140,8 +141,8 @@ type waitSignal struct {
 	resub chan struct{}
 }
 
-func (w waitSignal) WaitStart(context.Context, redislock.WaitEvent) { w.wait <- struct{}{} }
-func (w waitSignal) Resubscribed(redislock.SubscriptionEvent)       { w.resub <- struct{}{} }
+func (w waitSignal) WaitStart(context.Context, observe.WaitEvent) { w.wait <- struct{}{} }
+func (w waitSignal) Resubscribed(observe.SubscriptionEvent)       { w.resub <- struct{}{} }
 
 func TestWait(t *testing.T) {
 	col, err := redislockprom.New()
@@ -370,7 +371,7 @@ func TestStaleFenceAndCleanup(t *testing.T) {
 
 	// A failed background clean-up cannot be caused on demand: the event
 	// itself is given.
-	col.CleanupFailed(ctx, redislock.CleanupEvent{Key: "k", Err: errors.New("x")})
+	col.CleanupFailed(ctx, observe.CleanupEvent{Key: "k", Err: errors.New("x")})
 	want(t, reg, 1, "redislock_cleanup_failures_total")
 }
 

@@ -2,14 +2,12 @@ module github.com/redislock-go/redislock/extra/redislockprom
 
 go 1.25.0
 
-replace github.com/redislock-go/redislock => ../..
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/redislock-go/redislock v0.0.0-00010101000000-000000000000
+	github.com/redislock-go/redislock v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 

@@ -10,7 +10,7 @@ import (
 )
 
 // batchSHA is batch_refresh.lua's SHA1, as EVALSHA names it.
-var batchSHA = redis.NewScript(scripts.BatchRefresh).Hash()
+var batchSHA = redis.NewScript(scripts.BatchRefresh.Source()).Hash()
 
 // BatchRefreshKeys reports whether cmd runs batch_refresh.lua (by EVALSHA,
 // or EVAL after a script flush), and how many keys it renews; for the
@@ -20,7 +20,7 @@ func BatchRefreshKeys(cmd redis.Cmder) (keys int, ok bool) {
 	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") && !strings.EqualFold(fmt.Sprint(args[0]), "eval") {
 		return 0, false
 	}
-	if s := fmt.Sprint(args[1]); s != batchSHA && s != scripts.BatchRefresh {
+	if s := fmt.Sprint(args[1]); s != batchSHA && s != scripts.BatchRefresh.Source() {
 		return 0, false
 	}
 	n, _ := args[2].(int)

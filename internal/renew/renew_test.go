@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // 1,200 entries of one group, due together, go out as calls of at most 512
@@ -191,7 +192,7 @@ func TestLostByExpiry(t *testing.T) {
 			if e.cause == nil {
 				t.Fatalf("renewed: %+v", e)
 			}
-			if want := validUntil.Add(-lease.LossLead(testTTL, testInterval)); !e.at.Equal(want) {
+			if want := validUntil.Add(-backend.LossLead(testTTL, testInterval)); !e.at.Equal(want) {
 				t.Fatalf("lost at %v, want %v (LossLead before ValidUntil %v)", e.at, want, validUntil)
 			}
 			if !errors.Is(e.cause, lease.ErrLeaseExpired) || !errors.Is(e.cause, errDown) {
@@ -438,7 +439,7 @@ func TestConfirmed(t *testing.T) {
 		h.clock.Advance(h.r.nextEvent())
 		select {
 		case ev := <-h.events:
-			if want := later.Add(-lease.LossLead(testTTL, testInterval)); !ev.at.Equal(want) || ev.cause == nil {
+			if want := later.Add(-backend.LossLead(testTTL, testInterval)); !ev.at.Equal(want) || ev.cause == nil {
 				t.Fatalf("event %+v, want the loss at %v", ev, want)
 			}
 			return

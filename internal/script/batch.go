@@ -8,7 +8,7 @@ import (
 	"github.com/redislock-go/redislock/scripts"
 )
 
-var batchRefresh = redis.NewScript(scripts.BatchRefresh)
+var batchRefresh = redis.NewScript(scripts.BatchRefresh.Source())
 
 // BatchStatus is batch_refresh.lua's reply for one key.
 type BatchStatus int8

@@ -15,23 +15,23 @@ import (
 )
 
 var (
-	obtainFast   = newFast(scripts.Obtain)
-	refreshFast  = newFast(scripts.Refresh)
-	releaseFast  = newFast(scripts.Release)
-	ttlFast      = newFast(scripts.TTL)
+	obtainFast   = newFast(scripts.Obtain.Source())
+	refreshFast  = newFast(scripts.Refresh.Source())
+	releaseFast  = newFast(scripts.Release.Source())
+	ttlFast      = newFast(scripts.TTL.Source())
 	obtain       = obtainFast.script
 	refresh      = refreshFast.script
 	release      = releaseFast.script
-	inspect      = redis.NewScript(scripts.Inspect)
-	fairObtain   = redis.NewScript(scripts.FairObtain)
-	fairLeave    = redis.NewScript(scripts.FairLeave)
-	multiObtain  = redis.NewScript(scripts.MultiObtain)
-	multiRefresh = redis.NewScript(scripts.MultiRefresh)
-	multiRelease = redis.NewScript(scripts.MultiRelease)
-	multiTTL     = redis.NewScript(scripts.MultiTTL)
-	fencedSet    = redis.NewScript(scripts.FencedSet)
-	recordGet    = redis.NewScript(scripts.RecordGet)
-	recordDelete = redis.NewScript(scripts.RecordDelete)
+	inspect      = redis.NewScript(scripts.Inspect.Source())
+	fairObtain   = redis.NewScript(scripts.FairObtain.Source())
+	fairLeave    = redis.NewScript(scripts.FairLeave.Source())
+	multiObtain  = redis.NewScript(scripts.MultiObtain.Source())
+	multiRefresh = redis.NewScript(scripts.MultiRefresh.Source())
+	multiRelease = redis.NewScript(scripts.MultiRelease.Source())
+	multiTTL     = redis.NewScript(scripts.MultiTTL.Source())
+	fencedSet    = redis.NewScript(scripts.FencedSet.Source())
+	recordGet    = redis.NewScript(scripts.RecordGet.Source())
+	recordDelete = redis.NewScript(scripts.RecordDelete.Source())
 )
 
 // Publish is how a release wakes waiters (release.lua's ARGV[2]), boxed

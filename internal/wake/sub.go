@@ -126,7 +126,7 @@ func (s *Sub[R, G]) leave() (g G, ok bool) {
 	if i := slices.Index(ch.waiters, s); i >= 0 {
 		ch.waiters = slices.Delete(ch.waiters, i, i+1)
 	}
-	if len(s.wake) > 0 && !ok {
+	if len(s.wake) > 0 && !ok && !w.named {
 		// Woken but leaving without trying: pass the wake-up on.
 		wakeOne(ch.waiters, "")
 	}

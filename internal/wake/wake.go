@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,7 @@ const HealthInterval = 2 * time.Second
 type Waker[R, G any] struct {
 	rdb     redis.UniversalClient // nil: local
 	sharded bool
+	named   bool        // a message wakes the waiters it names, no other (NewNamed)
 	onReset func(error) // told when the connection is replaced (may be nil)
 
 	mu      sync.Mutex
@@ -71,6 +73,18 @@ type subOp struct {
 func New[R, G any](rdb redis.UniversalClient, sharded bool, onReset func(error)) *Waker[R, G] {
 	w := NewLocal[R, G]()
 	w.rdb, w.sharded, w.onReset = rdb, sharded, onReset
+	return w
+}
+
+// NewNamed returns a Waker on rdb's pub/sub (not sharded) whose messages
+// name the waiters they wake: a payload is a list of tickets separated by
+// spaces, and it wakes the waiters of those tickets and no other, nor does
+// a waiter that leaves pass its wake-up on. A semaphore's release, which
+// frees slots for the waiters at the head of its queue wherever they are,
+// wakes that way.
+func NewNamed[R, G any](rdb redis.UniversalClient, onReset func(error)) *Waker[R, G] {
+	w := New[R, G](rdb, false, onReset)
+	w.named = true
 	return w
 }
 
@@ -275,12 +289,28 @@ func (w *Waker[R, G]) confirm(channelName string) {
 // one whose ticket the release named (the head of a fair queue), else the
 // longest-waiting one that is not already awake. A woken waiter that fails
 // waits for the next release; one that leaves without trying passes its
-// wake-up on (Sub.Stop).
+// wake-up on (Sub.Stop). A named Waker (NewNamed) wakes the waiters whose
+// tickets payload lists instead, and only them.
 func (w *Waker[R, G]) Notify(channelName, payload string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ch := w.chans[channelName]; ch != nil {
+	ch := w.chans[channelName]
+	switch {
+	case ch == nil:
+	case w.named:
+		wakeNamed(ch.waiters, payload)
+	default:
 		wakeOne(ch.waiters, payload)
+	}
+}
+
+func wakeNamed[R, G any](waiters []*Sub[R, G], tickets string) {
+	for ticket := range strings.FieldsSeq(tickets) {
+		for _, s := range waiters {
+			if s.ticket == ticket {
+				s.signal()
+			}
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Memory is an in-memory lease.Locker and lease.Store for fast,
@@ -71,9 +72,9 @@ func (realClock) Now() time.Time                                  { return time.
 func (realClock) AfterFunc(d time.Duration, f func()) lease.Timer { return time.AfterFunc(d, f) }
 
 var (
-	_ lease.Locker = (*Memory)(nil)
-	_ lease.Store  = (*Memory)(nil)
-	_ lease.Keeper = (*memLock)(nil)
+	_ lease.Locker   = (*Memory)(nil)
+	_ lease.Store    = (*Memory)(nil)
+	_ backend.Keeper = memKeeper{}
 )
 
 // held returns the live grant of key; an expired one is dropped. m.mu held.
@@ -96,19 +97,19 @@ func (m *Memory) wake() {
 // deadline is not bounded: waiting lasts as long as the retry strategy
 // allows.
 func (m *Memory) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lease.Option) (lease.Lock, error) {
-	o, err := lease.Apply(opts)
+	o, err := backend.Apply(opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := lease.CheckKey(key); err != nil {
+	if err := backend.CheckKey(key); err != nil {
 		return nil, err
 	}
-	if err := lease.CheckTTL(ttl, m.drift); err != nil {
+	if err := backend.CheckTTL(ttl, m.drift); err != nil {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return nil, lease.Join(lease.ErrNotObtained, err)
+			return nil, backend.Join(lease.ErrNotObtained, err)
 		}
 		l, left, changed := m.try(key, ttl, o.Holder)
 		if l != nil {
@@ -127,7 +128,7 @@ func (m *Memory) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, lease.Join(lease.ErrNotObtained, ctx.Err())
+			return nil, backend.Join(lease.ErrNotObtained, ctx.Err())
 		case <-changed:
 		case <-fire:
 		}
@@ -147,13 +148,14 @@ func (m *Memory) try(key string, ttl time.Duration, holder string) (l *memLock, 
 	m.fences[key]++
 	g := &grant{token: rand.Text(), fence: m.fences[key], holder: holder, expires: now.Add(ttl.Truncate(time.Millisecond))}
 	m.locks[key] = g
-	l = &memLock{m: m, key: key, token: g.token, fence: g.fence, until: lease.ValidUntil(now, ttl, m.drift)}
+	l = &memLock{m: m, key: key, token: g.token, fence: g.fence, until: backend.ValidUntil(now, ttl, m.drift)}
+	l.Keeping = backend.KeepWith(memKeeper{l})
 	return l, 0, nil
 }
 
 // Inspect reports who holds key.
 func (m *Memory) Inspect(_ context.Context, key string) (lease.Info, error) {
-	if err := lease.CheckKey(key); err != nil {
+	if err := backend.CheckKey(key); err != nil {
 		return lease.Info{}, err
 	}
 	m.mu.Lock()
@@ -196,7 +198,7 @@ func (m *Memory) Put(_ context.Context, key string, value []byte, fence int64, t
 
 // Get reads a record; see lease.Store.
 func (m *Memory) Get(_ context.Context, key string) (lease.Record, error) {
-	if err := lease.CheckKey(key); err != nil {
+	if err := backend.CheckKey(key); err != nil {
 		return lease.Record{}, err
 	}
 	m.mu.Lock()
@@ -242,24 +244,25 @@ func (m *Memory) record(key string, now time.Time) *stored {
 }
 
 func checkRecord(key string, fence int64, ttl time.Duration) error {
-	if err := lease.CheckKey(key); err != nil {
+	if err := backend.CheckKey(key); err != nil {
 		return err
 	}
 	if fence <= 0 {
-		return lease.Invalid("fence %d must be positive", fence)
+		return backend.Invalid("fence %d must be positive", fence)
 	}
 	if ttl < 0 || ttl > 0 && ttl < time.Millisecond {
-		return lease.Invalid("record TTL %v must be 0 or at least 1ms", ttl)
+		return backend.Invalid("record TTL %v must be 0 or at least 1ms", ttl)
 	}
 	return nil
 }
 
 // memLock is a grant of a Memory.
 type memLock struct {
-	m     *Memory
-	key   string
-	token string
-	fence int64
+	backend.Keeping // memKeeper: renewed on the Memory's clock
+	m               *Memory
+	key             string
+	token           string
+	fence           int64
 
 	mu    sync.Mutex
 	until time.Time // guarded by mu
@@ -290,7 +293,7 @@ func (l *memLock) mine(now time.Time) *grant {
 }
 
 func (l *memLock) Refresh(_ context.Context, ttl time.Duration) error {
-	if err := lease.CheckTTL(ttl, l.m.drift); err != nil {
+	if err := backend.CheckTTL(ttl, l.m.drift); err != nil {
 		return err
 	}
 	m := l.m
@@ -303,7 +306,7 @@ func (l *memLock) Refresh(_ context.Context, ttl time.Duration) error {
 		return lease.ErrNotHeld
 	}
 	g.expires = now.Add(ttl.Truncate(time.Millisecond))
-	l.setUntil(lease.ValidUntil(now, ttl, m.drift))
+	l.setUntil(backend.ValidUntil(now, ttl, m.drift))
 	return nil
 }
 
@@ -320,7 +323,9 @@ func (l *memLock) Release(context.Context) error {
 	return nil
 }
 
-// Keep renews the lease on the Memory's clock (see lease.Keeper).
-func (l *memLock) Keep(ttl, interval time.Duration, lost func(error)) (stop func()) {
-	return lease.Refresher(l.m.clock, l, ttl, interval, lost)
+// memKeeper renews a memLock on the Memory's clock (see backend.Keeper).
+type memKeeper struct{ l *memLock }
+
+func (k memKeeper) Keep(ttl, interval time.Duration, lost func(error)) (stop func()) {
+	return backend.Refresher(k.l.m.clock, k.l, ttl, interval, lost)
 }

@@ -1,6 +1,6 @@
--- ttl: a permit's remaining lease on the server's clock.
+-- semaphore_ttl: a permit's remaining lease on the server's clock.
 --
--- KEYS     see prelude
+-- KEYS     see semaphore_prelude.lua
 -- ARGV[1]  token
 --
 -- Replies:

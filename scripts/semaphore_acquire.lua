@@ -1,8 +1,8 @@
--- acquire: take a slot if one is free and no earlier waiter is ahead of
--- this request (first come, first served); else, with a queue TTL, join the
--- queue or renew this request's place in it.
+-- semaphore_acquire: take a slot if one is free and no earlier waiter is
+-- ahead of this request (first come, first served); else, with a queue TTL,
+-- join the queue or renew this request's place in it.
 --
--- KEYS     see prelude
+-- KEYS     see semaphore_prelude.lua
 -- ARGV[1]  token: the request's ticket, and the permit's token if granted
 -- ARGV[2]  lease TTL in ms (> 0)
 -- ARGV[3]  limit N (>= 1)

@@ -1,6 +1,6 @@
--- prelude: shared by every semaphore script; scripts.go puts it in front of
--- each operation's file. Every script takes the same five keys, all in the
--- semaphore's hash slot ("<prefix>{<name>}..."):
+-- semaphore_prelude: shared by every semaphore script; internal/script puts
+-- it in front of each semaphore_*.lua file. Every script takes the same five
+-- keys, all in the semaphore's hash slot ("<prefix>{<name>}..."):
 --
 -- KEYS[1]  state hash: "limit" -> N; "seq" -> last queue number;
 --          "s<slot>" -> token of the slot's holder;

@@ -1,6 +1,6 @@
--- inspect: the semaphore as the server sees it now.
+-- semaphore_inspect: the semaphore as the server sees it now.
 --
--- KEYS     see prelude
+-- KEYS     see semaphore_prelude.lua
 -- ARGV     none
 --
 -- Replies:

@@ -1,8 +1,8 @@
--- release: give a permit back, or withdraw a request from the queue (a
--- waiter that gave up, or a request whose reply was lost), and wake the
--- waiters that the freed slot awaits.
+-- semaphore_release: give a permit back, or withdraw a request from the
+-- queue (a waiter that gave up, or a request whose reply was lost), and wake
+-- the waiters that the freed slot awaits.
 --
--- KEYS     see prelude
+-- KEYS     see semaphore_prelude.lua
 -- ARGV[1]  token (or ticket)
 -- ARGV[2]  wake channel
 --

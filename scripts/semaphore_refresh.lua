@@ -1,8 +1,8 @@
--- refresh: extend a permit's lease, only while it is held: a permit whose
--- lease has ended on the server's clock is gone, even if no one took its
--- slot yet.
+-- semaphore_refresh: extend a permit's lease, only while it is held: a
+-- permit whose lease has ended on the server's clock is gone, even if no one
+-- took its slot yet.
 --
--- KEYS     see prelude
+-- KEYS     see semaphore_prelude.lua
 -- ARGV[1]  token
 -- ARGV[2]  lease TTL in ms (> 0), from now
 -- ARGV[3]  wake channel

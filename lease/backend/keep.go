@@ -1,0 +1,89 @@
+package backend
+
+import (
+	"time"
+
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/internal/keep"
+)
+
+// Keeper renews the leases of a backend's locks itself (in batches, or on
+// a clock of its own) for lease.Hold and lease.Run, which otherwise renew
+// a Lock with one Refresh per interval.
+type Keeper interface {
+	// Keep renews the lease to ttl every interval until stop is called. It
+	// calls lost, at most once, when a renewal finds the grant gone (a
+	// cause matching lease.ErrNotHeld) or when the validity last confirmed
+	// ends without a renewal getting through (a cause matching
+	// lease.ErrLeaseExpired, naming the last renewal's error); never later
+	// than the ValidUntil last confirmed. After stop returns, lost is not
+	// called and no renewal is in flight.
+	Keep(ttl, interval time.Duration, lost func(cause error)) (stop func())
+}
+
+// Keeping hands a Lock's Keeper to lease.Hold and lease.Run. A backend's
+// Lock type embeds it under an unexported name, so that the Lock's method
+// set shows nothing of it:
+//
+//	type keeping = backend.Keeping
+//
+//	type Lock struct {
+//		keeping // KeepWith(keeperOf(l)), set when the Lock is made
+//		...
+//	}
+//
+// A Lock without a Keeping (or with its zero value) is renewed by Refresh.
+type Keeping struct{ keep.Hook }
+
+// KeepWith returns the Keeping of a Lock that k renews.
+func KeepWith(k Keeper) Keeping { return Keeping{keep.NewHook(k)} }
+
+// Refresher renews l to ttl every interval on a timer of clock (nil: the
+// real clock), as lease.Hold does for a Lock without a Keeper, with
+// Keeper.Keep's contract: lost is called at most once, when a renewal
+// finds l gone or, LossLead(ttl, interval) before l.ValidUntil, when no
+// renewal has moved it; stop ends the renewal and waits for one in flight.
+// A backend's Keeper may use it on a clock of its own, or for the locks it
+// does not renew in batches.
+func Refresher(clock lease.Clock, l lease.Lock, ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	var c keep.Clock = keep.RealClock{}
+	if clock != nil {
+		c = clockOf{clock}
+	}
+	return keep.Refresher(c, l, ttl, interval, lost)
+}
+
+// clockOf is a lease.Clock as the refresher's clock.
+type clockOf struct{ c lease.Clock }
+
+func (c clockOf) Now() time.Time                                 { return c.c.Now() }
+func (c clockOf) AfterFunc(d time.Duration, f func()) keep.Timer { return c.c.AfterFunc(d, f) }
+
+// RenewInterval returns how often a lease of ttl is renewed: interval, or,
+// when interval is 0, a third of ttl but at most half the validity (so
+// that every TTL CheckTTL accepts can be renewed). An interval that leaves
+// no time to renew before the validity ends (ttl minus Drift(ttl, factor))
+// is an error matching lease.ErrInvalidArgument.
+func RenewInterval(ttl, interval time.Duration, factor float64) (time.Duration, error) {
+	return keep.RenewInterval(ttl, interval, factor)
+}
+
+// LossLead is how far ahead of ValidUntil a lease whose renewals did not
+// get through is reported lost (by a Refresher, and by backends that renew
+// in batches): timers fire late, never early, so a report due at
+// ValidUntil itself would come after it, by as much as the scheduler is
+// late. For a lease of ttl renewed every interval it is the larger of 5 ms
+// and 1% of ttl, but at most a quarter of interval and a quarter of the
+// time between a renewal and the end of the lease it renews (ttl -
+// interval), so that it never comes before a renewal could confirm.
+func LossLead(ttl, interval time.Duration) time.Duration { return keep.LossLead(ttl, interval) }
+
+// KeeperOf returns the Keeper that l's Keeping names, nil when l's backend
+// renews it by Refresh: for a Lock type that wraps another backend's Lock
+// and keeps its renewal.
+func KeeperOf(l lease.Lock) Keeper {
+	if k := keep.Of(l); k != nil {
+		return k
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package observe
+
+import "context"
+
+// The events of the Redis client's machinery: node calls, the
+// subscription connection of notified waiting, background clean-up.
+
+// NodeObserver is told about every failed call to a Redis node (in quorum
+// mode, the node's availability).
+type NodeObserver interface {
+	NodeFailed(ctx context.Context, e NodeEvent)
+}
+
+// NodeEvent is one failed node call: Node is the node's index (0 in single
+// mode), Op the operation ("obtain", "refresh", "release", "ttl",
+// "inspect", "record", ...), Err a *redislock.NodeError.
+type NodeEvent struct {
+	Node int
+	Op   string
+	Err  error
+}
+
+// SubscriptionObserver is told when the subscription connection of
+// notified waiting failed and is being replaced (waiters fall back to their
+// backoff meanwhile).
+type SubscriptionObserver interface {
+	Resubscribed(e SubscriptionEvent)
+}
+
+// SubscriptionEvent is a replaced subscription connection and why.
+type SubscriptionEvent struct {
+	Err error
+}
+
+// CleanupObserver is told when a background clean-up (the release of a
+// grant whose outcome was unknown, of a late or partial quorum grant, of a
+// handoff nobody took) failed or could not run: that grant may stay on
+// Redis until its TTL.
+type CleanupObserver interface {
+	CleanupFailed(ctx context.Context, e CleanupEvent)
+}
+
+// CleanupEvent is one failed clean-up.
+type CleanupEvent struct {
+	Key  string
+	Node int
+	Err  error
+}
