@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/internal/wake"
 	"github.com/redislock-go/redislock/lease"
@@ -49,7 +50,7 @@ var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 // lease.ErrInvalidArgument. Close never closes rdb.
 func New(rdb redis.UniversalClient, name string, limit int, opts ...Option) (*Semaphore, error) {
 	switch {
-	case rdb == nil:
+	case nodes.IsNil(rdb):
 		return nil, backend.Invalid("semaphore: nil Redis client")
 	case name == "":
 		return nil, backend.Invalid("semaphore: empty name")
