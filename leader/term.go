@@ -118,7 +118,7 @@ func (t *Term) release(ctx context.Context) error {
 func (t *Term) Fence() int64 { return t.held.Lock().Fence() }
 
 // Identity returns the identity of the leader of this term.
-func (t *Term) Identity() string { return t.e.o.identity }
+func (t *Term) Identity() string { return t.e.o.holder }
 
 // Started returns when the term began: when Campaign got the lock.
 func (t *Term) Started() time.Time { return t.start }

@@ -15,7 +15,7 @@ import (
 // A flight that found no value takes the fill lock. If the lock is free,
 // the flight reads the Store again under it (a fill may have finished
 // since the first read) and fills. If it is held, the flight notes the
-// holder's fence (Inspect) and waits for the lock (Obtain with the WithWait
+// holder's fence (Inspect) and waits for the lock (Obtain with the WithRetry
 // strategy, woken by the holder's release). Under the lock it finds one of:
 //
 //   - a value, or a cached miss: the fill it waited for succeeded; it
