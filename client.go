@@ -26,6 +26,7 @@ type Client struct {
 	opts  options       // the defaults of every call
 	obs   *observers    // nil: no observer, no logger
 	err   error         // reported by every call: an invalid client or option
+	named bool          // NodeError messages name the node (quorum mode)
 
 	live    *nodes.Pool // quorum fan-out calls on behalf of a waiting caller
 	cleanup *nodes.Pool // background releases of partial or unknown grants
@@ -97,15 +98,13 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 	}
 	switch {
 	case quorum:
-		c.m = &quorumMode{c: c}
+		c.m, c.named = &quorumMode{c: c}, true
 	case len(c.nodes) == 1:
 		c.m = &single{c: c, n: c.nodes[0]}
 	}
 	c.err = cfg.defaults.validate()
 	if c.err == nil && c.m != nil {
-		o := cfg.defaults
-		o.fair = false // a default the mode cannot honour is refused by Obtain
-		c.err = c.m.check(&o)
+		c.err = c.m.check(&cfg.defaults)
 	}
 	return c
 }
@@ -114,11 +113,12 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 // client) or Cluster. opts set defaults for every call. Close never closes
 // rdb.
 //
-// New cannot fail: a nil rdb or an invalid option is reported, as an error
+// New cannot fail: a nil rdb (also a typed nil, such as a nil
+// *redis.Client) or an invalid option is reported, as an error
 // matching ErrInvalidArgument, by every call of the Client (Obtain, Run,
 // Inspect...), before anything is sent to Redis.
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	if rdb == nil {
+	if nodes.IsNil(rdb) {
 		c := newClient(nil, false, opts)
 		c.err = invalid("nil redis client")
 		return c
@@ -130,14 +130,15 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 // N independent Redis masters (the Redlock algorithm), with the same API as
 // New; see the package guide (Quorum mode) for how it works and what it
 // assumes. The list may not be empty, hold nil or hold the same client
-// twice; an invalid option is returned at once. Close never closes the
+// twice; an invalid option, or one that quorum mode does not support
+// (WithFair, WithReplicas), is returned at once. Close never closes the
 // clients.
 func NewQuorum(rdbs []redis.UniversalClient, opts ...ClientOption) (*Client, error) {
 	if len(rdbs) == 0 {
 		return nil, invalid("no redis clients")
 	}
 	for i, a := range rdbs {
-		if a == nil {
+		if nodes.IsNil(a) {
 			return nil, invalid("redis client %d is nil", i)
 		}
 		for j, b := range rdbs[:i] {
@@ -198,6 +199,9 @@ func (c *Client) callOptions(opts []Option) (options, error) {
 	if err := o.validate(); err != nil {
 		return options{}, err
 	}
+	if err := c.m.check(&o); err != nil {
+		return options{}, err
+	}
 	return o, nil
 }
 
@@ -241,7 +245,7 @@ func (c *Client) call(ctx context.Context, n *nodes.Node, timeout time.Duration,
 
 // nodeErr wraps a node's error and tells the observers.
 func (c *Client) nodeErr(ctx context.Context, node int, op string, err error) error {
-	ne := &NodeError{Node: node, Err: err}
+	ne := &NodeError{Node: node, Err: err, quorum: c.named}
 	if c.obs != nil {
 		c.obs.nodeFailed(ctx, observe.NodeEvent{Node: node, Op: op, Err: ne})
 	}

@@ -84,12 +84,24 @@ func (e *ReplicaError) Unwrap() error { return ErrNotReplicated }
 // NodeError is the error of one Redis node: its index in the client list (0
 // in single mode) and the cause, which may be a network error, a context
 // error or a Redis error reply (WRONGTYPE, OOM, READONLY, LOADING, MISCONF...).
+// Its message names the node in quorum mode only.
 type NodeError struct {
 	Node int
 	Err  error
+
+	quorum bool // the Client has several nodes: name this one
 }
 
-func (e *NodeError) Error() string { return fmt.Sprintf("redislock: node %d: %v", e.Node, e.Err) }
+func (e *NodeError) Error() string {
+	cause := "unknown error"
+	if e.Err != nil {
+		cause = strings.TrimPrefix(e.Err.Error(), "redislock: ")
+	}
+	if e.quorum {
+		return fmt.Sprintf("redislock: node %d: %s", e.Node, cause)
+	}
+	return "redislock: " + cause
+}
 
 // Unwrap returns the node's cause.
 func (e *NodeError) Unwrap() error { return e.Err }

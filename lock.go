@@ -11,6 +11,7 @@ import (
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -56,8 +57,8 @@ func (s *validity) validUntil() time.Time {
 // refresh is never confirmed late.
 func (s *validity) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
 	until := o.validUntil(start, ttl)
-	if !time.Now().Before(until) {
-		return ErrGrantExpired
+	if now := time.Now(); !now.Before(until) {
+		return backend.Expired(start, now, ttl, o.driftFactor)
 	}
 	s.mu.Lock()
 	s.until, s.ttl = until, ttl

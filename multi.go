@@ -84,7 +84,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		}
 		seen[k] = true
 	}
-	if err := o.checkTTL(ttl); err != nil {
+	if _, err := o.checkCall(ttl); err != nil {
 		return nil, err
 	}
 	token := rand.Text()

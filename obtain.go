@@ -39,10 +39,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	case ctx == nil:
 		return nil, invalid("nil context")
 	}
-	if err := c.m.check(&o); err != nil {
-		return nil, err
-	}
-	if err := o.checkTTL(ttl); err != nil {
+	if _, err := o.checkCall(ttl); err != nil {
 		return nil, err
 	}
 	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl, ttlArg: ttl.Milliseconds()}

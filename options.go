@@ -185,8 +185,11 @@ func WithNodeTimeout(d time.Duration) Option {
 	return positive("node timeout", d, func(o *options) { o.nodeTimeout = d })
 }
 
-// WithRefreshInterval sets how often Run renews the lock. Default: TTL/3. It
-// must be positive and shorter than the TTL minus drift (checked by Run).
+// WithRefreshInterval sets how often Run renews the lock. Default: TTL/3
+// (at most half the validity, TTL minus drift, for very short TTLs). It
+// must be positive and shorter than the TTL minus drift; Obtain and
+// ObtainMulti check it as Run and RunMulti do, so that a call one of them
+// refuses is refused by all.
 func WithRefreshInterval(d time.Duration) Option {
 	return positive("refresh interval", d, func(o *options) { o.refreshInterval = d })
 }
@@ -343,6 +346,16 @@ func (o *options) validUntil(start time.Time, ttl time.Duration) time.Time {
 func (o *options) drift(ttl time.Duration) time.Duration { return backend.Drift(ttl, o.driftFactor) }
 
 func (o *options) checkTTL(ttl time.Duration) error { return backend.CheckTTL(ttl, o.driftFactor) }
+
+// checkCall checks a call's TTL and its renewal interval, alike for Obtain
+// and Run (ObtainMulti and RunMulti): what Run would refuse, Obtain refuses
+// too. It returns the renewal interval.
+func (o *options) checkCall(ttl time.Duration) (interval time.Duration, err error) {
+	if err := o.checkTTL(ttl); err != nil {
+		return 0, err
+	}
+	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
+}
 
 // queueArg tells release.lua whether to name the fair queue's head in its
 // wake-up: only fair clients pay for the queue read (one mode per key).

@@ -111,8 +111,5 @@ func (c *Client) renewInterval(ttl time.Duration, opts []Option) (time.Duration,
 	if err != nil {
 		return 0, err
 	}
-	if err := o.checkTTL(ttl); err != nil {
-		return 0, err
-	}
-	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
+	return o.checkCall(ttl)
 }
