@@ -46,7 +46,8 @@ type mode interface {
 	// obtain makes one attempt of r: a valid grant, an error matching
 	// ErrNotObtained on contention, or another error; whatever it may have
 	// granted is released unless it returns a grant.
-	obtain(ctx context.Context, r *request) (*Lock, error)
+	// r is a copy: a pointer would move the caller's request to the heap.
+	obtain(ctx context.Context, r request) (*Lock, error)
 	// nodeTimeout bounds one node's request for a lease of ttl.
 	nodeTimeout(o *options, ttl time.Duration) time.Duration
 	// ttl, refresh and release act on a held grant and count the nodes
@@ -67,9 +68,11 @@ type mode interface {
 	// outcome.
 	releaseLater(ctx context.Context, l *Lock, done func(error))
 	// publish is how releases with o wake waiters; sharded whether
-	// waiting with o uses sharded pub/sub.
+	// waiting uses sharded pub/sub when a call asks for it. (They take no
+	// *options of a caller's stack, which an interface call would move to
+	// the heap.)
 	publish(o *options) script.Publish
-	sharded(o *options) bool
+	sharded(asked bool) bool
 	// wakerFor returns where a waker for channel listens: rdb (nil: a
 	// local waker) and the key of that waker in the Client; ok false when
 	// waiters must poll.

@@ -73,7 +73,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			// as if this attempt found the lock held.
 			err = heldFor(req.keys, -1)
 		} else {
-			l, err = c.m.obtain(ctx, &req)
+			l, err = c.m.obtain(ctx, req)
 		}
 		switch {
 		case err == nil:

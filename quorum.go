@@ -99,7 +99,7 @@ func (qm *quorumMode) releaseLater(ctx context.Context, l *Lock, done func(error
 }
 
 func (qm *quorumMode) publish(*options) script.Publish { return script.PublishNone }
-func (qm *quorumMode) sharded(*options) bool           { return false }
+func (qm *quorumMode) sharded(bool) bool               { return false }
 
 // wakerFor is a local waker: no node's pub/sub can announce a release of
 // the majority.
@@ -129,7 +129,7 @@ const maxProposals = 3
 // answer after the decision are settled in the background: a late grant is
 // kept as part of a lock that was won, released otherwise; a node that
 // failed may hold the grant, and is released.
-func (qm *quorumMode) obtain(ctx context.Context, r *request) (*Lock, error) {
+func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 	c := qm.c
 	n, q := len(c.nodes), c.majority()
 	timeout := qm.nodeTimeout(&r.opts, r.ttl)

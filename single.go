@@ -40,9 +40,9 @@ func (s *single) nodeTimeout(o *options, ttl time.Duration) time.Duration {
 	return ttl - o.drift(ttl)
 }
 
-func (s *single) obtain(ctx context.Context, r *request) (*Lock, error) {
+func (s *single) obtain(ctx context.Context, r request) (*Lock, error) {
 	l := r.newLock()
-	if err := s.obtainOn(ctx, r, l); err != nil {
+	if err := s.obtainOn(ctx, &r, l); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -189,7 +189,7 @@ func (s *single) publish(o *options) script.Publish {
 	return script.PublishPlain
 }
 
-func (s *single) sharded(o *options) bool { return o.sharded }
+func (s *single) sharded(asked bool) bool { return asked }
 
 // wakerFor: one waker per Client, or in sharded mode on Redis Cluster one
 // per master node (sharded channels live on the node that owns their

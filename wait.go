@@ -46,7 +46,7 @@ type waitState struct {
 }
 
 func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error, leave func()) *waitState {
-	w := &waitState{retry: retry, sharded: c.m.sharded(o), leave: leave}
+	w := &waitState{retry: retry, sharded: c.m.sharded(o.sharded), leave: leave}
 	if o.fair {
 		w.fairCap = o.queueTTL / 3
 	}
@@ -69,7 +69,7 @@ func (c *Client) obtainWaiter(req request) *waitState {
 		w.req = r
 	}
 	w.retry = func(ctx context.Context) (err error) {
-		w.granted, err = c.m.obtain(ctx, r)
+		w.granted, err = c.m.obtain(ctx, *r)
 		return err
 	}
 	return w
@@ -319,7 +319,7 @@ func (c *Client) closeWakers() {
 // one per release then grants in arrival order within the Client, and a
 // caller that just released cannot re-take the lock ahead of them.
 func (c *Client) queueBehindLocalWaiters(o *options, k keys.Lock) bool {
-	if !o.notify || o.fair || c.m.sharded(o) {
+	if !o.notify || o.fair || c.m.sharded(o.sharded) {
 		return false
 	}
 	if _, ok := o.retry.Backoff(1); !ok {
@@ -337,7 +337,7 @@ func (c *Client) queueBehindLocalWaiters(o *options, k keys.Lock) bool {
 // more that is about to, or -1 when the Client does not keep count
 // (polling, sharded pub/sub).
 func (c *Client) waiters(o *options, k keys.Lock) int {
-	if !o.notify || c.m.sharded(o) {
+	if !o.notify || c.m.sharded(o.sharded) {
 		return -1
 	}
 	w := c.localWaker()
@@ -353,7 +353,7 @@ func (c *Client) waiters(o *options, k keys.Lock) int {
 // their own (waitState.behind), so the lock may carry no mark that makes
 // the release publish a wake-up (the release that ends a chain of handoffs).
 func (c *Client) wakeLocal(l *Lock) {
-	if !l.opts.notify || c.m.sharded(&l.opts) {
+	if !l.opts.notify || c.m.sharded(l.opts.sharded) {
 		return
 	}
 	if w := c.localWaker(); w != nil {
