@@ -175,6 +175,25 @@
 // has no pub/sub: callers of one Client queue for a key, but releases by
 // other Clients are found by polling.
 //
+// # Options
+//
+// Every package of the repository names one concept by one option, so that
+// what is learnt on one carries to the next:
+//
+//	option               concept                 packages
+//	WithPrefix           key namespace           redislock, stampede, dedup, leader, semaphore
+//	WithHolder           holder identity         redislock, lease, pglock, stampede, dedup, leader, semaphore
+//	WithRetry            waiting for a held lock redislock, lease, pglock, stampede, dedup, leader
+//	WithMaxWait          the limit of that wait  redislock, pglock
+//	WithRefreshInterval  renewal                 redislock, lease, pglock, dedup, leader
+//	WithDriftFactor      clock drift             redislock, pglock, semaphore, lease/leasetest
+//	WithLease            a pattern's lock TTL    stampede, dedup, leader
+//	WithClock            time source in tests    dedup, leader, lease/leasetest
+//
+// pglock keeps its locks in a table (WithTable) rather than under a prefix;
+// stampede renews a fill's lock every third of its lease. The CHANGELOG
+// lists the names these replaced.
+//
 // # Observing
 //
 // WithObserver installs an Observer, any value implementing one or more of

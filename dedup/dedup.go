@@ -58,7 +58,7 @@ func New(locker lease.Locker, store lease.Store, opts ...Option) (*Group, error)
 //   - A recorded outcome is returned without a run: the earlier run's
 //     Value (Ran false), or, for a recorded failure, a *FailedError.
 //   - While another worker runs it, Do returns an *InProgressError
-//     (matching ErrInProgress), or with WithWait waits for that run and
+//     (matching ErrInProgress), or with WithRetry waits for that run and
 //     returns its outcome.
 //   - Otherwise Do takes the job's lock, looks for a recorded outcome once
 //     more, and runs job, renewing the lease while it runs. When job
@@ -124,8 +124,8 @@ func (g *Group) recorded(ctx context.Context, id, key string) (r Result, found b
 // backend's error.
 func (g *Group) obtain(ctx context.Context, id, key string) (l lease.Lock, r Result, found bool, err error) {
 	opts := []lease.Option{lease.WithRetry(lease.NoRetry())}
-	if g.o.wait > 0 {
-		opts[0] = lease.WithRetry(lease.LinearBackoff(g.o.wait))
+	if g.o.retry != nil {
+		opts[0] = lease.WithRetry(g.o.retry)
 	}
 	if g.o.holder != "" {
 		opts = append(opts, lease.WithHolder(g.o.holder))
@@ -142,7 +142,8 @@ func (g *Group) obtain(ctx context.Context, id, key string) (l lease.Lock, r Res
 		if r, found, err := g.recorded(ctx, id, key); found || err != nil && ctx.Err() == nil {
 			return nil, r, found, err
 		}
-		if ctx.Err() == nil && g.o.wait > 0 {
+		var limit *lease.WaitLimitError
+		if ctx.Err() == nil && g.o.retry != nil && errors.As(err, &limit) {
 			continue // the backend's own wait limit ended the wait: wait again
 		}
 		busy := &InProgressError{ID: id}

@@ -22,7 +22,7 @@
 //
 // Two things keep a job from running twice. The job's lock keeps
 // concurrent duplicates out: while one worker runs the job, the others get
-// an *InProgressError (or, with WithWait, wait for the run's outcome). A
+// an *InProgressError (or, with WithRetry, wait for the run's outcome). A
 // durable record of the outcome, written to the Store with the lock's
 // fence when the job returns, keeps later repeats out: they get the stored
 // result without running anything, for as long as the record is kept. The
@@ -53,6 +53,6 @@
 // Duplicates are recognised by id alone: the same id with a different
 // payload gets the first payload's outcome. A recorded outcome is the
 // job's whole result, so keep results small (the Store holds them). In
-// redislock's quorum mode, a waiting duplicate (WithWait) finds the end of
+// redislock's quorum mode, a waiting duplicate (WithRetry) finds the end of
 // a run by polling, at the poll interval, instead of being woken.
 package dedup

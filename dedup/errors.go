@@ -8,7 +8,7 @@ import (
 
 var (
 	// ErrInProgress is matched by the *InProgressError a duplicate gets
-	// while another worker runs its job (unless WithWait).
+	// while another worker runs its job (unless WithRetry).
 	ErrInProgress = errors.New("redislock: job in progress elsewhere")
 
 	// ErrFailed is matched by the *FailedError a repeat of a job gets when

@@ -126,7 +126,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"short period", m, m, []dedup.Option{dedup.WithScope(dedup.ForPeriod(time.Microsecond))}},
 		{"negative retention", m, m, []dedup.Option{dedup.WithRetention(-time.Second)}},
 		{"retention with a period", m, m, []dedup.Option{dedup.WithScope(dedup.ForPeriod(time.Hour)), dedup.WithRetention(time.Hour)}},
-		{"zero wait poll", m, m, []dedup.Option{dedup.WithWait(0)}},
+		{"nil retry", m, m, []dedup.Option{dedup.WithRetry(nil)}},
 		{"long holder", m, m, []dedup.Option{dedup.WithHolder(strings.Repeat("h", lease.MaxHolderLen+1))}},
 		{"nil clock", m, m, []dedup.Option{dedup.WithClock(nil)}},
 	} {
@@ -259,12 +259,12 @@ func TestScopes(t *testing.T) {
 }
 
 // A duplicate that arrives while the job runs gets an InProgressError
-// naming the holder; with WithWait it waits and gets the run's outcome.
+// naming the holder; with WithRetry it waits and gets the run's outcome.
 func TestInProgress(t *testing.T) {
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	g := env.group(dedup.WithHolder("worker-1"))
-	waiter := env.group(dedup.WithWait(100 * time.Millisecond))
+	waiter := env.group(dedup.WithRetry(lease.LinearBackoff(100 * time.Millisecond)))
 	c := newCounted()
 	running := make(chan struct{})
 	finish := make(chan struct{})

@@ -63,7 +63,7 @@ type options struct {
 	scope        Scope
 	retention    time.Duration
 	retentionSet bool
-	wait         time.Duration // > 0: duplicates wait, retrying at least this often
+	retry        lease.RetryStrategy // nil: duplicates do not wait
 	holder       string
 	prefix       string
 	clock        lease.Clock
@@ -134,19 +134,19 @@ func WithRetention(d time.Duration) Option {
 	}
 }
 
-// WithWait makes a duplicate that finds its job running wait for the run
+// WithRetry makes a duplicate that finds its job running wait for the run
 // to end, and return its outcome (or run the job itself, if the run failed
-// in the UntilDone scope or its worker crashed), until its ctx ends.
-// poll bounds each wait: a backend that wakes waiters when a lock is
-// released (redislock in single mode, leasetest.Memory) ends it sooner.
-// Default: no waiting, the duplicate gets an *InProgressError at once.
-// poll must be positive.
-func WithWait(poll time.Duration) Option {
+// in the UntilDone scope or its worker crashed), until its ctx ends or s
+// gives up (an *InProgressError then). s bounds each wait, as Obtain's
+// retry strategy: a backend that wakes waiters when a lock is released
+// (redislock in single mode, leasetest.Memory) ends it sooner; a
+// backend's own wait limit (lease.WaitLimitError) only starts another
+// wait. Default: no waiting, the duplicate gets an *InProgressError at
+// once. s must not be nil.
+func WithRetry(s lease.RetryStrategy) Option {
 	return func(o *options) {
-		if poll <= 0 {
-			o.fail(backend.Invalid("wait poll %v must be positive", poll))
-		}
-		o.wait = poll
+		o.fail(backend.CheckRetry(s))
+		o.retry = s
 	}
 }
 

@@ -11,19 +11,20 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/dedup"
+	"github.com/redislock-go/redislock/lease"
 )
 
 // Eight workers, 1,000 jobs in a shuffled order, each delivered three
 // times in a row, so that the copies race: every job runs exactly once, and every delivery gets its value.
 // Duplicates that find a job running are redelivered (the default) or
-// wait (WithWait).
+// wait (WithRetry).
 func TestWorkerPoolMemory(t *testing.T) {
 	for _, wait := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
 			env := newMemEnv(t)
 			var opts []dedup.Option
 			if wait {
-				opts = append(opts, dedup.WithWait(100*time.Millisecond))
+				opts = append(opts, dedup.WithRetry(lease.LinearBackoff(100*time.Millisecond)))
 			}
 			groups := make([]*dedup.Group, 8)
 			for i := range groups {

@@ -11,6 +11,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/dedup"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/lease"
 )
 
 // Deduplication on real redis-servers: each worker has its own Client on
@@ -51,7 +52,7 @@ func TestWorkerPoolRedis(t *testing.T) {
 			srv := redistest.Start(t)
 			var opts []dedup.Option
 			if wait {
-				opts = append(opts, dedup.WithWait(100*time.Millisecond))
+				opts = append(opts, dedup.WithRetry(lease.LinearBackoff(100*time.Millisecond)))
 			}
 			workers := redisWorkers(t, []*redistest.Server{srv}, 8, opts...)
 			poolWithEffects(t, srv, workers, 1000, 3)
@@ -62,7 +63,7 @@ func TestWorkerPoolRedis(t *testing.T) {
 // Quorum mode on three servers, with fewer jobs.
 func TestWorkerPoolQuorum(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
-	workers := redisWorkers(t, srvs, 4, dedup.WithWait(20*time.Millisecond))
+	workers := redisWorkers(t, srvs, 4, dedup.WithRetry(lease.LinearBackoff(20*time.Millisecond)))
 	poolWithEffects(t, srvs[0], workers, 200, 3)
 }
 

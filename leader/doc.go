@@ -6,7 +6,7 @@
 // and campaigns; the one that holds the election's lock leads, for one
 // Term, until it resigns or loses the lock:
 //
-//	e, err := leader.New(client.Locker(), "billing-scheduler", leader.WithIdentity(podName))
+//	e, err := leader.New(client.Locker(), "billing-scheduler", leader.WithHolder(podName))
 //	...
 //	err = e.Run(ctx, leader.Callbacks{
 //		OnStartedLeading: func(ctx context.Context, t *leader.Term) error {
@@ -46,8 +46,8 @@
 // A crashed or partitioned leader is replaced one lease after its last
 // renewal, not sooner: the backend must let its lease run out. In
 // redislock's quorum mode, which has no wake-up across clients, a
-// resignation is found by the waiting candidates' polling, up to the retry
-// period (WithRetryPeriod) later.
+// resignation is found by the waiting candidates' polling, up to one backoff
+// of the retry strategy (WithRetry) later.
 //
 // Leader and Observe ask the backend (the Locker's Inspect); Observe polls
 // at the observe interval (WithObserveInterval), so it can miss a term

@@ -38,7 +38,7 @@ type Election struct {
 
 // Info is who leads an election, as the backend reported it.
 type Info struct {
-	// Identity is the leader's identity (WithIdentity); "" when nobody
+	// Identity is the leader's identity (WithHolder); "" when nobody
 	// leads.
 	Identity string
 	// Term is the leader's term: the fence of its lock, greater than every
@@ -76,14 +76,14 @@ func New(locker lease.Locker, name string, opts ...Option) (*Election, error) {
 func (e *Election) Name() string { return e.name }
 
 // Identity returns the candidate's identity.
-func (e *Election) Identity() string { return e.o.identity }
+func (e *Election) Identity() string { return e.o.holder }
 
 // Key returns the lock key of the election: the prefix and the name.
 func (e *Election) Key() string { return e.key }
 
 // Campaign waits until this candidate leads, or ctx ends, and returns its
 // Term. It waits in the Locker's Obtain, which wakes it when the leader
-// resigns or its lease ends (or after the retry period, at the latest), so
+// resigns or its lease ends (or after the WithRetry backoff, at the latest), so
 // a resignation hands over at once on a notifying backend.
 //
 // The Term is renewed in the background until Resign or until it is lost;
@@ -109,7 +109,7 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 	}
 	for {
 		l, err := e.locker.Obtain(ctx, e.key, e.o.lease,
-			lease.WithHolder(e.o.identity), lease.WithRetry(lease.LinearBackoff(e.o.retry)))
+			lease.WithHolder(e.o.holder), lease.WithRetry(e.o.retry))
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -117,7 +117,7 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 				err = backend.Join(lease.ErrNotObtained, ctx.Err())
 			}
 			return nil, err
-		case errors.Is(err, lease.ErrNotObtained):
+		case errors.As(err, new(*lease.WaitLimitError)):
 			continue // the backend's own wait limit: wait again
 		default:
 			return nil, err

@@ -34,7 +34,7 @@ func newRedis() (*redislock.Client, func()) {
 func Example() {
 	client, done := newRedis()
 	defer done()
-	e, err := leader.New(client.Locker(), "report-scheduler", leader.WithIdentity("worker-1"))
+	e, err := leader.New(client.Locker(), "report-scheduler", leader.WithHolder("worker-1"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,8 +61,8 @@ func ExampleElection_Campaign() {
 	client, done := newRedis()
 	defer done()
 	ctx := context.Background()
-	a, _ := leader.New(client.Locker(), "billing", leader.WithIdentity("a"))
-	b, _ := leader.New(client.Locker(), "billing", leader.WithIdentity("b"))
+	a, _ := leader.New(client.Locker(), "billing", leader.WithHolder("a"))
+	b, _ := leader.New(client.Locker(), "billing", leader.WithHolder("b"))
 
 	ta, err := a.Campaign(ctx)
 	if err != nil {
@@ -94,7 +94,7 @@ func ExampleElection_Observe() {
 	client, done := newRedis()
 	defer done()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, _ := leader.New(client.Locker(), "billing", leader.WithIdentity("a"))
+	a, _ := leader.New(client.Locker(), "billing", leader.WithHolder("a"))
 	changes := a.Observe(ctx)
 	fmt.Printf("%+v\n", <-changes) // nobody leads yet
 	t, err := a.Campaign(ctx)

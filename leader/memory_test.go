@@ -57,8 +57,8 @@ func (env memEnv) link() *link { return &link{m: env.m, clock: env.clock} }
 func (env memEnv) candidate(t *testing.T, locker lease.Locker, id string, opts ...leader.Option) *leader.Election {
 	t.Helper()
 	opts = append([]leader.Option{
-		leader.WithIdentity(id), leader.WithClock(env.clock), leader.WithLease(memLease),
-		leader.WithRenewInterval(memRenew), leader.WithMargin(memMargin), leader.WithRetryPeriod(memRetry),
+		leader.WithHolder(id), leader.WithClock(env.clock), leader.WithLease(memLease),
+		leader.WithRefreshInterval(memRenew), leader.WithMargin(memMargin), leader.WithRetry(lease.LinearBackoff(memRetry)),
 		leader.WithObserveInterval(50 * time.Millisecond),
 	}, opts...)
 	e, err := leader.New(locker, "scheduler", opts...)
@@ -78,15 +78,15 @@ func TestNewRejectsBadInput(t *testing.T) {
 	}{
 		{"nil locker", nil, "x", nil},
 		{"empty name", m, "", nil},
-		{"empty identity", m, "x", []leader.Option{leader.WithIdentity("")}},
-		{"long identity", m, "x", []leader.Option{leader.WithIdentity(strings.Repeat("i", lease.MaxHolderLen+1))}},
+		{"empty identity", m, "x", []leader.Option{leader.WithHolder("")}},
+		{"long identity", m, "x", []leader.Option{leader.WithHolder(strings.Repeat("i", lease.MaxHolderLen+1))}},
 		{"zero lease", m, "x", []leader.Option{leader.WithLease(0)}},
 		{"lease within drift", m, "x", []leader.Option{leader.WithLease(2 * time.Millisecond)}},
-		{"zero renew interval", m, "x", []leader.Option{leader.WithRenewInterval(0)}},
-		{"renew interval above lease", m, "x", []leader.Option{leader.WithLease(time.Second), leader.WithRenewInterval(time.Second)}},
+		{"zero renew interval", m, "x", []leader.Option{leader.WithRefreshInterval(0)}},
+		{"renew interval above lease", m, "x", []leader.Option{leader.WithLease(time.Second), leader.WithRefreshInterval(time.Second)}},
 		{"negative margin", m, "x", []leader.Option{leader.WithMargin(-time.Millisecond)}},
 		{"margin leaves no renewal", m, "x", []leader.Option{leader.WithLease(time.Second), leader.WithMargin(700 * time.Millisecond)}},
-		{"zero retry period", m, "x", []leader.Option{leader.WithRetryPeriod(0)}},
+		{"nil retry", m, "x", []leader.Option{leader.WithRetry(nil)}},
 		{"zero observe interval", m, "x", []leader.Option{leader.WithObserveInterval(0)}},
 		{"nil clock", m, "x", []leader.Option{leader.WithClock(nil)}},
 	} {
@@ -275,7 +275,7 @@ func TestRunWaitsForWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := leasetest.NewMemory()
 		ctx := ctxFor(t)
-		a, err := leader.New(m, "scheduler", leader.WithIdentity("a"), leader.WithLease(memLease))
+		a, err := leader.New(m, "scheduler", leader.WithHolder("a"), leader.WithLease(memLease))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,16 +16,17 @@ const (
 	// backend keeps a crashed leader's lock before another candidate can
 	// take it.
 	DefaultLease = 15 * time.Second
-	// DefaultRenewShare is the default renewal interval, as a share of the
+	// DefaultRefreshShare is the default renewal interval, as a share of the
 	// lease: a third, so that two renewals can fail before the lease ends.
-	DefaultRenewShare = 3
+	DefaultRefreshShare = 3
 	// DefaultMarginShare is the default margin, as a share of the lease: a
 	// tenth. The leader's context is cancelled this long before the
 	// validity its lock last confirmed ends, unless a renewal gets through
 	// first.
 	DefaultMarginShare = 10
-	// DefaultRetryPeriod bounds each wait of a candidate between attempts.
-	// A backend that wakes waiters when a lock is released or expires
+	// DefaultRetryPeriod bounds each wait of a candidate between attempts
+	// (the default WithRetry is lease.LinearBackoff(DefaultRetryPeriod)). A
+	// backend that wakes waiters when a lock is released or expires
 	// (redislock in single mode, leasetest.Memory) wakes them sooner.
 	DefaultRetryPeriod = time.Second
 	// DefaultObserveInterval is how often Observe (and Run's OnNewLeader)
@@ -41,12 +42,12 @@ const (
 type Option func(*options)
 
 type options struct {
-	identity  string
+	holder    string
 	lease     time.Duration
-	renew     time.Duration // 0: lease / DefaultRenewShare
+	renew     time.Duration // 0: lease / DefaultRefreshShare
 	margin    time.Duration
 	marginSet bool // margin was set (0 is a valid margin)
-	retry     time.Duration
+	retry     lease.RetryStrategy
 	observe   time.Duration
 	prefix    string
 	clock     lease.Clock
@@ -57,7 +58,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		lease:   DefaultLease,
-		retry:   DefaultRetryPeriod,
+		retry:   lease.LinearBackoff(DefaultRetryPeriod),
 		observe: DefaultObserveInterval,
 		prefix:  DefaultPrefix,
 		clock:   realClock{},
@@ -70,17 +71,18 @@ func (o *options) fail(err error) {
 	}
 }
 
-// WithIdentity sets the candidate's identity, which Leader, Observe and
-// OnNewLeader report while it leads: a host name, a pod name. Default:
-// "<hostname>:<pid>:<random>", distinct for every Election. It must be
-// non-empty and at most lease.MaxHolderLen bytes.
-func WithIdentity(id string) Option {
+// WithHolder sets the candidate's identity, recorded as the holder of the
+// election's lock, which Leader, Observe and OnNewLeader report while it
+// leads: a host name, a pod name. Default: "<hostname>:<pid>:<random>",
+// distinct for every Election. It must be non-empty and at most
+// lease.MaxHolderLen bytes.
+func WithHolder(id string) Option {
 	return func(o *options) {
 		if id == "" {
-			o.fail(backend.Invalid("empty identity"))
+			o.fail(backend.Invalid("empty holder identity"))
 		}
 		o.fail(backend.CheckHolder(id))
-		o.identity = id
+		o.holder = id
 	}
 }
 
@@ -95,14 +97,14 @@ func WithLease(d time.Duration) Option {
 	}
 }
 
-// WithRenewInterval sets how often the leader renews its lease. Default: a
-// third of the lease. It must be positive, and the interval plus the
+// WithRefreshInterval sets how often the leader renews its lease. Default:
+// a third of the lease (DefaultRefreshShare). It must be positive, and the interval plus the
 // margin must be shorter than the lease's validity (lease minus drift), so
 // that a renewal comes due before the margin cancels the leader.
-func WithRenewInterval(d time.Duration) Option {
+func WithRefreshInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(backend.Invalid("renew interval %v must be positive", d))
+			o.fail(backend.Invalid("refresh interval %v must be positive", d))
 		}
 		o.renew = d
 	}
@@ -113,7 +115,7 @@ func WithRenewInterval(d time.Duration) Option {
 // the leader's work to stop before another candidate can take over.
 // Default: a tenth of the lease. 0 cancels it at the validity's end (which
 // is already the backend's lease less clock drift). It must not be
-// negative; see WithRenewInterval for its upper bound.
+// negative; see WithRefreshInterval for its upper bound.
 func WithMargin(d time.Duration) Option {
 	return func(o *options) {
 		if d < 0 {
@@ -123,18 +125,18 @@ func WithMargin(d time.Duration) Option {
 	}
 }
 
-// WithRetryPeriod bounds each wait of a candidate between attempts to take
-// the lock. Default: DefaultRetryPeriod (1 s). A backend that wakes
-// waiters at a release or an expiry (redislock in single mode with
+// WithRetry sets how a candidate waits between attempts to take the lock:
+// the retry strategy of its Obtain calls, whose backoff bounds each wait.
+// Default: lease.LinearBackoff(DefaultRetryPeriod), 1 s. A backend that
+// wakes waiters at a release or an expiry (redislock in single mode with
 // notified waiting, leasetest.Memory) hands over sooner; in quorum mode,
-// which has no such wake-up across clients, it is how long a handover can
-// take. It must be positive.
-func WithRetryPeriod(d time.Duration) Option {
+// which has no such wake-up across clients, the backoff is how long a
+// handover can take. A strategy that gives up (lease.LimitRetry) makes
+// Campaign return ErrNotObtained; it must not be nil.
+func WithRetry(s lease.RetryStrategy) Option {
 	return func(o *options) {
-		if d <= 0 {
-			o.fail(backend.Invalid("retry period %v must be positive", d))
-		}
-		o.retry = d
+		o.fail(backend.CheckRetry(s))
+		o.retry = s
 	}
 }
 
@@ -182,24 +184,24 @@ func apply(opts []Option) (options, error) {
 	if o.err != nil {
 		return options{}, o.err
 	}
-	if o.identity == "" {
-		o.identity = defaultIdentity()
+	if o.holder == "" {
+		o.holder = defaultHolder()
 	}
 	if o.renew == 0 {
-		o.renew = o.lease / DefaultRenewShare
+		o.renew = o.lease / DefaultRefreshShare
 	}
 	if !o.marginSet {
 		o.margin = o.lease / DefaultMarginShare
 	}
 	validity := o.lease.Truncate(time.Millisecond) - backend.Drift(o.lease, lease.DefaultDriftFactor)
 	if o.renew+o.margin >= validity {
-		return options{}, backend.Invalid("renew interval %v plus margin %v leave no time to renew a lease of %v (validity %v)",
+		return options{}, backend.Invalid("refresh interval %v plus margin %v leave no time to renew a lease of %v (validity %v)",
 			o.renew, o.margin, o.lease, validity)
 	}
 	return o, nil
 }
 
-func defaultIdentity() string {
+func defaultHolder() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"

@@ -82,8 +82,8 @@ func newCandidates(t *testing.T, srvs []*redistest.Server, n int, opts ...leader
 		}
 		t.Cleanup(func() { _ = client.Close() })
 		opts := append([]leader.Option{
-			leader.WithIdentity(c.id), leader.WithLease(redisLease), leader.WithRenewInterval(redisRenew),
-			leader.WithMargin(redisMargin), leader.WithRetryPeriod(redisLease), leader.WithObserveInterval(10 * time.Millisecond),
+			leader.WithHolder(c.id), leader.WithLease(redisLease), leader.WithRefreshInterval(redisRenew),
+			leader.WithMargin(redisMargin), leader.WithRetry(lease.LinearBackoff(redisLease)), leader.WithObserveInterval(10 * time.Millisecond),
 		}, opts...)
 		e, err := leader.New(client.Locker(), "failover", opts...)
 		if err != nil {
@@ -256,7 +256,7 @@ func TestFailoverRedis(t *testing.T) {
 func TestResignHandoverRedis(t *testing.T) {
 	const rounds = 300
 	srv := redistest.Start(t)
-	cs := newCandidates(t, []*redistest.Server{srv}, 5, leader.WithLease(2*time.Second), leader.WithRetryPeriod(time.Second))
+	cs := newCandidates(t, []*redistest.Server{srv}, 5, leader.WithLease(2*time.Second), leader.WithRetry(lease.LinearBackoff(time.Second)))
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	s := &sink{now: time.Now}
 	ts := newTerms()
@@ -330,8 +330,8 @@ func TestObserveRedis(t *testing.T) {
 func TestQuorumRedis(t *testing.T) {
 	const rounds = 20
 	srvs := redistest.StartN(t, 3)
-	cs := newCandidates(t, srvs, 3, leader.WithLease(200*time.Millisecond), leader.WithRenewInterval(50*time.Millisecond),
-		leader.WithMargin(30*time.Millisecond), leader.WithRetryPeriod(20*time.Millisecond))
+	cs := newCandidates(t, srvs, 3, leader.WithLease(200*time.Millisecond), leader.WithRefreshInterval(50*time.Millisecond),
+		leader.WithMargin(30*time.Millisecond), leader.WithRetry(lease.LinearBackoff(20*time.Millisecond)))
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	s := &sink{now: time.Now}
 	ts := newTerms()

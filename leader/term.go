@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Term is one term of leadership: the lock an Election won, renewed in the
@@ -86,8 +87,8 @@ func (t *Term) check() {
 		return
 	}
 	t.mu.Unlock()
-	t.end(fmt.Errorf("%w: %w: no renewal got through by the margin of %v before the lease's end",
-		lease.ErrLockLost, lease.ErrLeaseExpired, t.e.o.margin))
+	t.end(backend.Join(lease.ErrLockLost, fmt.Errorf("%w: none by the margin of %v before the lease's end",
+		lease.ErrLeaseExpired, t.e.o.margin)))
 	_ = t.release(context.Background())
 }
 
@@ -117,7 +118,7 @@ func (t *Term) release(ctx context.Context) error {
 func (t *Term) Fence() int64 { return t.held.Lock().Fence() }
 
 // Identity returns the identity of the leader of this term.
-func (t *Term) Identity() string { return t.e.o.identity }
+func (t *Term) Identity() string { return t.e.o.holder }
 
 // Started returns when the term began: when Campaign got the lock.
 func (t *Term) Started() time.Time { return t.start }

@@ -23,8 +23,8 @@ func TestLeaderElection(t *testing.T) {
 	elections := make([]*leader.Election, candidates)
 	for i := range elections {
 		c := newClient(t, newPool(t), table)
-		e, err := leader.New(c.Locker(), "scheduler", leader.WithIdentity(fmt.Sprintf("candidate-%d", i)),
-			leader.WithLease(2*time.Second), leader.WithRetryPeriod(200*time.Millisecond))
+		e, err := leader.New(c.Locker(), "scheduler", leader.WithHolder(fmt.Sprintf("candidate-%d", i)),
+			leader.WithLease(2*time.Second), leader.WithRetry(lease.LinearBackoff(200*time.Millisecond)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestDeduplication(t *testing.T) {
 	for i := range groups {
 		c := newClient(t, newPool(t), table)
 		g, err := dedup.New(c.Locker(), c.Store(), dedup.WithHolder(fmt.Sprintf("worker-%d", i)),
-			dedup.WithWait(20*time.Millisecond), dedup.WithLease(5*time.Second))
+			dedup.WithRetry(lease.LinearBackoff(20*time.Millisecond)), dedup.WithLease(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,7 @@
 // waited for returns it (a *FillError with the message). Callers that come
 // later fill again. WithFillRetries makes waiters fill again instead.
 //
-// If the filling process dies, its lock expires after WithLockTTL (default
+// If the filling process dies, its lock expires after WithLease (default
 // 5 s) and one waiting process fills in its place. If the fill's lock is
 // lost (its renewals failed, or it was deleted), the fill's ctx ends with
 // a cause matching lease.ErrLockLost, nothing is stored, and its callers
@@ -61,8 +61,8 @@
 // WithNegativeTTL caches misses (a fill that returns ErrMissing).
 // WithEarlyRefresh serves a value near the end of its TTL while one
 // process, fleet-wide, refreshes it in the background (stale-while-
-// revalidate). WithLockTTL, WithFillTimeout, WithWait, WithHolder,
-// WithNamespace, WithMaxRefreshes and WithErrorHandler tune the rest.
+// revalidate). WithLease, WithFillTimeout, WithRetry, WithHolder,
+// WithPrefix, WithMaxRefreshes and WithErrorHandler tune the rest.
 //
 // # Limits
 //
@@ -83,7 +83,7 @@
 //     refreshes, each flight of a process in the refresh window makes one
 //     more attempt. A refresh that fails leaves the value until its TTL.
 //   - Without a Locker that wakes waiters (a polling backend), waiting
-//     processes notice the release at their next WithWait backoff.
+//     processes notice the release at their next WithRetry backoff.
 //   - A Store error on the first read is the callers' error: the Group
 //     does not fill behind an unreadable cache.
 package stampede

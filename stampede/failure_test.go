@@ -104,7 +104,7 @@ func TestPanicReachesWaiters(t *testing.T) {
 			t.Errorf("caller %d: %v does not match ErrPanicked and ErrFillFailed", i, r.err)
 		}
 	}
-	if info, _ := m.Inspect(context.Background(), stampede.DefaultNamespace+"k"); info.Held {
+	if info, _ := m.Inspect(context.Background(), stampede.DefaultPrefix+"k"); info.Held {
 		t.Error("the lock is held after the panic")
 	}
 }
@@ -123,7 +123,7 @@ func TestGoexit(t *testing.T) {
 			t.Errorf("caller %d: %v, want ErrFillFailed", i, r.err)
 		}
 	}
-	rec, err := m.Get(context.Background(), stampede.DefaultNamespace+"k")
+	rec, err := m.Get(context.Background(), stampede.DefaultPrefix+"k")
 	if err != nil || len(rec.Value) == 0 || rec.Value[0] != 'f' {
 		t.Errorf("record after Goexit: %q, %v; want a failure record", rec.Value, err)
 	}
@@ -198,7 +198,7 @@ func TestFillTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, stampede.ErrFillFailed) {
 		t.Errorf("Do = %v, want a failed fill matching DeadlineExceeded", err)
 	}
-	if _, err := m.Get(context.Background(), stampede.DefaultNamespace+"k"); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := m.Get(context.Background(), stampede.DefaultPrefix+"k"); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("record after a timed-out fill: %v, want none", err)
 	}
 }

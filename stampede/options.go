@@ -9,23 +9,23 @@ import (
 
 // Defaults, all in one place.
 const (
-	// DefaultLockTTL is the lease of the lock a fill runs under; the lease
+	// DefaultLease is the lease of the lock a fill runs under; the lease
 	// is renewed every third of it while the fill runs, so it bounds how
 	// long a crashed filler holds up its successor, not how long a fill
 	// may take.
-	DefaultLockTTL = 5 * time.Second
+	DefaultLease = 5 * time.Second
 	// DefaultFillTimeout bounds one fill: its ctx ends after it.
 	DefaultFillTimeout = 30 * time.Second
-	// DefaultNamespace is put in front of every key the Group passes to
+	// DefaultPrefix is put in front of every key the Group passes to
 	// its Locker and Store, so that cache entries do not meet the locks
 	// and records of other users of the same backend.
-	DefaultNamespace = "stampede:"
+	DefaultPrefix = "stampede:"
 	// DefaultMaxRefreshes bounds the early refreshes one Group runs at once.
 	DefaultMaxRefreshes = 16
 )
 
 // defaultWait is how a flight waits for the lock while another process
-// fills (see WithWait): the Locker's notified waiting wakes it when the
+// fills (see WithRetry): the Locker's notified waiting wakes it when the
 // filler releases, and the backoff only bounds each wait in case a
 // wake-up is lost.
 var defaultWait = lease.ExponentialBackoff(10*time.Millisecond, 250*time.Millisecond)
@@ -51,9 +51,9 @@ type options struct {
 
 func defaults() options {
 	return options{
-		lockTTL:      DefaultLockTTL,
+		lockTTL:      DefaultLease,
 		fillTimeout:  DefaultFillTimeout,
-		namespace:    DefaultNamespace,
+		namespace:    DefaultPrefix,
 		wait:         defaultWait,
 		maxRefreshes: DefaultMaxRefreshes,
 		onError:      func(string, error) {},
@@ -66,12 +66,12 @@ func (o *options) fail(err error) {
 	}
 }
 
-// WithLockTTL sets the lease of the lock a fill runs under (default
-// DefaultLockTTL). It is renewed every third of it while the fill runs;
+// WithLease sets the lease of the lock a fill runs under (default
+// DefaultLease). It is renewed every third of it while the fill runs;
 // when the filling process dies, the others wait at most this long before
 // one of them fills instead. It must leave validity after drift (at least
 // a few milliseconds).
-func WithLockTTL(d time.Duration) Option {
+func WithLease(d time.Duration) Option {
 	return func(o *options) {
 		o.fail(backend.CheckTTL(d, lease.DefaultDriftFactor))
 		o.lockTTL = d
@@ -90,19 +90,19 @@ func WithFillTimeout(d time.Duration) Option {
 	}
 }
 
-// WithNamespace sets the string put in front of every key the Group gives
-// its Locker and Store (default DefaultNamespace). It may be empty.
-func WithNamespace(ns string) Option {
+// WithPrefix sets the string put in front of every key the Group gives
+// its Locker and Store (default DefaultPrefix). It may be empty.
+func WithPrefix(ns string) Option {
 	return func(o *options) { o.namespace = ns }
 }
 
-// WithWait sets how a flight waits for the lock while another process
+// WithRetry sets how a flight waits for the lock while another process
 // fills (default lease.ExponentialBackoff(10ms, 250ms)). With a Locker that wakes waiters on release
 // (the Redis Client's notified waiting, leasetest.Memory), the strategy
 // only bounds each wait; with a polling Locker it is the polling interval.
 // The wait as a whole lasts as long as the callers wait: it ends when the
 // last caller's ctx ends.
-func WithWait(s lease.RetryStrategy) Option {
+func WithRetry(s lease.RetryStrategy) Option {
 	return func(o *options) {
 		o.fail(backend.CheckRetry(s))
 		o.wait = s

@@ -47,7 +47,7 @@ func TestCallerProcess(t *testing.T) {
 	defer rdb.Close()
 	c := redislock.New(rdb)
 	defer c.Close()
-	g, err := stampede.New(c.Locker(), c.Store(), stampede.WithLockTTL(time.Duration(lockMS)*time.Millisecond))
+	g, err := stampede.New(c.Locker(), c.Store(), stampede.WithLease(time.Duration(lockMS)*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

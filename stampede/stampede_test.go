@@ -29,11 +29,11 @@ func TestCachedValue(t *testing.T) {
 	if fills != 1 {
 		t.Errorf("%d fills, want 1", fills)
 	}
-	rec, err := m.Get(ctx, stampede.DefaultNamespace+"k")
+	rec, err := m.Get(ctx, stampede.DefaultPrefix+"k")
 	if err != nil || rec.Fence <= 0 || rec.TTL <= 0 || rec.TTL > time.Minute {
 		t.Errorf("stored record %+v, %v; want a fenced record with the TTL", rec, err)
 	}
-	if info, _ := m.Inspect(ctx, stampede.DefaultNamespace+"k"); info.Held {
+	if info, _ := m.Inspect(ctx, stampede.DefaultPrefix+"k"); info.Held {
 		t.Error("the fill lock is still held after Do returned")
 	}
 }
@@ -119,7 +119,7 @@ func TestAllCallersLeaveWhileWaiting(t *testing.T) {
 	m := memory()
 	g := newGroup(t, m, m)
 	ctx := context.Background()
-	held, err := m.Obtain(ctx, stampede.DefaultNamespace+"k", time.Minute)
+	held, err := m.Obtain(ctx, stampede.DefaultPrefix+"k", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestAllCallersLeaveWhileWaiting(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := m.Inspect(ctx, stampede.DefaultNamespace+"k"); info.Held {
+	if info, _ := m.Inspect(ctx, stampede.DefaultPrefix+"k"); info.Held {
 		t.Error("the abandoned flight took the lock")
 	}
 }
@@ -148,11 +148,11 @@ func TestAllCallersLeaveWhileWaiting(t *testing.T) {
 func TestLockLostEndsFill(t *testing.T) {
 	clock := leasetest.NewFakeClock(time.Time{})
 	m := memory(leasetest.WithClock(clock))
-	g := newGroup(t, m, m, stampede.WithLockTTL(300*time.Millisecond))
+	g := newGroup(t, m, m, stampede.WithLease(300*time.Millisecond))
 	cause := make(chan error, 1)
 	fill := func(ctx context.Context) ([]byte, error) {
 		clock.WaitTimers(2) // the renewal and its watchdog
-		m.Break(stampede.DefaultNamespace + "k")
+		m.Break(stampede.DefaultPrefix + "k")
 		clock.Advance(100 * time.Millisecond) // the next renewal finds it gone
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
@@ -165,7 +165,7 @@ func TestLockLostEndsFill(t *testing.T) {
 	if c := <-cause; !errors.Is(c, lease.ErrLockLost) {
 		t.Errorf("fill's ctx cause = %v, want ErrLockLost", c)
 	}
-	if _, err := m.Get(context.Background(), stampede.DefaultNamespace+"k"); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := m.Get(context.Background(), stampede.DefaultPrefix+"k"); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("record after a lost lock: %v, want none", err)
 	}
 }
@@ -179,7 +179,7 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := m.Obtain(context.Background(), stampede.DefaultNamespace+"k", time.Minute)
+	held, err := m.Obtain(context.Background(), stampede.DefaultPrefix+"k", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,10 +208,10 @@ func TestInvalidInput(t *testing.T) {
 		t.Errorf("New(nil locker) = %v", err)
 	}
 	for name, opt := range map[string]stampede.Option{
-		"lock TTL 0":      stampede.WithLockTTL(0),
-		"lock TTL 2ms":    stampede.WithLockTTL(2 * time.Millisecond),
+		"lock TTL 0":      stampede.WithLease(0),
+		"lock TTL 2ms":    stampede.WithLease(2 * time.Millisecond),
 		"fill timeout 0":  stampede.WithFillTimeout(0),
-		"nil wait":        stampede.WithWait(nil),
+		"nil wait":        stampede.WithRetry(nil),
 		"negative TTL 0":  stampede.WithNegativeTTL(0),
 		"early refresh 0": stampede.WithEarlyRefresh(0),
 		"max refreshes 0": stampede.WithMaxRefreshes(0),

@@ -1,7 +1,7 @@
 // Command workerpool runs a pool of workers that each take jobs from a
 // queue which delivers every job three times, and uses dedup so that every
 // job's side effect happens once. A copy that finds its job running waits
-// for the run's outcome (dedup.WithWait) instead of being redelivered in a
+// for the run's outcome (dedup.WithRetry) instead of being redelivered in a
 // loop.
 //
 //	go run ./examples/workerpool                          # embedded miniredis
@@ -23,6 +23,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/dedup"
+	"github.com/redislock-go/redislock/lease"
 )
 
 const (
@@ -73,7 +74,7 @@ func main() {
 		client := redislock.New(rdb, redislock.WithPrefix("workerpool:"))
 		defer client.Close()
 		g, err := dedup.New(client.Locker(), client.Store(), dedup.WithHolder(fmt.Sprintf("worker-%d", w)),
-			dedup.WithPrefix("charge:"+run+":"), dedup.WithWait(100*time.Millisecond))
+			dedup.WithPrefix("charge:"+run+":"), dedup.WithRetry(lease.LinearBackoff(100*time.Millisecond)))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func main() {
 					return []byte("receipt for " + id), nil
 				})
 				switch {
-				case errors.Is(err, dedup.ErrInProgress): // only without WithWait
+				case errors.Is(err, dedup.ErrInProgress): // only without WithRetry
 					busy.Add(1)
 					queue <- id // another worker runs it: redeliver
 					continue

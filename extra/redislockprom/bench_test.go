@@ -29,7 +29,9 @@ func BenchmarkObtainRelease(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			prometheus.NewRegistry().MustRegister(col)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(col)
+			b.Cleanup(func() { reportResolution(b, reg) })
 			return []redislock.ClientOption{redislock.WithObserver(col)}
 		}},
 	} {
@@ -69,5 +71,36 @@ func BenchmarkEvents(b *testing.B) {
 		col.ObtainDone(octx, observe.ObtainDoneEvent{Key: "bench", TTL: time.Second, Fence: fence, Attempts: 1, Wait: 50 * time.Microsecond})
 		rctx := col.ReleaseStart(ctx, observe.ReleaseStartEvent{Key: "bench", Fence: fence})
 		col.ReleaseDone(rctx, observe.ReleaseDoneEvent{Key: "bench", Fence: fence, Held: 60 * time.Microsecond})
+	}
+}
+
+// reportResolution reports how well the default latency buckets resolve
+// the benchmark's Obtain calls: the share of them in the lowest bucket
+// (first-bucket-%) and the upper bound of the bucket that holds the median
+// (p50-bucket-µs).
+func reportResolution(b *testing.B, reg *prometheus.Registry) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "redislock_acquire_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			n := float64(h.GetSampleCount())
+			if n == 0 {
+				continue
+			}
+			bs := h.GetBucket()
+			b.ReportMetric(100*float64(bs[0].GetCumulativeCount())/n, "first-bucket-%")
+			for _, bk := range bs {
+				if float64(bk.GetCumulativeCount()) >= n/2 {
+					b.ReportMetric(bk.GetUpperBound()*1e6, "p50-bucket-µs")
+					break
+				}
+			}
+		}
 	}
 }

@@ -53,3 +53,24 @@ func TestCall(t *testing.T) {
 		t.Fatal("a third key finds nothing")
 	}
 }
+
+// The latency buckets resolve the calls to a Redis nearby: the lowest is at
+// most 25 µs, and 50 µs to 0.5 ms (a local Obtain takes about 0.1 ms) spans
+// several buckets, so that a histogram of them does not sit in one.
+func TestLatencyBucketsResolveLocalRedis(t *testing.T) {
+	if !Increasing(LatencyBuckets) {
+		t.Fatalf("latency buckets %v are not increasing", LatencyBuckets)
+	}
+	if LatencyBuckets[0] > 25e-6 {
+		t.Errorf("lowest latency bucket %v s, want at most 25 µs", LatencyBuckets[0])
+	}
+	local := 0
+	for _, b := range LatencyBuckets {
+		if b >= 50e-6 && b <= 500e-6 {
+			local++
+		}
+	}
+	if local < 4 {
+		t.Errorf("%d latency buckets between 50 µs and 0.5 ms, want at least 4: %v", local, LatencyBuckets)
+	}
+}
