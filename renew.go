@@ -9,12 +9,20 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/renew"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
+
+// The held locks of a Client in single mode (standalone, Sentinel,
+// Cluster) are renewed by one renew.Renewer per Client: one timer heap,
+// one batch_refresh.lua call per node and slot for up to
+// renew.DefaultBatchSize locks, the calls of one Cluster node sent in one
+// pipeline. Quorum mode, a *redis.Ring and other clients renew each lock
+// with its own refresher (backend.Refresher).
 
 // keeping is the Lock's backend.Keeping, under a name of its own so that
 // the Lock's method set shows nothing of it.
@@ -57,13 +65,6 @@ type renewal struct{ *Lock }
 func (r renewal) Refresh(ctx context.Context, ttl time.Duration) error {
 	return r.refresh(ctx, ttl, true)
 }
-
-// The held locks of a Client in single mode (standalone, Sentinel,
-// Cluster) are renewed by one renew.Renewer per Client: one timer heap,
-// one batch_refresh.lua call per node and slot for up to
-// renew.DefaultBatchSize locks, the calls of one Cluster node sent in one
-// pipeline. Quorum mode, a *redis.Ring and other clients renew each lock
-// with its own refresher (backend.Refresher).
 
 // errClientClosed is the cause of the loss of the locks the Client still
 // renewed when it was closed.

@@ -6,12 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/wake"
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/observe"
-
-	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // heldError is ErrNotObtained with what the failed attempt learned: the
