@@ -412,12 +412,6 @@ func asNodeErr[T any](c *Client, ctx context.Context, r nodes.Reply[T], op strin
 	return r.Err
 }
 
-// fanout starts f on every node on the live pool.
-func fanout[T any](c *Client, ctx context.Context, timeout time.Duration, pipeline bool, op string,
-	f func(ctx context.Context, rdb redis.Scripter) (T, error)) *nodes.Round[T] {
-	return fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, f)
-}
-
 // fanoutOn starts f on the nodes ns on the live pool.
 func fanoutOn[T any](c *Client, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
 	f func(ctx context.Context, rdb redis.Scripter) (T, error)) *nodes.Round[T] {
