@@ -3,6 +3,7 @@ package redislock
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
@@ -83,14 +84,53 @@ func (e *ReplicaError) Unwrap() error { return ErrNotReplicated }
 // NodeError is the error of one Redis node: its index in the client list (0
 // in single mode) and the cause, which may be a network error, a context
 // error or a Redis error reply (WRONGTYPE, OOM, READONLY, LOADING, MISCONF...).
+// Its message names the node in quorum mode only.
 type NodeError struct {
 	Node int
 	Err  error
+
+	quorum bool // the Client has several nodes: name this one
 }
 
-func (e *NodeError) Error() string { return fmt.Sprintf("redislock: node %d: %v", e.Node, e.Err) }
+func (e *NodeError) Error() string {
+	cause := "unknown error"
+	if e.Err != nil {
+		cause = strings.TrimPrefix(e.Err.Error(), "redislock: ")
+	}
+	if e.quorum {
+		return fmt.Sprintf("redislock: node %d: %s", e.Node, cause)
+	}
+	return "redislock: " + cause
+}
 
 // Unwrap returns the node's cause.
 func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError is the outcome of a quorum operation that had no majority:
+// Err (ErrNoQuorum when too few nodes answered, ErrNotObtained when a
+// majority answered but other holders denied the grant) and the errors of
+// the nodes that failed, each a *NodeError. errors.Is matches Err and each
+// node's error; the message is one line.
+type QuorumError struct {
+	Err   error
+	Nodes []error
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Err.Error())
+	for i, n := range e.Nodes {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(strings.TrimPrefix(n.Error(), "redislock: "))
+	}
+	return b.String()
+}
+
+// Unwrap returns Err and the nodes' errors.
+func (e *QuorumError) Unwrap() []error { return append([]error{e.Err}, e.Nodes...) }
 
 func invalid(format string, args ...any) error { return backend.Invalid(format, args...) }

@@ -142,7 +142,8 @@ func TestFairWaiterLeaves(t *testing.T) {
 	})
 }
 
-// TestFairInvalid: quorum mode and bad queue TTLs are refused.
+// TestFairInvalid: quorum mode (by NewQuorum, and per call) and bad queue
+// TTLs are refused.
 func TestFairInvalid(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -152,12 +153,15 @@ func TestFairInvalid(t *testing.T) {
 	}
 	rdb2 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"})
 	t.Cleanup(func() { _ = rdb2.Close() })
-	q, err := redislock.NewQuorum([]redis.UniversalClient{rdb, rdb2}, redislock.WithFair(true))
+	if q, err := redislock.NewQuorum([]redis.UniversalClient{rdb, rdb2}, redislock.WithFair(true)); !errors.Is(err, redislock.ErrInvalidArgument) || q != nil {
+		t.Fatalf("fair NewQuorum: %v, %v", q, err)
+	}
+	q, err := redislock.NewQuorum([]redis.UniversalClient{rdb, rdb2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = q.Close() })
-	if _, err := q.Obtain(ctxT(t, time.Second), "k", time.Second); !errors.Is(err, redislock.ErrInvalidArgument) {
+	if _, err := q.Obtain(ctxT(t, time.Second), "k", time.Second, redislock.WithFair(true)); !errors.Is(err, redislock.ErrInvalidArgument) {
 		t.Fatalf("fair quorum Obtain: %v", err)
 	}
 }

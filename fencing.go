@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 )
 
@@ -19,7 +20,7 @@ import (
 // in any slot.
 func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence int64, ttl time.Duration) error {
 	switch {
-	case rdb == nil:
+	case nodes.IsNil(rdb):
 		return invalid("nil redis client")
 	case key == "":
 		return invalid("empty key")
@@ -41,7 +42,7 @@ func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence
 // FencedGet reads a value written by FencedSet and the fence that wrote it.
 // A missing key returns redis.Nil.
 func FencedGet(ctx context.Context, rdb redis.Cmdable, key string) (value string, fence int64, err error) {
-	if rdb == nil {
+	if nodes.IsNil(rdb) {
 		return "", 0, invalid("nil redis client")
 	}
 	vals, err := rdb.HMGet(ctx, key, "v", "f").Result()

@@ -172,6 +172,11 @@ func TestLateReplyRefused(t *testing.T) {
 	if !errors.Is(err, redislock.ErrGrantExpired) || l != nil {
 		t.Fatalf("Obtain with a late reply = %v, %v, want ErrGrantExpired", l, err)
 	}
+	// The error says why: how long the call took, and that a longer TTL
+	// leaves room for it.
+	if msg := err.Error(); !strings.Contains(msg, "took") || !strings.Contains(msg, "longer TTL") {
+		t.Fatalf("ErrGrantExpired gives no hint: %q", msg)
+	}
 	if v := admin.Get(ctx, redislock.DefaultPrefix+"{late}").Val(); !strings.HasPrefix(v, "~:") {
 		t.Fatalf("after the late grant the lock key holds %q, want it released", v)
 	}

@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redislock-go/redislock/internal/keys"
-	"github.com/redislock-go/redislock/internal/nodes"
-	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
@@ -41,18 +38,13 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, invalid("empty key")
 	case ctx == nil:
 		return nil, invalid("nil context")
-	case o.fair && c.quorum:
-		return nil, invalid("WithFair is not supported in quorum mode")
 	}
-	if err := c.checkReplicas(&o); err != nil {
-		return nil, err
-	}
-	if err := o.checkTTL(ttl); err != nil {
+	if _, err := o.checkCall(ttl); err != nil {
 		return nil, err
 	}
 	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl, ttlArg: ttl.Milliseconds()}
 	if o.fair {
-		req.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
+		req.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (single.go)
 	}
 	var attempts int
 	if obs := c.obs; obs != nil {
@@ -81,7 +73,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			// as if this attempt found the lock held.
 			err = heldFor(req.keys, -1)
 		} else {
-			l, err = c.obtainOnce(ctx, &req)
+			l, err = c.m.obtain(ctx, req)
 		}
 		switch {
 		case err == nil:
@@ -136,77 +128,6 @@ func (r *request) newLock() *Lock {
 	return l
 }
 
-// obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on
-// contention, or another error; whatever it may have granted is released
-// unless it returns a grant.
-func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
-	if c.quorum {
-		return c.obtainQuorum(ctx, r)
-	}
-	l := r.newLock()
-	if err := c.obtainSingle(ctx, r, l); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
-	l.start = time.Now()
-	var rep script.ObtainReply
-	run := func(ctx context.Context, rdb redis.Scripter) (err error) {
-		if r.ticket != nil {
-			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: l.ttlArg,
-				QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: r.ticket.id, Holder: l.opts.holder}.Run(ctx, rdb)
-			return err
-		}
-		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
-		return err
-	}
-	var unacked *ReplicaError // WithReplicas: a grant too few replicas acknowledged
-	err := c.call(ctx, c.nodes[0], c.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline && l.opts.replicas == 0, "obtain",
-		func(ctx context.Context, rdb redis.Scripter) error {
-			if l.opts.replicas == 0 {
-				return run(ctx, rdb)
-			}
-			return c.onConn(ctx, l.keys.Lock, func(conn *redis.Conn) error {
-				if err := run(ctx, conn); err != nil || rep.Status != script.Granted {
-					return err
-				}
-				err := awaitReplicas(ctx, conn, &l.opts)
-				if errors.As(err, &unacked) {
-					return nil
-				}
-				return err
-			})
-		})
-	switch {
-	case err != nil:
-		// The script may have run (a reply lost to a timeout or a cut
-		// connection): release whatever it may have granted.
-		r.markQueued()
-		c.releaseInBackground(ctx, l, 0)
-		return err
-	case rep.Status == script.Held && rep.PTTL == script.NoExpiry:
-		r.markQueued()
-		return c.nodeErr(ctx, 0, "obtain", errNoExpiry)
-	case rep.Status == script.Held:
-		r.markQueued()
-		return heldFor(r.keys, rep.PTTL)
-	case rep.Status != script.Granted:
-		return c.nodeErr(ctx, 0, "obtain", errUnexpected)
-	}
-	l.fence = rep.Fence
-	if unacked != nil {
-		c.releaseAll(detach(ctx), l)
-		return unacked
-	}
-	if err := l.confirmFrom(&l.opts, l.start, r.ttl); err != nil {
-		c.releaseAll(detach(ctx), l)
-		return err
-	}
-	return nil
-}
-
 // errNoExpiry: the lock key holds a value that this library did not write
 // (it writes every lock with a TTL); it would block the lock forever.
 var errNoExpiry = errors.New("redislock: lock key holds a value without expiry, not written by redislock")
@@ -214,20 +135,17 @@ var errNoExpiry = errors.New("redislock: lock key holds a value without expiry, 
 // errUnexpected: a script answered what no version of it sends.
 var errUnexpected = errors.New("redislock: unexpected script reply")
 
-// releaseInBackground releases l on node i on the clean-up pool, on ctx
-// without its cancellation; a clean-up that cannot run or fails is told to
-// the observers.
-func (c *Client) releaseInBackground(ctx context.Context, l *Lock, i int) {
-	ctx = detach(ctx)
-	n := c.nodes[i]
-	if !n.Background(c.cleanup, func() {
-		if err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
-			_, err := releaseOn(ctx, rdb, l)
-			return err
-		}); err != nil {
-			c.cleanupFailed(ctx, l, i, err)
-		}
-	}) {
-		c.cleanupFailed(ctx, l, i, c.nodeErr(ctx, i, "release", nodes.ErrBusy))
+// ticket is one fair Obtain call's identity in the queue, shared by all its
+// attempts (their tokens differ). See the package guide, Fair locks.
+type ticket struct {
+	id     string
+	queued atomic.Bool // an attempt may have put it in the queue
+}
+
+// markQueued notes that an attempt may have put this call's ticket in the
+// fair queue, so that the call leaves the queue when it returns.
+func (r *request) markQueued() {
+	if r.ticket != nil {
+		r.ticket.queued.Store(true)
 	}
 }

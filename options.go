@@ -56,7 +56,7 @@ type options struct {
 	notify          bool          // notified waiting (wait.go)
 	autoPipeline    bool          // batch calls under load (internal/nodes)
 	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
-	fair            bool          // FIFO queue (fair.go)
+	fair            bool          // FIFO queue (single.go)
 	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
 	holder          any           // the holder identity (a string), boxed once: a script argument
 	replicas        int           // WithReplicas: acknowledgements each grant and refresh waits for (0: none)
@@ -185,8 +185,11 @@ func WithNodeTimeout(d time.Duration) Option {
 	return positive("node timeout", d, func(o *options) { o.nodeTimeout = d })
 }
 
-// WithRefreshInterval sets how often Run renews the lock. Default: TTL/3. It
-// must be positive and shorter than the TTL minus drift (checked by Run).
+// WithRefreshInterval sets how often Run renews the lock. Default: TTL/3
+// (at most half the validity, TTL minus drift, for very short TTLs). It
+// must be positive and shorter than the TTL minus drift; Obtain and
+// ObtainMulti check it as Run and RunMulti do, so that a call one of them
+// refuses is refused by all.
 func WithRefreshInterval(d time.Duration) Option {
 	return positive("refresh interval", d, func(o *options) { o.refreshInterval = d })
 }
@@ -344,16 +347,14 @@ func (o *options) drift(ttl time.Duration) time.Duration { return backend.Drift(
 
 func (o *options) checkTTL(ttl time.Duration) error { return backend.CheckTTL(ttl, o.driftFactor) }
 
-// publish is how this call's releases wake waiters: quorum mode has no
-// notified waiting.
-func (o *options) publish(quorum bool) script.Publish {
-	switch {
-	case quorum:
-		return script.PublishNone
-	case o.sharded:
-		return script.PublishSharded
+// checkCall checks a call's TTL and its renewal interval, alike for Obtain
+// and Run (ObtainMulti and RunMulti): what Run would refuse, Obtain refuses
+// too. It returns the renewal interval.
+func (o *options) checkCall(ttl time.Duration) (interval time.Duration, err error) {
+	if err := o.checkTTL(ttl); err != nil {
+		return 0, err
 	}
-	return script.PublishPlain
+	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
 }
 
 // queueArg tells release.lua whether to name the fair queue's head in its

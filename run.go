@@ -98,7 +98,7 @@ func (r *runLock) Release(ctx context.Context) error {
 	}
 	// The observers see the release when it is done, as Release's.
 	ctx, done := l.beginRelease(ctx)
-	l.c.releaseLater(ctx, l, done)
+	l.c.m.releaseLater(ctx, l, done)
 	if lost {
 		return ErrNotHeld
 	}
@@ -111,8 +111,5 @@ func (c *Client) renewInterval(ttl time.Duration, opts []Option) (time.Duration,
 	if err != nil {
 		return 0, err
 	}
-	if err := o.checkTTL(ttl); err != nil {
-		return 0, err
-	}
-	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
+	return o.checkCall(ttl)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -69,6 +70,9 @@ func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
 		t.Fatal("a's term not over after its ValidUntil")
 	}
 	wantIs(t, "a's term", ta.Err(), lease.ErrLockLost, lease.ErrLeaseExpired)
+	if msg := ta.Err().Error(); strings.Count(msg, "redislock: ") != 1 {
+		t.Errorf("a's term's error says redislock more than once: %q", msg)
+	}
 	if !ta.ValidUntil().IsZero() {
 		t.Errorf("ValidUntil after the end: %v", ta.ValidUntil())
 	}

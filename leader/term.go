@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Term is one term of leadership: the lock an Election won, renewed in the
@@ -88,8 +89,8 @@ func (t *Term) check() {
 		return
 	}
 	t.mu.Unlock()
-	t.end(fmt.Errorf("%w: %w: no renewal got through by the margin of %v before the lease's end",
-		lease.ErrLockLost, lease.ErrLeaseExpired, t.e.o.margin))
+	t.end(backend.Join(lease.ErrLockLost, fmt.Errorf("%w: none by the margin of %v before the lease's end",
+		lease.ErrLeaseExpired, t.e.o.margin)))
 	_ = t.release(context.Background())
 }
 

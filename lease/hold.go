@@ -60,7 +60,7 @@ func Hold(ctx context.Context, l Lock, ttl time.Duration, opts ...Option) (*Held
 	}
 	h := &Held{lock: l}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
-	lost := func(cause error) { h.cancel(fmt.Errorf("%w: %w", ErrLockLost, cause)) }
+	lost := func(cause error) { h.cancel(errs.Join(ErrLockLost, cause)) }
 	if k := keep.Of(l); k != nil {
 		h.stop = k.Keep(ttl, interval, lost)
 	} else {

@@ -210,8 +210,8 @@ var (
 // returns ErrGrantExpired when that validity has already passed.
 func (l *Lock) confirm(start time.Time, ttl time.Duration) error {
 	until := l.opts.validUntil(start, ttl)
-	if !l.c.clock.Now().Before(until) {
-		return lease.ErrGrantExpired
+	if now := l.c.clock.Now(); !now.Before(until) {
+		return backend.Expired(start, now, ttl, l.opts.driftFactor)
 	}
 	l.mu.Lock()
 	l.until, l.ttl = until, ttl

@@ -162,7 +162,8 @@ func WithDriftFactor(f float64) Option {
 }
 
 // WithRefreshInterval sets how often Run and RunTx renew the lease.
-// Default: TTL/3. It must be positive and shorter than the TTL minus drift.
+// Default: TTL/3 (at most half the validity, TTL minus drift). It must be
+// positive and shorter than the TTL minus drift.
 func WithRefreshInterval(d time.Duration) Option {
 	return positive("refresh interval", d, func(o *options) { o.refreshInterval = d })
 }

@@ -113,8 +113,8 @@ func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 		return lease.ErrNotHeld
 	}
 	until := backend.ValidUntil(start, ttl, p.s.o.drift)
-	if !time.Now().Before(until) {
-		return lease.ErrGrantExpired
+	if now := time.Now(); !now.Before(until) {
+		return backend.Expired(start, now, ttl, p.s.o.drift)
 	}
 	p.setUntil(until)
 	return nil

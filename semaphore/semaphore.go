@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/internal/wake"
 	"github.com/redislock-go/redislock/lease"
@@ -51,7 +52,7 @@ var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
 // lease.ErrInvalidArgument. Close never closes rdb.
 func New(rdb redis.UniversalClient, name string, limit int, opts ...Option) (*Semaphore, error) {
 	switch {
-	case rdb == nil:
+	case nodes.IsNil(rdb):
 		return nil, backend.Invalid("semaphore: nil Redis client")
 	case name == "":
 		return nil, backend.Invalid("semaphore: empty name")
@@ -193,9 +194,9 @@ func (s *Semaphore) attempt(ctx context.Context, token string, ttl time.Duration
 func (s *Semaphore) grant(ctx context.Context, token string, r script.SemAcquireReply, start time.Time, ttl time.Duration) (*Permit, error) {
 	p := &Permit{s: s, token: token, slot: r.Slot, fence: r.Fence, start: start}
 	until := backend.ValidUntil(start, ttl, s.o.drift)
-	if !time.Now().Before(until) {
+	if now := time.Now(); !now.Before(until) {
 		_ = p.Release(ctx)
-		return nil, lease.ErrGrantExpired
+		return nil, backend.Expired(start, now, ttl, s.o.drift)
 	}
 	p.until = until
 	return p, nil

@@ -394,6 +394,7 @@ func TestInvalidInput(t *testing.T) {
 	rdb := srv.Client(nil)
 	for name, f := range map[string]func() error{
 		"nil client":    func() error { _, err := semaphore.New(nil, "x", 1); return err },
+		"typed nil":     func() error { _, err := semaphore.New((*redis.Client)(nil), "x", 1); return err },
 		"empty name":    func() error { _, err := semaphore.New(rdb, "", 1); return err },
 		"limit 0":       func() error { _, err := semaphore.New(rdb, "x", 0); return err },
 		"limit too big": func() error { _, err := semaphore.New(rdb, "x", semaphore.MaxLimit+1); return err },

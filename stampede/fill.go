@@ -3,7 +3,6 @@ package stampede
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"time"
 
@@ -163,7 +162,7 @@ func (g *Group) storeOutcome(ctx context.Context, l lease.Lock, key string, ttl 
 	case fillErr == nil:
 		err = g.store.Put(ctx, k, encode(kindValue, val), l.Fence(), ttl)
 		if err != nil {
-			err = fmt.Errorf("redislock: stampede: store %q: %w", key, err)
+			err = backend.Wrap(err, "stampede: store %q", key)
 		} else {
 			hook(evStored, key)
 		}
@@ -232,6 +231,6 @@ func (g *Group) releaseAsync(l lease.Lock, key string) {
 // lease ends.
 func (g *Group) release(l lease.Lock, key string) {
 	if err := l.Release(g.ctx); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-		g.o.onError(key, fmt.Errorf("redislock: stampede: release %q: %w", key, err))
+		g.o.onError(key, backend.Wrap(err, "stampede: release %q", key))
 	}
 }

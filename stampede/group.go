@@ -3,7 +3,6 @@ package stampede
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,7 +124,7 @@ func (g *Group) Do(ctx context.Context, key string, ttl time.Duration, fill Fill
 		return f.val, f.err
 	case <-ctx.Done():
 		g.leave(f)
-		return nil, fmt.Errorf("redislock: stampede: %q: %w", key, ctx.Err())
+		return nil, backend.Wrap(ctx.Err(), "stampede: %q", key)
 	}
 }
 
@@ -242,7 +241,7 @@ func cached(key string, rec lease.Record) (val []byte, err error, ok bool) {
 // backendErr wraps an error of the Locker or Store; after Close it also
 // matches lease.ErrClosed.
 func (g *Group) backendErr(ctx context.Context, op, key string, err error) error {
-	err = fmt.Errorf("redislock: stampede: %s %q: %w", op, key, err)
+	err = backend.Wrap(err, "stampede: %s %q", op, key)
 	if g.ctx.Err() != nil && ctx.Err() != nil {
 		return backend.Join(lease.ErrClosed, err)
 	}

@@ -3,6 +3,7 @@ package stampede_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,5 +86,21 @@ func TestRedisPanic(t *testing.T) {
 		if !errors.Is(r.err, stampede.ErrPanicked) {
 			t.Fatalf("caller %d: %q, %v; want the panic", i, r.val, r.err)
 		}
+	}
+}
+
+// A backend error names what failed once: "redislock: stampede: get ...",
+// not "redislock: stampede: ...: redislock: ...".
+func TestRedisBackendErrorText(t *testing.T) {
+	srv := redistest.Start(t)
+	locker, store := redisBackend(t, srv)()
+	g := newGroup(t, locker, store)
+	srv.Close() // Redis is gone
+	_, err := g.Do(context.Background(), "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("v"), nil })
+	if err == nil {
+		t.Fatal("Do succeeded with Redis down")
+	}
+	if msg := err.Error(); strings.Count(msg, "redislock: ") != 1 || strings.Contains(msg, "node 0") {
+		t.Errorf("stutter in %q", msg)
 	}
 }

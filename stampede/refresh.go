@@ -3,9 +3,9 @@ package stampede
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Early refresh (stale-while-revalidate).
@@ -41,7 +41,7 @@ func (g *Group) maybeRefresh(f *flight, rec lease.Record) {
 		ctx, cancel := g.child(f.vals)
 		defer cancel()
 		if err := g.refresh(ctx, f, rec.Fence); err != nil {
-			g.o.onError(f.key, fmt.Errorf("redislock: stampede: refresh %q: %w", f.key, err))
+			g.o.onError(f.key, backend.Wrap(err, "stampede: refresh %q", f.key))
 		}
 	}()
 }

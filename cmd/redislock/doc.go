@@ -1,11 +1,9 @@
 // Command redislock takes Redis locks from the shell: it runs a command
-// while holding a lock (run), shows who holds locks (inspect), measures
-// lock throughput (bench) and demonstrates locks, fences and a stale holder
-// on an embedded Redis (demo).
+// while holding a lock (run), shows who holds locks (inspect) and
+// demonstrates locks, fences and a stale holder on an embedded Redis (demo).
 //
 //	redislock run [flags] KEY -- COMMAND [ARGS...]
 //	redislock inspect [--json] KEY...
-//	redislock bench [bench flags]
 //	redislock demo
 //
 // The locks are those of the library github.com/redislock-go/redislock:

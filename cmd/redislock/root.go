@@ -49,6 +49,6 @@ for TLS), --quorum for a lock on a majority of independent masters, or
 		}
 		return exitWith(exitUsage, err)
 	})
-	root.AddCommand(runCommand(&c), inspectCommand(&c), benchCommand(), demoCommand(&c))
+	root.AddCommand(runCommand(&c), inspectCommand(&c), demoCommand(&c))
 	return root
 }

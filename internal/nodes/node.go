@@ -8,6 +8,7 @@ package nodes
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,22 @@ type Node struct {
 	ap     redis.Scripter // nil: not a *redis.Client, or go-redis refused
 }
 
-// New describes the go-redis client rdb, node index of its client.
+// IsNil reports whether rdb is nil, or a nil pointer (or other nil value)
+// in a non-nil interface, such as (*redis.Client)(nil): a client that
+// cannot be called.
+func IsNil(rdb any) bool {
+	if rdb == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(rdb); v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
+
+// New describes the go-redis client rdb, node index of its client; rdb
+// must not be nil (IsNil).
 func New(index int, rdb redis.UniversalClient) *Node {
 	n := &Node{Index: index, RDB: rdb, Kind: Other, Deadlines: true}
 	switch r := rdb.(type) {

@@ -59,10 +59,11 @@ type clockOf struct{ c lease.Clock }
 func (c clockOf) Now() time.Time                                 { return c.c.Now() }
 func (c clockOf) AfterFunc(d time.Duration, f func()) keep.Timer { return c.c.AfterFunc(d, f) }
 
-// RenewInterval returns how often a lease of ttl is renewed: interval, or a
-// third of ttl when interval is 0. An interval that leaves no time to renew
-// before the validity ends (ttl minus Drift(ttl, factor)) is an error
-// matching lease.ErrInvalidArgument.
+// RenewInterval returns how often a lease of ttl is renewed: interval, or,
+// when interval is 0, a third of ttl but at most half the validity (so
+// that every TTL CheckTTL accepts can be renewed). An interval that leaves
+// no time to renew before the validity ends (ttl minus Drift(ttl, factor))
+// is an error matching lease.ErrInvalidArgument.
 func RenewInterval(ttl, interval time.Duration, factor float64) (time.Duration, error) {
 	return keep.RenewInterval(ttl, interval, factor)
 }

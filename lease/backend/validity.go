@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/redislock-go/redislock/lease/internal/errs"
@@ -28,14 +29,31 @@ func CheckKey(key string) error {
 	return nil
 }
 
+// MinValidity is the least validity a TTL must leave after drift: Redis
+// (and PostgreSQL here) keeps expiries to the millisecond, so a shorter
+// validity ends before the backend can tell it from an expired lease, and
+// no round trip fits in it.
+const MinValidity = time.Millisecond
+
 // CheckTTL returns an error matching lease.ErrInvalidArgument for a TTL
-// below 1 ms or one that leaves no validity after Drift(ttl, factor).
+// below 1 ms or one too short to be useful: one that leaves less than
+// MinValidity after Drift(ttl, factor).
 func CheckTTL(ttl time.Duration, factor float64) error {
 	if ttl < time.Millisecond {
 		return errs.Invalid("TTL %v is below 1ms", ttl)
 	}
-	if d := Drift(ttl, factor); ttl.Truncate(time.Millisecond) <= d {
-		return errs.Invalid("TTL %v leaves no validity after drift %v", ttl, d)
+	d := Drift(ttl, factor)
+	if v := ttl.Truncate(time.Millisecond) - d; v < MinValidity {
+		return errs.Invalid("TTL %v is too short: it leaves %v of validity after drift %v, less than %v", ttl, max(v, 0), d, MinValidity)
 	}
 	return nil
+}
+
+// Expired is lease.ErrGrantExpired for a lease of ttl asked for at start
+// and confirmed only at now, after its validity: the message says how long
+// the call took and how much validity the TTL leaves, so that a TTL too
+// short for the round trips it meets says so.
+func Expired(start, now time.Time, ttl time.Duration, factor float64) error {
+	return fmt.Errorf("%w: the call took %v, more than the %v of validity a TTL of %v leaves after drift (use a longer TTL)",
+		errs.ErrGrantExpired, now.Sub(start).Round(time.Microsecond), ttl.Truncate(time.Millisecond)-Drift(ttl, factor), ttl)
 }

@@ -16,15 +16,18 @@ func Drift(ttl time.Duration, factor float64) time.Duration {
 	return time.Duration(float64(ttl)*factor) + driftFloor
 }
 
-// RenewInterval returns how often a lease of ttl is renewed: interval, or a
-// third of ttl when interval is 0. An interval that leaves no time to renew
-// before the validity ends is an error matching ErrInvalidArgument.
+// RenewInterval returns how often a lease of ttl is renewed: interval, or,
+// when interval is 0, a third of ttl, but at most half of the validity
+// (ttl minus drift), so that every TTL that CheckTTL accepts can be
+// renewed. An interval that leaves no time to renew before the validity
+// ends is an error matching ErrInvalidArgument.
 func RenewInterval(ttl, interval time.Duration, factor float64) (time.Duration, error) {
+	validity := ttl - Drift(ttl, factor)
 	if interval == 0 {
-		interval = ttl / 3
+		interval = min(ttl/3, validity/2)
 	}
-	if interval <= 0 || interval >= ttl-Drift(ttl, factor) {
-		return 0, errs.Invalid("refresh interval %v leaves no time to renew a TTL of %v", interval, ttl)
+	if interval <= 0 || interval >= validity {
+		return 0, errs.Invalid("refresh interval %v leaves no time to renew a TTL of %v (validity %v after drift)", interval, ttl, validity)
 	}
 	return interval, nil
 }

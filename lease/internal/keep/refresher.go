@@ -3,7 +3,6 @@ package keep
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -134,7 +133,7 @@ func (r *refresher) expire() {
 	r.mu.Lock()
 	cause := errs.ErrLeaseExpired
 	if r.lastErr != nil {
-		cause = fmt.Errorf("%w: last renewal: %w", errs.ErrLeaseExpired, r.lastErr)
+		cause = errs.JoinSaying(errs.ErrLeaseExpired, "last renewal", r.lastErr)
 	}
 	r.mu.Unlock()
 	r.fail(cause)

@@ -1,0 +1,127 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// checkErrText fails t unless err's message is one line, says each phrase
+// once (no "redislock: redislock:", no "context canceled: context
+// canceled") and, in single mode, names no node.
+func checkErrText(t *testing.T, what string, err error, single bool) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error", what)
+		return
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") {
+		t.Errorf("%s: message of several lines: %q", what, msg)
+	}
+	if single && strings.Contains(msg, "node ") {
+		t.Errorf("%s: single-mode message names a node: %q", what, msg)
+	}
+	// Each node's clause of a quorum error ("; ") may say what another's
+	// does; within a clause no phrase comes twice.
+	for _, clause := range strings.Split(msg, "; ") {
+		seen := map[string]bool{}
+		for _, part := range strings.Split(clause, ":") {
+			part = strings.TrimSpace(part)
+			if part == "" || strings.HasPrefix(part, "//") { // an address's port, a URL
+				continue
+			}
+			if seen[part] {
+				t.Errorf("%s: %q says %q twice", what, msg, part)
+				return
+			}
+			seen[part] = true
+		}
+	}
+}
+
+// Error messages, from real failures in single and quorum mode: one line,
+// each phrase once, no node numbers in single mode.
+func TestErrorTexts(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	admin := srv.Client(nil)
+	c := newClient(t, rdb)
+	ctx := ctxT(t, 30*time.Second)
+
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = down.Close() })
+	_, err := newClient(t, down).Obtain(ctx, "e", time.Second)
+	checkErrText(t, "unreachable", err, true)
+
+	admin.Set(ctx, redislock.LockKey("noexpiry"), "x", 0)
+	_, err = c.Obtain(ctx, "noexpiry", time.Second)
+	checkErrText(t, "no expiry", err, true)
+
+	admin.RPush(ctx, redislock.LockKey("list"), "x")
+	_, err = c.Obtain(ctx, "list", time.Second)
+	checkErrText(t, "wrong type", err, true)
+
+	held, err := c.Obtain(ctx, "held", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = c.Obtain(wctx, "held", time.Second, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
+	cancel()
+	checkErrText(t, "wait ended by ctx", err, true)
+
+	// A call cut short by its ctx while the server sleeps.
+	pause := make(chan struct{})
+	go func() {
+		defer close(pause)
+		admin.Do(context.Background(), "CLIENT", "PAUSE", "300", "WRITE")
+	}()
+	<-pause
+	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = c.Obtain(sctx, "paused", time.Second)
+	cancel()
+	checkErrText(t, "ctx ended during the call", err, true)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = c.Obtain(cctx, "cancelled", time.Second)
+	checkErrText(t, "ctx cancelled before the call", err, true)
+
+	err = c.Run(ctx, "lost", time.Second, func(ctx context.Context, l *redislock.Lock) error {
+		admin.Del(ctx, redislock.LockKey("lost"))
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}, redislock.WithRefreshInterval(10*time.Millisecond))
+	checkErrText(t, "lock lost", err, true)
+	_ = held.Release(ctx)
+
+	err = redislock.FencedSet(ctx, rdb, "fs", "v", 5, 0)
+	if err == nil {
+		err = redislock.FencedSet(ctx, rdb, "fs", "v", 4, 0)
+	}
+	checkErrText(t, "stale fence", err, true)
+
+	// Quorum: two of three nodes down.
+	var rdbs []redis.UniversalClient
+	for _, addr := range []string{"127.0.0.1:1", "127.0.0.1:2"} {
+		d := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		t.Cleanup(func() { _ = d.Close() })
+		rdbs = append(rdbs, d)
+	}
+	q, err := redislock.NewQuorum(append(rdbs, srv.Client(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	_, err = q.Obtain(ctx, "q", time.Second)
+	if !errors.Is(err, redislock.ErrNoQuorum) {
+		t.Fatalf("quorum with 2 of 3 down: %v", err)
+	}
+	checkErrText(t, "no quorum", err, false)
+}
