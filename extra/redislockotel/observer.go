@@ -41,6 +41,7 @@ type Observer struct {
 	held         metric.Int64ObservableGauge
 	expirations  metric.Int64ObservableCounter
 	reg          metric.Registration
+	patterns
 
 	mu      sync.Mutex
 	expired map[string]int64 // expirations so far, by key ("" without the key attribute)
@@ -117,6 +118,7 @@ func New(opts ...Option) (*Observer, error) {
 		expired: make(map[string]int64),
 	}
 	o.grants = track.NewGrants(nil, o.expire)
+	o.semCalls, o.permits = track.NewKey(), track.NewGrants(nil, nil)
 	if err := o.instruments(cfg.meterProvider.Meter(ScopeName)); err != nil {
 		return nil, err
 	}
@@ -195,6 +197,7 @@ func (o *Observer) observe(_ context.Context, obs metric.Observer) error {
 	if len(o.expired) == 0 && !o.cfg.keyAttr {
 		obs.ObserveInt64(o.expirations, 0)
 	}
+	o.observePermits(obs)
 	return nil
 }
 
