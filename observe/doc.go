@@ -30,7 +30,7 @@
 // progress), stampede to CacheObserver (hits, fills, waits) and
 // FillObserver (fills and their failures). The metric and trace adapters
 // implement them all, so one adapter can observe a Client and its
-// patterns.
+// patterns. The slog adapter (NewLogger) logs the Client's events only.
 //
 // # Rules for Observers
 //
