@@ -257,17 +257,24 @@ func (o *Observer) ObtainDone(ctx context.Context, e observe.ObtainDoneEvent) {
 	if e.Err == nil {
 		o.grants.Obtained(e.Key, e.Fence, e.TTL)
 	}
-	if span := o.span(call); span != nil {
-		span.SetAttributes(AttrOutcome.String(string(outcome)), AttrAttempts.Int(e.Attempts))
-		if e.Err == nil {
-			span.SetAttributes(AttrFence.Int64(e.Fence))
-		}
-		if outcome == observe.Failed {
-			span.RecordError(e.Err)
-			span.SetStatus(codes.Error, e.Err.Error())
-		}
-		span.End()
+	endAcquire(o.span(call), outcome, e.Fence, e.Err, AttrAttempts.Int(e.Attempts))
+}
+
+// endAcquire ends the span of an Obtain or a semaphore Acquire, if there is
+// one, with its outcome, the fence of a grant, and an error's status.
+func endAcquire(span trace.Span, outcome observe.Outcome, fence int64, err error, more ...attribute.KeyValue) {
+	if span == nil {
+		return
 	}
+	span.SetAttributes(append(more, AttrOutcome.String(string(outcome)))...)
+	if err == nil {
+		span.SetAttributes(AttrFence.Int64(fence))
+	}
+	if outcome == observe.Failed {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // WaitStart implements observe.WaitObserver: an event on the obtain

@@ -152,17 +152,7 @@ func (o *Observer) AcquireDone(ctx context.Context, e observe.AcquireDoneEvent) 
 	if e.Err == nil {
 		o.permits.Obtained(e.Semaphore, e.Fence, e.TTL)
 	}
-	if span := o.span(call); span != nil {
-		span.SetAttributes(AttrOutcome.String(string(outcome)))
-		if e.Err == nil {
-			span.SetAttributes(AttrFence.Int64(e.Fence))
-		}
-		if outcome == observe.Failed {
-			span.RecordError(e.Err)
-			span.SetStatus(codes.Error, e.Err.Error())
-		}
-		span.End()
-	}
+	endAcquire(o.span(call), outcome, e.Fence, e.Err)
 }
 
 // Queued implements observe.QueueObserver: the waiting calls, and an
@@ -240,11 +230,7 @@ func (o *Observer) FillStart(ctx context.Context, e observe.FillStartEvent) cont
 // FillDone implements observe.FillObserver.
 func (o *Observer) FillDone(ctx context.Context, e observe.FillDoneEvent) {
 	kind := track.FillKind(e.Refresh)
-	result := track.ResultOK
-	if e.Err != nil {
-		result = track.ResultError
-	}
-	o.fills.Add(ctx, 1, metric.WithAttributes(AttrKind.String(kind), AttrResult.String(result)))
+	o.fills.Add(ctx, 1, metric.WithAttributes(AttrKind.String(kind), AttrResult.String(track.FillResult(e.Err))))
 	o.fillDur.Record(ctx, e.Duration.Seconds(), metric.WithAttributes(AttrKind.String(kind)))
 	if !o.cfg.spans {
 		return

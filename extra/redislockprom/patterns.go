@@ -210,10 +210,6 @@ func (c *Collector) FillStart(ctx context.Context, _ observe.FillStartEvent) con
 // FillDone implements observe.FillObserver.
 func (c *Collector) FillDone(_ context.Context, e observe.FillDoneEvent) {
 	kind := track.FillKind(e.Refresh)
-	result := track.ResultOK
-	if e.Err != nil {
-		result = track.ResultError
-	}
-	c.fills.WithLabelValues(kind, result).Inc()
+	c.fills.WithLabelValues(kind, track.FillResult(e.Err)).Inc()
 	c.fillDur.WithLabelValues(kind).Observe(e.Duration.Seconds())
 }

@@ -258,6 +258,14 @@ func FillKind(refresh bool) string {
 	return FillCold
 }
 
+// FillResult is the result label of a fill: ok, or error.
+func FillResult(err error) string {
+	if err != nil {
+		return ResultError
+	}
+	return ResultOK
+}
+
 // Kind is the kind label of a Refresh.
 func Kind(renewal bool) string {
 	if renewal {
