@@ -105,18 +105,17 @@ func New(locker lease.Locker, store lease.Store, opts ...Option) (*Group, error)
 // nil fill is an error matching lease.ErrInvalidArgument; after Close, Do
 // returns lease.ErrClosed. Backend errors (reads, locks) are returned as
 // such.
-func (g *Group) Do(ctx context.Context, key string, ttl time.Duration, fill Fill) (val []byte, err error) {
+func (g *Group) Do(ctx context.Context, key string, ttl time.Duration, fill Fill) ([]byte, error) {
 	if err := g.check(key, ttl, fill); err != nil {
 		return nil, err
 	}
 	if obs := g.o.cacheObservers; len(obs) > 0 {
 		start := time.Now()
-		var f *flight
-		defer func() { g.cacheDone(ctx, key, f, start, err) }()
-		f, val, err = g.do(ctx, key, ttl, fill)
+		f, val, err := g.do(ctx, key, ttl, fill)
+		g.cacheDone(ctx, key, f, start, err)
 		return val, err
 	}
-	_, val, err = g.do(ctx, key, ttl, fill)
+	_, val, err := g.do(ctx, key, ttl, fill)
 	return val, err
 }
 
