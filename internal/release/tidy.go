@@ -18,10 +18,12 @@ const tidyRounds = 5
 // tidy runs go mod tidy in every module outside the workspace (GOWORK=off),
 // the repository's modules coming from the work tree published at the
 // workspace's version into a temporary proxy, and every other module from
-// the module cache or GOPROXY. The temporary proxy has a module cache of its
-// own, so that the user's never holds a version built from a work tree.
-// Without sums, the go.sum lines of the repository's own modules are
-// dropped: only a release commit's tree has the hashes its tags will have.
+// the module cache or GOPROXY. Each round publishes the tree anew, on a
+// new module cache (the user's never holds a version built from a work
+// tree), and each module's go.sum lines of the repository's modules are
+// dropped before its tidy, which records them again from the round's zips.
+// Without sums, those lines are dropped after it too: only a release
+// commit's tree has the hashes its tags will have.
 func (ws *workspace) tidy(sums bool) error {
 	tmp, err := os.MkdirTemp("", "redislock-release-")
 	if err != nil {
@@ -36,12 +38,12 @@ func (ws *workspace) tidy(sums bool) error {
 	if err != nil {
 		return err
 	}
-	proxy := filepath.Join(tmp, "proxy")
+	proxy, modcache := filepath.Join(tmp, "proxy"), filepath.Join(tmp, "modcache")
 	env := append(os.Environ(),
 		"GOWORK=off",
 		"GOPROXY="+fileURL(proxy)+","+fileURL(filepath.Join(cache, "cache", "download"))+","+upstream,
 		"GONOSUMDB="+strings.Trim(os.Getenv("GONOSUMDB")+","+ws.modulePath(""), ","),
-		"GOMODCACHE="+filepath.Join(tmp, "modcache"),
+		"GOMODCACHE="+modcache,
 		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -modcacherw"),
 	)
 	for round := 1; ; round++ {
@@ -49,13 +51,18 @@ func (ws *workspace) tidy(sums bool) error {
 		if err != nil {
 			return err
 		}
-		if err := os.RemoveAll(proxy); err != nil {
-			return err
+		for _, dir := range []string{proxy, modcache} {
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
 		}
 		if err := ws.publish(proxy); err != nil {
 			return err
 		}
 		for _, m := range ws.modules {
+			if err := ws.dropSums(m); err != nil {
+				return err
+			}
 			cmd := exec.Command("go", "mod", "tidy")
 			cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = m.dir(ws.root), env, os.Stderr, os.Stderr
 			if err := cmd.Run(); err != nil {
