@@ -99,7 +99,9 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...ClientOption) (*Client, err
 }
 
 // Close waits for the client's background clean-up (releases of partial or
-// unknown grants, each bounded by the release timeout), closes its
+// unknown grants, each bounded by the release timeout; calls it stopped
+// waiting for because their ctx ended or their timeout passed, and that
+// go-redis has not returned yet, at most the release timeout), closes its
 // subscription connection and stops its goroutines; Obtain calls still
 // waiting fall back to their backoff. Further calls fail with ErrClosed;
 // locks already obtained can still be refreshed and released (their
@@ -108,15 +110,28 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...ClientOption) (*Client, err
 // mode) are renewed no more: each is reported lost to its holder before
 // Close returns (fn's ctx, Done), with a cause naming the closed client,
 // and is still released by Run or Held.Release. It never closes the
-// caller's redis clients.
+// caller's redis clients, and so cannot end a call that go-redis still
+// holds past that bound (a stalled Redis, without ContextTimeoutEnabled):
+// such a call goes on until go-redis returns it (its ReadTimeout), and
+// what it may have granted is released then.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	c.closeWakers()
 	c.closeRenewer()
+	// Calls abandoned to a stalled Redis settle (release what they may
+	// have granted) once go-redis returns them: wait for that, at most the
+	// release timeout, then for the clean-up they started.
+	deadline := time.Now().Add(c.opts.releaseTimeout)
+	for _, n := range c.nodes {
+		n.Guarded.Wait(deadline)
+	}
 	c.cleanup.Close()
 	c.live.Close()
+	for _, n := range c.nodes {
+		n.Close()
+	}
 	return nil
 }
 

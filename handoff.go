@@ -41,12 +41,15 @@ func (c *Client) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: next.arg, TTL: next.ttlArg,
 			Holder: next.opts.holder, From: l.arg}.Run(ctx, rdb)
 		return err
-	})
+	}, func(ctx context.Context, _ error) { c.releaseNow(ctx, next, noObserver) })
 	switch {
 	case err != nil:
-		// Unknown outcome: the waiter's token may hold the lock.
+		// Unknown outcome: the waiter's token may hold the lock (given
+		// back by the settle above once an abandoned call returns).
 		w.Deliver(s, nil, false)
-		c.giveBack(ctx, next)
+		if !nodes.IsAbandoned(err) && !nodes.NotSent(err) {
+			c.giveBack(ctx, next)
+		}
 		return true, err
 	case rep.Status == script.Granted:
 		next.fence = rep.Fence
@@ -81,22 +84,27 @@ func (c *Client) wakeLocal(l *Lock) {
 // Client's next waiter for the key.
 func (c *Client) giveBack(ctx context.Context, l *Lock) { c.releaseLater(ctx, l, noObserver) }
 
+// releaseNow is releaseLater's release, on the caller's goroutine (a
+// settle, which runs on the goroutine of the call it settles); ctx must be
+// detached.
+func (c *Client) releaseNow(ctx context.Context, l *Lock, done func(error)) {
+	released, errs := c.releaseAll(ctx, l)
+	if released > 0 {
+		c.wakeLocal(l)
+	}
+	for _, err := range errs {
+		c.cleanupFailed(ctx, l, 0, err)
+	}
+	done(c.verdict(released, errs))
+}
+
 // releaseLater releases l in the background, as giveBack does, and then
 // calls done with the release's outcome (as Release returns it); with
 // ErrBusy wrapped when the clean-up pool refused the call.
 func (c *Client) releaseLater(ctx context.Context, l *Lock, done func(error)) {
 	ctx = detach(ctx)
 	n := c.nodes[0]
-	if !n.Background(c.cleanup, func() {
-		released, errs := c.releaseAll(ctx, l)
-		if released > 0 {
-			c.wakeLocal(l)
-		}
-		for _, err := range errs {
-			c.cleanupFailed(ctx, l, 0, err)
-		}
-		done(c.verdict(released, errs))
-	}) {
+	if !n.Background(c.cleanup, func() { c.releaseNow(ctx, l, done) }) {
 		err := c.nodeErr(ctx, 0, "release", nodes.ErrBusy)
 		c.cleanupFailed(ctx, l, 0, err)
 		done(err)

@@ -174,7 +174,7 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 	}
 	start := time.Now()
 	ms := ttl.Milliseconds()
-	ok, errs := onGrant(l.c, ctx, nil, l.c.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ms}, refreshOn, isTrue)
+	ok, errs := onGrant(l.c, ctx, nil, l.c.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ms, start}, refreshOn, isTrue)
 	if err := l.c.verdict(ok, errs); err != nil {
 		if errors.Is(err, ErrNotHeld) {
 			l.lost()
@@ -214,10 +214,11 @@ func ttlOn(ctx context.Context, rdb redis.Scripter, l *Lock) (pttl, error) {
 	return pttl{ms, held}, err
 }
 
-// extension is a refresh of l to ms milliseconds.
+// extension is a refresh of l to ms milliseconds, sent at start.
 type extension struct {
-	l  *Lock
-	ms int64
+	l     *Lock
+	ms    int64
+	start time.Time
 }
 
 func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
@@ -230,7 +231,7 @@ func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, erro
 		if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, e.ms); err != nil || !held {
 			return err
 		}
-		return awaitReplicas(ctx, conn, &l.opts)
+		return awaitReplicas(ctx, conn, &l.opts, e.start, l.opts.validUntil(e.start, time.Duration(e.ms)*time.Millisecond))
 	})
 	return held, err
 }

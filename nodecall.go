@@ -12,10 +12,15 @@ import (
 	"github.com/redislock-go/redislock/observe"
 )
 
-// call runs f on node n, bounded by timeout (see nodes.Node.Call), and
-// returns its error as a *NodeError, telling the observers.
-func (c *Client) call(ctx context.Context, n *nodes.Node, timeout time.Duration, pipeline bool, op string, f func(ctx context.Context, rdb redis.Scripter) error) error {
-	if err := n.Call(ctx, timeout, pipeline, f); err != nil {
+// call runs f on node n, bounded by timeout and ctx whatever go-redis'
+// options (see nodes.Node.Call), and returns its error as a *NodeError,
+// telling the observers. When the call is abandoned (nodes.IsAbandoned:
+// ctx ended or timeout passed first), settle(sctx, err) runs once it
+// returns, on its goroutine, its own calls on sctx (nil: nothing to
+// settle); f's captured results must then not be read.
+func (c *Client) call(ctx context.Context, n *nodes.Node, timeout time.Duration, pipeline bool, op string,
+	f func(ctx context.Context, rdb redis.Scripter) error, settle func(ctx context.Context, err error)) error {
+	if err := n.Call(ctx, timeout, pipeline, f, settle); err != nil {
 		return c.nodeErr(ctx, n.Index, op, err)
 	}
 	return nil
@@ -43,12 +48,15 @@ func onNodes[T, A any](c *Client, dst []nodes.Reply[T], ctx context.Context, tim
 		err := c.call(ctx, c.nodes[0], timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
 			v, err = f(ctx, rdb, arg)
 			return err
-		})
-		return append(dst, nodes.Reply[T]{Val: v, Err: err})
+		}, nil)
+		if err != nil {
+			return append(dst, nodes.Reply[T]{Err: err}) // v may still be written (abandoned)
+		}
+		return append(dst, nodes.Reply[T]{Val: v})
 	}
 	round := fanout(c, ctx, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (T, error) {
 		return f(ctx, rdb, arg)
-	})
+	}, nil)
 	rs, missing := round.Gather(timeout, nil)
 	round.Stop(nil)
 	return append(append(dst, rs...), timedOut[T](c, ctx, missing, op)...)
@@ -73,7 +81,7 @@ func onGrant[T, A any](c *Client, ctx context.Context, ns []*nodes.Node, timeout
 		err := c.call(ctx, ns[0], timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
 			v, err = f(ctx, rdb, arg)
 			return err
-		})
+		}, nil)
 		switch {
 		case err != nil:
 			return 0, []error{err}
@@ -84,7 +92,7 @@ func onGrant[T, A any](c *Client, ctx context.Context, ns []*nodes.Node, timeout
 	}
 	round := fanoutOn(c, ctx, ns, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (T, error) {
 		return f(ctx, rdb, arg)
-	})
+	}, nil)
 	q, left, early := c.majority(), len(ns), false
 	_, missing := round.Gather(timeout, func(r nodes.Reply[T]) bool {
 		left--
@@ -130,19 +138,29 @@ func asNodeErr[T any](c *Client, ctx context.Context, r nodes.Reply[T], op strin
 
 // fanout starts f on every node on the live pool.
 func fanout[T any](c *Client, ctx context.Context, timeout time.Duration, pipeline bool, op string,
-	f func(ctx context.Context, rdb redis.Scripter) (T, error)) *nodes.Round[T] {
-	return fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, f)
+	f func(ctx context.Context, rdb redis.Scripter) (T, error), settle func(ctx context.Context, node int)) *nodes.Round[T] {
+	return fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, f, settle)
 }
 
-// fanoutOn starts f on the nodes ns on the live pool.
+// fanoutOn starts f on the nodes ns on the live pool; settle (nil: none)
+// settles a node's abandoned call once it returns (see call).
 func fanoutOn[T any](c *Client, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
-	f func(ctx context.Context, rdb redis.Scripter) (T, error)) *nodes.Round[T] {
-	return nodes.Fanout(c.live, ns, func(n *nodes.Node) (v T, err error) {
-		err = c.call(ctx, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
+	f func(ctx context.Context, rdb redis.Scripter) (T, error), settle func(ctx context.Context, node int)) *nodes.Round[T] {
+	return nodes.Fanout(c.live, ns, func(n *nodes.Node) (T, error) {
+		var v T
+		var late func(context.Context, error)
+		if settle != nil {
+			late = func(ctx context.Context, _ error) { settle(ctx, n.Index) }
+		}
+		err := c.call(ctx, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
 			v, err = f(ctx, rdb)
 			return err
-		})
-		return v, err
+		}, late)
+		if err != nil {
+			var zero T // v may still be written (abandoned)
+			return zero, err
+		}
+		return v, nil
 	})
 }
 

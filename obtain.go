@@ -80,7 +80,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		switch {
 		case err == nil:
-			return l, nil
+			return c.deliver(ctx, l)
 		case ctx.Err() != nil && attempts > 1:
 			// The ctx ended while waiting for a contended lock.
 			return nil, backend.Join(ErrNotObtained, ctx.Err())
@@ -104,11 +104,24 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		switch granted, err := ws.waitRetry(ctx, wait, err); {
 		case granted:
-			return ws.granted, nil
+			return c.deliver(ctx, ws.granted)
 		case err != nil:
 			return nil, err
 		}
 	}
+}
+
+// deliver returns l, granted to an Obtain call, unless the call's ctx
+// ended meanwhile (a call whose ctx is done never returns a lock: a reply
+// that came through go-redis' AutoPipeliner, which does not look at the
+// ctx, or a handoff that raced the ctx's end); then l is given back in the
+// background and the error matches ctx's.
+func (c *Client) deliver(ctx context.Context, l *Lock) (*Lock, error) {
+	if err := ctx.Err(); err != nil {
+		c.giveBack(ctx, l)
+		return nil, backend.Wrap(err, "obtain %q", l.key)
+	}
+	return l, nil
 }
 
 // request is what one Obtain call asks for. Each attempt makes a Lock of
@@ -167,19 +180,24 @@ func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
 				if err := run(ctx, conn); err != nil || rep.Status != script.Granted {
 					return err
 				}
-				err := awaitReplicas(ctx, conn, &l.opts)
+				err := awaitReplicas(ctx, conn, &l.opts, l.start, l.opts.validUntil(l.start, r.ttl))
 				if errors.As(err, &unacked) {
 					return nil
 				}
 				return err
 			})
-		})
+		}, func(ctx context.Context, _ error) { c.releaseOnNode(ctx, l, 0) })
 	switch {
 	case err != nil:
 		// The script may have run (a reply lost to a timeout or a cut
-		// connection): release whatever it may have granted.
+		// connection): release whatever it may have granted, unless it
+		// never went out, or is abandoned (its settle above releases it
+		// once it has returned, so that the release cannot reach Redis
+		// first).
 		r.markQueued()
-		c.releaseInBackground(ctx, l, 0)
+		if !nodes.NotSent(err) && !nodes.IsAbandoned(err) {
+			c.releaseInBackground(ctx, l, 0)
+		}
 		return err
 	case rep.Status == script.Held && rep.PTTL == script.NoExpiry:
 		r.markQueued()
@@ -214,15 +232,19 @@ var errUnexpected = errors.New("redislock: unexpected script reply")
 // the observers.
 func (c *Client) releaseInBackground(ctx context.Context, l *Lock, i int) {
 	ctx = detach(ctx)
-	n := c.nodes[i]
-	if !n.Background(c.cleanup, func() {
-		if err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
-			_, err := releaseOn(ctx, rdb, l)
-			return err
-		}); err != nil {
-			c.cleanupFailed(ctx, l, i, err)
-		}
-	}) {
+	if !c.nodes[i].Background(c.cleanup, func() { c.releaseOnNode(ctx, l, i) }) {
 		c.cleanupFailed(ctx, l, i, c.nodeErr(ctx, i, "release", nodes.ErrBusy))
+	}
+}
+
+// releaseOnNode is releaseInBackground's release, on the caller's goroutine
+// (a settle, which runs on the goroutine of the call it settles).
+func (c *Client) releaseOnNode(ctx context.Context, l *Lock, i int) {
+	ctx = detach(ctx)
+	if err := c.call(ctx, c.nodes[i], l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
+		_, err := releaseOn(ctx, rdb, l)
+		return err
+	}, nil); err != nil {
+		c.cleanupFailed(ctx, l, i, err)
 	}
 }

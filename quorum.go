@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +32,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		round := fanout(c, ctx, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
 				Holder: l.opts.holder}.Run(ctx, rdb)
-		})
+		}, func(ctx context.Context, node int) { c.releaseOnNode(ctx, l, node) }) // an abandoned call, once it returned
 		v := votes{c: c, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
 		_, missing := round.Gather(timeout, v.count)
 
@@ -50,10 +49,11 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		}
 		round.Stop(func(rep nodes.Reply[script.ObtainReply]) {
 			granted := rep.Err == nil && rep.Val.Status == script.Granted
+			settled := settledElsewhere(rep.Err)
 			switch {
 			case keep:
-				c.settleLate(ctx, l, rep.Node, granted, rep.Err != nil, errors.Is(rep.Err, nodes.ErrBusy))
-			case granted || rep.Err != nil && !errors.Is(rep.Err, nodes.ErrBusy):
+				c.settleLate(ctx, l, rep.Node, granted, rep.Err != nil, settled)
+			case granted || rep.Err != nil && !settled:
 				c.releaseInBackground(ctx, l, rep.Node)
 			}
 		})
@@ -106,8 +106,8 @@ type votes struct {
 // count adds one reply and reports whether the attempt is decided.
 func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	switch r := rep.Val; {
-	case errors.Is(rep.Err, nodes.ErrBusy): // never sent: nothing to clean up
-		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: v.c.nodeErr(v.ctx, rep.Node, "obtain", rep.Err)})
+	case settledElsewhere(rep.Err): // never sent, or released when it returns
+		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: asNodeErr(v.c, v.ctx, rep, "obtain")})
 		return false
 	case rep.Err != nil:
 	case r.Status == script.Granted && r.Fence == v.proposal:
@@ -131,6 +131,11 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	v.errs = append(v.errs, rep)
 	return false
 }
+
+// settledElsewhere reports whether a node's failed obtain call needs no
+// release from the caller: it never went out (nodes.NotSent), or it was
+// abandoned, and the settle of its fan-out releases it once it returns.
+func settledElsewhere(err error) bool { return nodes.NotSent(err) || nodes.IsAbandoned(err) }
 
 // noteSeen raises the highest fence counter this client has seen.
 func (c *Client) noteSeen(f int64) {
@@ -158,8 +163,11 @@ func (c *Client) releaseNodes(ctx context.Context, l *Lock, which []int) {
 		err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			released, err = releaseOn(ctx, rdb, l)
 			return err
-		})
-		return released, err
+		}, nil)
+		if err != nil {
+			return false, err // released may still be written (abandoned)
+		}
+		return released, nil
 	})
 	round.Gather(l.opts.releaseTimeout, nil)
 	round.Stop(nil)

@@ -195,12 +195,20 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 			script.BatchRefreshPipelined(ctx, n.RDB, ttl.Milliseconds(), batches)
 		}
 		return nil
-	})
+	}, nil)
+	res := make([]renew.Result, len(reqs))
+	if nodes.IsAbandoned(err) || nodes.NotSent(err) {
+		// The batches may still be written: every renewal failed.
+		c.reloadOnFault(ctx, err)
+		for i := range res {
+			res[i].Err = err
+		}
+		batches = nil
+	}
 	viaCall := !acked && len(batches) == 1 // its error is the call's, a *NodeError already
 	if err != nil && viaCall {
 		batches[0].Err = err
 	}
-	res := make([]renew.Result, len(reqs))
 	for bi, b := range batches {
 		if b.Err != nil && !viaCall {
 			b.Err = c.nodeErr(ctx, n.Index, "refresh", b.Err)

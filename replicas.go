@@ -47,16 +47,33 @@ func (c *Client) onConn(ctx context.Context, key string, f func(conn *redis.Conn
 	return err
 }
 
+// waitLate is how late Redis may end a WAIT, with room to spare: an idle
+// Redis checks blocked clients' timeouts at its cron ticks, 1/hz apart
+// (100 ms at the default hz 10); two ticks.
+const waitLate = 200 * time.Millisecond
+
 // awaitReplicas runs WAIT on conn, after the write that o's grant or
-// refresh made there: nil when enough replicas acknowledged it in time, a
-// *ReplicaError when too few did, or WAIT's own error.
-func awaitReplicas(ctx context.Context, conn *redis.Conn, o *options) error {
-	n, err := conn.Do(ctx, "WAIT", o.replicas, o.replicaTimeout.Milliseconds()).Int()
+// refresh, sent at sent, made there, for the lease valid until until: nil
+// when enough replicas acknowledged it in time, a *ReplicaError when too
+// few did, or WAIT's own error. WAIT waits the replica timeout, but never
+// past ctx's deadline, nor past until less the largest of a tenth of the
+// validity left, the write's round trip (its reply takes as long) and
+// waitLate, so that its answer comes while the lease is valid (a lease
+// already over needs no replicas); and at least 1 ms (WAIT 0 would block
+// for ever).
+func awaitReplicas(ctx context.Context, conn *redis.Conn, o *options, sent, until time.Time) error {
+	left := time.Until(until)
+	d := min(o.replicaTimeout, left-max(left/10, time.Since(sent), waitLate))
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)-waitLate)
+	}
+	d = max(d.Truncate(time.Millisecond), time.Millisecond)
+	n, err := conn.Do(ctx, "WAIT", o.replicas, d.Milliseconds()).Int()
 	switch {
 	case err != nil:
 		return err
 	case n < o.replicas:
-		return &ReplicaError{Want: o.replicas, Acked: n, Timeout: o.replicaTimeout}
+		return &ReplicaError{Want: o.replicas, Acked: n, Timeout: d}
 	}
 	return nil
 }
@@ -83,6 +100,8 @@ func (c *Client) checkReplicas(o *options) error {
 // node failed gets the error (none of that node's renewals is
 // acknowledged).
 func (c *Client) renewAcked(ctx context.Context, batches []script.Batch, ttl time.Duration, o *options) (unacked []error) {
+	sent := time.Now()
+	until := o.validUntil(sent, ttl) // of the renewals, sent from now
 	unacked = make([]error, len(batches))
 	byNode := map[string][]int{}
 	var order []string
@@ -108,7 +127,7 @@ func (c *Client) renewAcked(ctx context.Context, batches []script.Batch, ttl tim
 					return b.Err
 				}
 			}
-			return awaitReplicas(ctx, conn, o)
+			return awaitReplicas(ctx, conn, o, sent, until)
 		})
 		var re *ReplicaError
 		switch {
