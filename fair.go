@@ -37,7 +37,7 @@ func (c *Client) fairLeave(r *request) func() {
 		if !r.ticket.queued.Load() {
 			return
 		}
-		_ = c.call(context.Background(), c.nodes[0], r.opts.releaseTimeout, false, "fair leave", func(ctx context.Context, rdb redis.Scripter) error {
+		_ = c.call(background(context.Background()), c.nodes[0], r.opts.releaseTimeout, false, "fair leave", func(ctx context.Context, rdb redis.Scripter) error {
 			return script.FairLeave(ctx, rdb, r.keys.FairLeave(), r.ticket.id, r.opts.publish(false))
 		}, nil)
 	}

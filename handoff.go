@@ -102,7 +102,7 @@ func (c *Client) releaseNow(ctx context.Context, l *Lock, done func(error)) {
 // calls done with the release's outcome (as Release returns it); with
 // ErrBusy wrapped when the clean-up pool refused the call.
 func (c *Client) releaseLater(ctx context.Context, l *Lock, done func(error)) {
-	ctx = detach(ctx)
+	ctx = background(ctx)
 	n := c.nodes[0]
 	if !n.Background(c.cleanup, func() { c.releaseNow(ctx, l, done) }) {
 		err := c.nodeErr(ctx, 0, "release", nodes.ErrBusy)

@@ -224,7 +224,7 @@ func (m *MultiLock) releaseInBackground(ctx context.Context, groups [][]keys.Loc
 	if len(groups) == 0 {
 		return
 	}
-	ctx = detach(ctx)
+	ctx = background(ctx)
 	if !m.c.nodes[0].Background(m.c.cleanup, func() { _, _ = m.releaseGroups(ctx, groups) }) {
 		m.c.cleanupFailed(ctx, &Lock{key: strings.Join(m.keys, ",")}, 0, m.c.nodeErr(ctx, 0, "release", nodes.ErrBusy))
 	}

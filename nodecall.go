@@ -146,6 +146,9 @@ func fanout[T any](c *Client, ctx context.Context, timeout time.Duration, pipeli
 // settles a node's abandoned call once it returns (see call).
 func fanoutOn[T any](c *Client, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
 	f func(ctx context.Context, rdb redis.Scripter) (T, error), settle func(ctx context.Context, node int)) *nodes.Round[T] {
+	if ctx.Done() == nil {
+		ctx = nodes.Bounded(ctx) // the live pool's calls are background work
+	}
 	return nodes.Fanout(c.live, ns, func(n *nodes.Node) (T, error) {
 		var v T
 		var late func(context.Context, error)
@@ -171,8 +174,14 @@ func detach(ctx context.Context) context.Context {
 	if ctx.Done() == nil {
 		return ctx
 	}
-	return context.WithoutCancel(ctx)
+	// The caller's ctx could end: it wants its calls bounded, so the
+	// detached ones are bounded by their timeout (nodes.Bounded).
+	return nodes.Bounded(context.WithoutCancel(ctx))
 }
+
+// background returns ctx, detached, for the Client's background work,
+// whose calls are always bounded by their timeout (nodes.Bounded).
+func background(ctx context.Context) context.Context { return nodes.Bounded(detach(ctx)) }
 
 // timedOut returns a timeout reply for each missing node.
 func timedOut[T any](c *Client, ctx context.Context, missing []int, op string) []nodes.Reply[T] {

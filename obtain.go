@@ -231,7 +231,7 @@ var errUnexpected = errors.New("redislock: unexpected script reply")
 // without its cancellation; a clean-up that cannot run or fails is told to
 // the observers.
 func (c *Client) releaseInBackground(ctx context.Context, l *Lock, i int) {
-	ctx = detach(ctx)
+	ctx = background(ctx)
 	if !c.nodes[i].Background(c.cleanup, func() { c.releaseOnNode(ctx, l, i) }) {
 		c.cleanupFailed(ctx, l, i, c.nodeErr(ctx, i, "release", nodes.ErrBusy))
 	}
@@ -240,7 +240,7 @@ func (c *Client) releaseInBackground(ctx context.Context, l *Lock, i int) {
 // releaseOnNode is releaseInBackground's release, on the caller's goroutine
 // (a settle, which runs on the goroutine of the call it settles).
 func (c *Client) releaseOnNode(ctx context.Context, l *Lock, i int) {
-	ctx = detach(ctx)
+	ctx = background(ctx)
 	if err := c.call(ctx, c.nodes[i], l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
 		_, err := releaseOn(ctx, rdb, l)
 		return err

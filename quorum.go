@@ -157,7 +157,7 @@ func (c *Client) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	for i, j := range which {
 		ns[i] = c.nodes[j]
 	}
-	ctx = detach(ctx)
+	ctx = background(ctx)
 	round := nodes.Fanout(c.live, ns, func(n *nodes.Node) (bool, error) {
 		var released bool
 		err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {

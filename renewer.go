@@ -197,19 +197,20 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 		return nil
 	}, nil)
 	res := make([]renew.Result, len(reqs))
+	done := batches // the batches as the call left them
 	if nodes.IsAbandoned(err) || nodes.NotSent(err) {
-		// The batches may still be written: every renewal failed.
+		// The call may still write the batches: every renewal failed.
 		c.reloadOnFault(ctx, err)
 		for i := range res {
 			res[i].Err = err
 		}
-		batches = nil
+		done = nil
 	}
-	viaCall := !acked && len(batches) == 1 // its error is the call's, a *NodeError already
+	viaCall := !acked && len(done) == 1 // its error is the call's, a *NodeError already
 	if err != nil && viaCall {
-		batches[0].Err = err
+		done[0].Err = err
 	}
-	for bi, b := range batches {
+	for bi, b := range done {
 		if b.Err != nil && !viaCall {
 			b.Err = c.nodeErr(ctx, n.Index, "refresh", b.Err)
 		}

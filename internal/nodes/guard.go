@@ -46,6 +46,23 @@ var ErrAbandoned = errors.New("redislock: stopped waiting for the node")
 // node's abandoned calls (among them the one it settles).
 type settling struct{}
 
+// bounded marks a context that cannot end whose calls are bounded all the
+// same (Bounded).
+type bounded struct{}
+
+// Bounded returns ctx marked so that calls on it are guarded, bounded by
+// their timeout, though ctx cannot end: for background work (clean-up,
+// fan-out calls, settles) and for releases on behalf of a caller whose ctx
+// could end. A call on a context that cannot end and is not marked
+// (context.Background(), the caller's choice) is left to go-redis' own
+// timeouts, at no cost.
+func Bounded(ctx context.Context) context.Context {
+	if ctx.Value(bounded{}) != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, bounded{}, true)
+}
+
 // errNotSent is matched by the error of a call that never reached go-redis
 // because its context had already ended.
 var errNotSent = errors.New("redislock: not sent")
@@ -191,7 +208,7 @@ func guard(ctx context.Context, workers *Pool, timeout time.Duration, rdb redis.
 		}
 		// The caller stopped waiting: this goroutine settles the call.
 		if settle != nil {
-			settle(context.WithValue(context.WithoutCancel(ctx), settling{}, true), err)
+			settle(Bounded(context.WithValue(context.WithoutCancel(ctx), settling{}, true)), err)
 		}
 		if count != nil {
 			count.settled()

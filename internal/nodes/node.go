@@ -96,9 +96,12 @@ func New(index int, rdb redis.UniversalClient) *Node {
 // Call runs f on the node, bounded by timeout and ctx, whatever go-redis'
 // options: it is not sent when ctx has already ended (an error matching
 // ctx's, for which NotSent is true); where go-redis applies deadlines it
-// runs on the caller's goroutine with timeout as ctx's deadline; where it
-// does not (no ContextTimeoutEnabled, or a call batched through the
-// AutoPipeliner) it is guarded: the caller stops waiting when ctx ends or
+// runs on the caller's goroutine with timeout as ctx's deadline; on a ctx
+// that cannot end and is not marked Bounded it runs on the caller's
+// goroutine, bounded by go-redis' own timeouts; otherwise, where go-redis
+// does not apply deadlines (no ContextTimeoutEnabled, or a call batched
+// through the AutoPipeliner), it is guarded: the caller stops waiting when
+// ctx ends or
 // timeout passes, with an error matching ErrAbandoned, and the call goes
 // on until go-redis returns; then settle(sctx, err) runs on its goroutine
 // (nil: nothing to settle), where it may make calls of its own on sctx
@@ -115,10 +118,18 @@ func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f
 	k := n.inflight.Add(1)
 	batch := pipeline && k > AutoPipelineAbove
 	rdb := n.scripter(batch)
-	if n.Deadlines && !batch {
+	switch {
+	case n.Deadlines && !batch:
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		err := f(ctx, rdb)
 		cancel()
+		n.inflight.Add(-1)
+		n.noteReached(err)
+		return err
+	case ctx.Done() == nil && ctx.Value(bounded{}) == nil:
+		// A ctx that cannot end, not marked Bounded: go-redis' own
+		// timeouts bound the call, on the caller's goroutine.
+		err := f(ctx, rdb)
 		n.inflight.Add(-1)
 		n.noteReached(err)
 		return err
