@@ -191,8 +191,10 @@
 //	WithClock            time source in tests    dedup, leader, lease/leasetest
 //
 // pglock keeps its locks in a table (WithTable) rather than under a prefix;
-// stampede renews a fill's lock every third of its lease. The CHANGELOG
-// lists the names these replaced.
+// stampede renews a fill's lock every third of its lease. The adapters of
+// extra/ configure metrics and traces, not locks: their names are those of
+// Prometheus and OpenTelemetry (redislockprom.WithNamespace is a metric
+// namespace). The CHANGELOG lists the names these replaced.
 //
 // # Observing
 //

@@ -106,4 +106,31 @@ func (e *NodeError) Error() string {
 // Unwrap returns the node's cause.
 func (e *NodeError) Unwrap() error { return e.Err }
 
+// QuorumError is the outcome of a quorum operation that had no majority:
+// Err (ErrNoQuorum when too few nodes answered, ErrNotObtained when a
+// majority answered but other holders denied the grant) and the errors of
+// the nodes that failed, each a *NodeError. errors.Is matches Err and each
+// node's error; the message is one line.
+type QuorumError struct {
+	Err   error
+	Nodes []error
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Err.Error())
+	for i, n := range e.Nodes {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(strings.TrimPrefix(n.Error(), "redislock: "))
+	}
+	return b.String()
+}
+
+// Unwrap returns Err and the nodes' errors.
+func (e *QuorumError) Unwrap() []error { return append([]error{e.Err}, e.Nodes...) }
+
 func invalid(format string, args ...any) error { return backend.Invalid(format, args...) }

@@ -79,9 +79,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 		}
 	}
 	if len(c.nodes)-len(errs) < c.majority() {
-		return lease.Info{}, c.nodesErr(ErrNoQuorum, errs)
+		return lease.Info{}, c.m.failed(ErrNoQuorum, errs)
 	}
-	if o.notify && !c.sharded(&o) {
+	if o.notify && !c.m.sharded(o.sharded) {
 		if w := c.localWaker(); w != nil {
 			n, _ := w.Waiting(k.Wake) // this Client's own waiters
 			info.Waiters = max(info.Waiters, n)

@@ -18,7 +18,7 @@ import (
 // Lock is one grant of a lock. Its methods are safe for concurrent use, and
 // a nil *Lock answers ErrNotHeld.
 type Lock struct {
-	keeping // renewed by Run and lease.Hold through keeper (keep.go)
+	keeping // renewed by Run and lease.Hold through keeper (renew.go)
 	c       *Client
 	key     string
 	keys    keys.Lock
@@ -33,9 +33,9 @@ type Lock struct {
 
 	validity
 	released bool        // guarded by mu: a Release succeeded; a second one is ErrNotHeld
-	grant    *grantNodes // quorum: the nodes the grant reached (quorumgrant.go)
-	handoffs int         // how many handoffs in a row led to this grant (handoff.go)
-	kept     *kept       // guarded by mu: the Client's renewer renews it (renewer.go)
+	grant    *grantNodes // quorum: the nodes the grant reached (quorum.go)
+	handoffs int         // how many handoffs in a row led to this grant (single.go)
+	kept     *kept       // guarded by mu: the Client's renewer renews it (renew.go)
 }
 
 // validity is what a grant last confirmed, safe for concurrent use (shared
@@ -123,19 +123,14 @@ func (l *Lock) ValidUntil() time.Time {
 
 // TTL returns the lock's remaining time to live on Redis (in quorum mode the
 // least over the majority of nodes that answered first that they hold it),
-// or ErrNotHeld when this grant is no longer held. This is Redis' view; ValidUntil is the conservative local one.
+// or ErrNotHeld when this grant is no longer held. This is Redis' view;
+// ValidUntil is the conservative local one.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, ErrNotHeld
 	}
-	least := int64(-1)
-	ok, errs := onGrant(l.c, ctx, nil, l.c.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", l, ttlOn, func(p pttl) bool {
-		if p.held && (least < 0 || p.ms < least) {
-			least = p.ms
-		}
-		return p.held
-	})
-	if err := l.c.verdict(ok, errs); err != nil {
+	least, ok, errs := l.c.m.ttl(ctx, l)
+	if err := l.c.m.verdict(ok, errs); err != nil {
 		if errors.Is(err, ErrNotHeld) {
 			l.lost()
 		}
@@ -173,14 +168,11 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		}()
 	}
 	start := time.Now()
-	ms := ttl.Milliseconds()
-	ok, errs := onGrant(l.c, ctx, nil, l.c.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ms, start}, refreshOn, isTrue)
-	if err := l.c.verdict(ok, errs); err != nil {
+	m := l.c.m
+	if err := m.verdict(m.refresh(ctx, l, ttl)); err != nil {
 		if errors.Is(err, ErrNotHeld) {
 			l.lost()
-			if l.c.quorum {
-				l.c.releaseLost(ctx, l) // undo the minority's extensions
-			}
+			m.lost(ctx, l, false) // undo a quorum minority's extensions
 		}
 		return err
 	}
@@ -188,52 +180,13 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 		// Confirmed too late: the lease it asked for, and the one before
 		// (which ended no later), may both have passed. Give it back.
 		l.lost()
-		if l.c.quorum {
-			l.c.releaseLost(ctx, l)
-		} else {
-			l.c.releaseAll(detach(ctx), l)
-		}
+		m.lost(ctx, l, true)
 		return err
 	}
 	if k := l.keptEntry(); k != nil && !renewal {
 		k.h.Confirmed(l.validUntil()) // the renewer's next renewal moves
 	}
 	return nil
-}
-
-func isTrue(b bool) bool { return b }
-
-// pttl is a lock's remaining TTL on one node, if the grant holds it there.
-type pttl struct {
-	ms   int64
-	held bool
-}
-
-func ttlOn(ctx context.Context, rdb redis.Scripter, l *Lock) (pttl, error) {
-	ms, held, err := script.TTL(ctx, rdb, l.keys.Boxed[:1], l.arg)
-	return pttl{ms, held}, err
-}
-
-// extension is a refresh of l to ms milliseconds, sent at start.
-type extension struct {
-	l     *Lock
-	ms    int64
-	start time.Time
-}
-
-func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
-	l := e.l
-	if l.opts.replicas == 0 || l.c.quorum {
-		return script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, e.ms)
-	}
-	var held bool
-	err := l.c.onConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
-		if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, e.ms); err != nil || !held {
-			return err
-		}
-		return awaitReplicas(ctx, conn, &l.opts, e.start, l.opts.validUntil(e.start, time.Duration(e.ms)*time.Millisecond))
-	})
-	return held, err
 }
 
 // Release gives the lock back, only if this grant still holds it; ErrNotHeld
@@ -262,9 +215,10 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	}
 	ctx, done := l.beginRelease(ctx)
 	defer func() { done(err) }()
-	handed, err := l.c.handOff(ctx, l)
+	m := l.c.m
+	handed, err := m.handOff(ctx, l)
 	if !handed {
-		if err = l.c.verdict(l.c.releaseAll(ctx, l)); err == nil {
+		if err = m.verdict(m.release(ctx, l)); err == nil {
 			l.c.wakeLocal(l)
 		}
 	}
@@ -295,26 +249,42 @@ func (l *Lock) beginRelease(ctx context.Context) (_ context.Context, done func(e
 // noObserver is beginRelease's done without observers.
 func noObserver(error) {}
 
-// releaseAll deletes the grant (compare-and-delete), bounded by the release
-// timeout: in quorum mode on the nodes that granted it, deciding at the
-// majority (see onGrant and grantNodes); ctx must be detached from the caller's
-// cancellation.
-func (c *Client) releaseAll(ctx context.Context, l *Lock) (released int, errs []error) {
-	var ns []*nodes.Node
-	if c.quorum {
-		ns = l.grant.releasing(c)
+// giveBack releases, in the background, a grant that no caller will use (a
+// handoff to a waiter that left, or whose outcome is unknown), and wakes the
+// Client's next waiter for the key.
+func (c *Client) giveBack(ctx context.Context, l *Lock) { c.m.releaseLater(ctx, l, noObserver) }
+
+// releaseLater releases l with m in the background, on the clean-up pool
+// counted on node n, and then calls done with the release's outcome (as
+// Release returns it); with ErrBusy wrapped when the clean-up pool refused
+// the call.
+func releaseLater(ctx context.Context, m mode, n *nodes.Node, l *Lock, done func(error)) {
+	c := l.c
+	ctx = background(ctx)
+	if !n.Background(c.cleanup, func() {
+		released, errs := m.release(ctx, l)
+		if released > 0 {
+			c.wakeLocal(l)
+		}
+		for _, err := range errs {
+			c.cleanupFailed(ctx, l, n.Index, err)
+		}
+		done(m.verdict(released, errs))
+	}) {
+		err := c.nodeErr(ctx, n.Index, "release", nodes.ErrBusy)
+		c.cleanupFailed(ctx, l, n.Index, err)
+		done(err)
 	}
-	return onGrant(c, ctx, ns, l.opts.releaseTimeout, l.opts.autoPipeline, "release", l, releaseOn, isTrue)
 }
 
-// releaseOn gives the grant back on one node (release.lua): the key
+// releaseScript gives the grant back on one node (release.lua): the key
 // becomes a released record (see recordTTL).
-func releaseOn(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
+func releaseScript(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
 	ks := l.keys.Boxed[:]
 	if l.opts.fair {
 		ks = script.Box(l.keys.FairRelease()...)
 	}
-	return script.Release(ctx, rdb, ks, l.arg, l.opts.publish(l.c.quorum), recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg), l.opts.queueArg())
+	return script.Release(ctx, rdb, ks, l.arg, l.c.m.publish(&l.opts), recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg), l.opts.queueArg())
 }
 
 // recordTTL is how long a released lock's key stays, as a released record

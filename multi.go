@@ -24,6 +24,7 @@ import (
 // ErrNotHeld.
 type MultiLock struct {
 	c      *Client
+	s      *single
 	keys   []string      // as the caller gave them
 	groups [][]keys.Lock // canonical order; each group is one script call
 	fences map[string]int64
@@ -59,9 +60,11 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 	if err != nil {
 		return nil, err
 	}
+	s, err := c.m.multi()
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case c.quorum:
-		return nil, invalid("ObtainMulti is not supported in quorum mode")
 	case o.fair:
 		return nil, invalid("ObtainMulti does not support WithFair")
 	case o.replicas > 0:
@@ -87,8 +90,9 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 	token := rand.Text()
 	m = &MultiLock{
 		c:      c,
+		s:      s,
 		keys:   slices.Clone(keyList),
-		groups: c.slotGroups(o.prefix, keyList),
+		groups: s.slotGroups(o.prefix, keyList),
 		token:  token,
 		arg:    token,
 		opts:   o,
@@ -141,15 +145,15 @@ func (m *MultiLock) deliver(ctx context.Context) (*MultiLock, error) {
 }
 
 // slotGroups sorts the keys' Redis keys into canonical order and groups
-// them into script calls: one group, unless the client is a Redis Cluster
+// them into script calls: one group, unless the node is a Redis Cluster
 // client and the keys span several slots, then one group per slot.
-func (c *Client) slotGroups(prefix string, keyList []string) [][]keys.Lock {
+func (s *single) slotGroups(prefix string, keyList []string) [][]keys.Lock {
 	ks := make([]keys.Lock, len(keyList))
 	for i, k := range keyList {
 		ks[i] = keys.New(prefix, k)
 	}
 	slices.SortFunc(ks, func(a, b keys.Lock) int { return strings.Compare(a.Lock, b.Lock) })
-	if !c.cluster() {
+	if !s.cluster() {
 		return [][]keys.Lock{ks}
 	}
 	slices.SortStableFunc(ks, func(a, b keys.Lock) int { return int(keys.Slot(a.Lock)) - int(keys.Slot(b.Lock)) })
@@ -164,11 +168,10 @@ func (c *Client) slotGroups(prefix string, keyList []string) [][]keys.Lock {
 	return groups
 }
 
-// call runs f on the Client's node, bounded by timeout and ctx (see
-// Client.call for settle).
+// call runs f on the Client's node, bounded by timeout.
 func (m *MultiLock) call(ctx context.Context, timeout time.Duration, op string, f func(ctx context.Context, rdb redis.Scripter) error,
 	settle func(ctx context.Context, err error)) error {
-	return m.c.call(ctx, m.c.nodes[0], timeout, m.opts.autoPipeline, op, f, settle)
+	return m.c.call(ctx, m.s.n, timeout, m.opts.autoPipeline, op, f, settle)
 }
 
 // obtainOnce makes one all-or-nothing attempt: nil with every key granted
@@ -181,7 +184,7 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 	for gi, g := range m.groups {
 		ks := locksOf(g)
 		var rep script.MultiObtainReply
-		err := m.call(ctx, m.c.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
+		err := m.call(ctx, m.s.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			rep, err = script.MultiObtain(ctx, rdb, ks, m.arg, ms, m.opts.holder)
 			return err
 		}, func(ctx context.Context, _ error) { _, _ = m.releaseGroups(ctx, m.groups[gi:gi+1]) })
@@ -225,7 +228,7 @@ func (m *MultiLock) releaseInBackground(ctx context.Context, groups [][]keys.Loc
 		return
 	}
 	ctx = background(ctx)
-	if !m.c.nodes[0].Background(m.c.cleanup, func() { _, _ = m.releaseGroups(ctx, groups) }) {
+	if !m.s.n.Background(m.c.cleanup, func() { _, _ = m.releaseGroups(ctx, groups) }) {
 		m.c.cleanupFailed(ctx, &Lock{key: strings.Join(m.keys, ",")}, 0, m.c.nodeErr(ctx, 0, "release", nodes.ErrBusy))
 	}
 }
@@ -242,7 +245,7 @@ func (m *MultiLock) releaseGroups(ctx context.Context, groups [][]keys.Lock) (re
 		}
 		var n int
 		e := m.call(ctx, m.opts.releaseTimeout, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.opts.publish(false), recordTTL(m.currentTTL(), m.opts.releaseTimeout, nil))
+			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.s.publish(&m.opts), recordTTL(m.currentTTL(), m.opts.releaseTimeout, nil))
 			return err
 		}, nil)
 		switch {
@@ -307,7 +310,7 @@ func (m *MultiLock) TTL(ctx context.Context) (time.Duration, error) {
 	for _, g := range m.groups {
 		var ms int64
 		var held bool
-		err := m.call(ctx, m.c.nodeTimeout(&m.opts, m.currentTTL()), "ttl", func(ctx context.Context, rdb redis.Scripter) (err error) {
+		err := m.call(ctx, m.s.nodeTimeout(&m.opts, m.currentTTL()), "ttl", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			ms, held, err = script.MultiTTL(ctx, rdb, locksOf(g), m.arg)
 			return err
 		}, nil)
@@ -339,7 +342,7 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	ms := ttl.Milliseconds()
 	for _, g := range m.groups {
 		var held bool
-		err := m.call(ctx, m.c.nodeTimeout(&m.opts, ttl), "refresh", func(ctx context.Context, rdb redis.Scripter) (err error) {
+		err := m.call(ctx, m.s.nodeTimeout(&m.opts, ttl), "refresh", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			held, err = script.MultiRefresh(ctx, rdb, locksOf(g), m.arg, ms)
 			return err
 		}, nil)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redislock-go/redislock/internal/keys"
-	"github.com/redislock-go/redislock/internal/nodes"
-	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
@@ -47,7 +44,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl, ttlArg: ttl.Milliseconds()}
 	if o.fair {
-		req.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
+		req.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (single.go)
 	}
 	var attempts int
 	if obs := c.obs; obs != nil {
@@ -76,7 +73,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			// as if this attempt found the lock held.
 			err = heldFor(req.keys, -1)
 		} else {
-			l, err = c.obtainOnce(ctx, &req)
+			l, err = c.m.obtain(ctx, req)
 		}
 		switch {
 		case err == nil:
@@ -111,19 +108,6 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 }
 
-// deliver returns l, granted to an Obtain call, unless the call's ctx
-// ended meanwhile (a call whose ctx is done never returns a lock: a reply
-// that came through go-redis' AutoPipeliner, which does not look at the
-// ctx, or a handoff that raced the ctx's end); then l is given back in the
-// background and the error matches ctx's.
-func (c *Client) deliver(ctx context.Context, l *Lock) (*Lock, error) {
-	if err := ctx.Err(); err != nil {
-		c.giveBack(ctx, l)
-		return nil, backend.Wrap(err, "obtain %q", l.key)
-	}
-	return l, nil
-}
-
 // request is what one Obtain call asks for. Each attempt makes a Lock of
 // it with a token of its own, so that the background release of an earlier
 // attempt's unknown outcome can never delete a later attempt's grant.
@@ -144,82 +128,6 @@ func (r *request) newLock() *Lock {
 	return l
 }
 
-// obtainOnce makes one attempt. It returns a valid grant, ErrNotObtained on
-// contention, or another error; whatever it may have granted is released
-// unless it returns a grant.
-func (c *Client) obtainOnce(ctx context.Context, r *request) (*Lock, error) {
-	if c.quorum {
-		return c.obtainQuorum(ctx, r)
-	}
-	l := r.newLock()
-	if err := c.obtainSingle(ctx, r, l); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-func (c *Client) obtainSingle(ctx context.Context, r *request, l *Lock) error {
-	l.start = time.Now()
-	var rep script.ObtainReply
-	run := func(ctx context.Context, rdb redis.Scripter) (err error) {
-		if r.ticket != nil {
-			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: l.ttlArg,
-				QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: r.ticket.id, Holder: l.opts.holder}.Run(ctx, rdb)
-			return err
-		}
-		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
-		return err
-	}
-	var unacked *ReplicaError // WithReplicas: a grant too few replicas acknowledged
-	err := c.call(ctx, c.nodes[0], c.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline && l.opts.replicas == 0, "obtain",
-		func(ctx context.Context, rdb redis.Scripter) error {
-			if l.opts.replicas == 0 {
-				return run(ctx, rdb)
-			}
-			return c.onConn(ctx, l.keys.Lock, func(conn *redis.Conn) error {
-				if err := run(ctx, conn); err != nil || rep.Status != script.Granted {
-					return err
-				}
-				err := awaitReplicas(ctx, conn, &l.opts, l.start, l.opts.validUntil(l.start, r.ttl))
-				if errors.As(err, &unacked) {
-					return nil
-				}
-				return err
-			})
-		}, func(ctx context.Context, _ error) { c.releaseOnNode(ctx, l, 0) })
-	switch {
-	case err != nil:
-		// The script may have run (a reply lost to a timeout or a cut
-		// connection): release whatever it may have granted, unless it
-		// never went out, or is abandoned (its settle above releases it
-		// once it has returned, so that the release cannot reach Redis
-		// first).
-		r.markQueued()
-		if !nodes.NotSent(err) && !nodes.IsAbandoned(err) {
-			c.releaseInBackground(ctx, l, 0)
-		}
-		return err
-	case rep.Status == script.Held && rep.PTTL == script.NoExpiry:
-		r.markQueued()
-		return c.nodeErr(ctx, 0, "obtain", errNoExpiry)
-	case rep.Status == script.Held:
-		r.markQueued()
-		return heldFor(r.keys, rep.PTTL)
-	case rep.Status != script.Granted:
-		return c.nodeErr(ctx, 0, "obtain", errUnexpected)
-	}
-	l.fence = rep.Fence
-	if unacked != nil {
-		c.releaseAll(detach(ctx), l)
-		return unacked
-	}
-	if err := l.confirmFrom(&l.opts, l.start, r.ttl); err != nil {
-		c.releaseAll(detach(ctx), l)
-		return err
-	}
-	return nil
-}
-
 // errNoExpiry: the lock key holds a value that this library did not write
 // (it writes every lock with a TTL); it would block the lock forever.
 var errNoExpiry = errors.New("redislock: lock key holds a value without expiry, not written by redislock")
@@ -227,24 +135,30 @@ var errNoExpiry = errors.New("redislock: lock key holds a value without expiry, 
 // errUnexpected: a script answered what no version of it sends.
 var errUnexpected = errors.New("redislock: unexpected script reply")
 
-// releaseInBackground releases l on node i on the clean-up pool, on ctx
-// without its cancellation; a clean-up that cannot run or fails is told to
-// the observers.
-func (c *Client) releaseInBackground(ctx context.Context, l *Lock, i int) {
-	ctx = background(ctx)
-	if !c.nodes[i].Background(c.cleanup, func() { c.releaseOnNode(ctx, l, i) }) {
-		c.cleanupFailed(ctx, l, i, c.nodeErr(ctx, i, "release", nodes.ErrBusy))
+// ticket is one fair Obtain call's identity in the queue, shared by all its
+// attempts (their tokens differ). See the package guide, Fair locks.
+type ticket struct {
+	id     string
+	queued atomic.Bool // an attempt may have put it in the queue
+}
+
+// markQueued notes that an attempt may have put this call's ticket in the
+// fair queue, so that the call leaves the queue when it returns.
+func (r *request) markQueued() {
+	if r.ticket != nil {
+		r.ticket.queued.Store(true)
 	}
 }
 
-// releaseOnNode is releaseInBackground's release, on the caller's goroutine
-// (a settle, which runs on the goroutine of the call it settles).
-func (c *Client) releaseOnNode(ctx context.Context, l *Lock, i int) {
-	ctx = background(ctx)
-	if err := c.call(ctx, c.nodes[i], l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
-		_, err := releaseOn(ctx, rdb, l)
-		return err
-	}, nil); err != nil {
-		c.cleanupFailed(ctx, l, i, err)
+// deliver returns l, granted to an Obtain call, unless the call's ctx
+// ended meanwhile (a call whose ctx is done never returns a lock: a reply
+// that came through go-redis' AutoPipeliner, which does not look at the
+// ctx, or a handoff that raced the ctx's end); then l is given back in the
+// background and the error matches ctx's.
+func (c *Client) deliver(ctx context.Context, l *Lock) (*Lock, error) {
+	if err := ctx.Err(); err != nil {
+		c.giveBack(ctx, l)
+		return nil, backend.Wrap(err, "obtain %q", l.key)
 	}
+	return l, nil
 }

@@ -56,7 +56,7 @@ type options struct {
 	notify          bool          // notified waiting (wait.go)
 	autoPipeline    bool          // batch calls under load (internal/nodes)
 	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
-	fair            bool          // FIFO queue (fair.go)
+	fair            bool          // FIFO queue (single.go)
 	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
 	holder          any           // the holder identity (a string), boxed once: a script argument
 	replicas        int           // WithReplicas: acknowledgements each grant and refresh waits for (0: none)
@@ -360,18 +360,6 @@ func (o *options) checkCall(ttl time.Duration) (interval time.Duration, err erro
 		return 0, err
 	}
 	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
-}
-
-// publish is how this call's releases wake waiters: quorum mode has no
-// notified waiting.
-func (o *options) publish(quorum bool) script.Publish {
-	switch {
-	case quorum:
-		return script.PublishNone
-	case o.sharded:
-		return script.PublishSharded
-	}
-	return script.PublishPlain
 }
 
 // queueArg tells release.lua whether to name the fair queue's head in its

@@ -2,6 +2,9 @@ package redislock
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -10,11 +13,115 @@ import (
 	"github.com/redislock-go/redislock/internal/script"
 )
 
+// quorumMode is the mode of a Client on N independent masters
+// (NewQuorum): every operation goes to the nodes in parallel on the live
+// pool and is decided by a majority; see the package guide (Quorum mode).
+// It has no pub/sub (a local waker queues the Client's own callers), no
+// handoffs, fair queues, replicas, multi-key locks or batched renewal.
+type quorumMode struct {
+	c    *Client
+	seen atomic.Int64 // highest fence seen on any node
+}
+
+var _ mode = (*quorumMode)(nil)
+
+func (qm *quorumMode) check(o *options) error {
+	switch {
+	case o.replicas > 0:
+		return invalid("WithReplicas is not supported in quorum mode")
+	case o.fair:
+		return invalid("WithFair is not supported in quorum mode")
+	}
+	return nil
+}
+
+func (qm *quorumMode) nodeTimeout(o *options, ttl time.Duration) time.Duration {
+	if o.nodeTimeout > 0 {
+		return o.nodeTimeout
+	}
+	return min(max(ttl/10, 50*time.Millisecond), ttl-o.drift(ttl))
+}
+
+func (qm *quorumMode) ttl(ctx context.Context, l *Lock) (least int64, ok int, errs []error) {
+	least = -1
+	ok, errs = onGrant(qm, ctx, nil, qm.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", l, ttlOn, func(p pttl) bool {
+		if p.held && (least < 0 || p.ms < least) {
+			least = p.ms
+		}
+		return p.held
+	})
+	return least, ok, errs
+}
+
+// pttl is a lock's remaining TTL on one node, if the grant holds it there.
+type pttl struct {
+	ms   int64
+	held bool
+}
+
+func ttlOn(ctx context.Context, rdb redis.Scripter, l *Lock) (pttl, error) {
+	ms, held, err := script.TTL(ctx, rdb, l.keys.Boxed[:1], l.arg)
+	return pttl{ms, held}, err
+}
+
+func (qm *quorumMode) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error) {
+	return onGrant(qm, ctx, nil, qm.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ttl.Milliseconds()}, refreshOn, isTrue)
+}
+
+// extension is a refresh of l to ms milliseconds.
+type extension struct {
+	l  *Lock
+	ms int64
+}
+
+func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
+	return script.Refresh(ctx, rdb, e.l.keys.Boxed[:1], e.l.arg, e.ms)
+}
+
+// release goes to the nodes that granted l, deciding at the majority (see
+// onGrant and grantNodes); ctx must be detached from the caller's
+// cancellation.
+func (qm *quorumMode) release(ctx context.Context, l *Lock) (ok int, errs []error) {
+	return onGrant(qm, ctx, l.grant.releasing(qm.c), l.opts.releaseTimeout, l.opts.autoPipeline, "release", l, releaseScript, isTrue)
+}
+
+func isTrue(b bool) bool { return b }
+
+func (qm *quorumMode) failed(err error, errs []error) error {
+	return &QuorumError{Err: err, Nodes: errs}
+}
+
+// lost undoes the extensions of the minority that still held the grant.
+func (qm *quorumMode) lost(ctx context.Context, l *Lock, _ bool) { qm.releaseLost(ctx, l) }
+
+func (qm *quorumMode) releaseLater(ctx context.Context, l *Lock, done func(error)) {
+	releaseLater(ctx, qm, qm.c.nodes[0], l, done) // its clean-up counts on the first node
+}
+
+func (qm *quorumMode) publish(*options) script.Publish { return script.PublishNone }
+func (qm *quorumMode) sharded(bool) bool               { return false }
+
+// wakerFor is a local waker: no node's pub/sub can announce a release of
+// the majority.
+func (qm *quorumMode) wakerFor(string, bool) (redis.UniversalClient, string, bool) {
+	return nil, "", true
+}
+
+func (qm *quorumMode) handOff(context.Context, *Lock) (bool, error) { return false, nil }
+func (qm *quorumMode) fairLeave(*request) func()                    { return nil }
+func (qm *quorumMode) keepBatched(*Lock, time.Duration, time.Duration, func(error)) *kept {
+	return nil
+}
+
+func (qm *quorumMode) multi() (*single, error) {
+	return nil, invalid("ObtainMulti is not supported in quorum mode")
+}
+
 // maxProposals bounds how often one attempt re-proposes a higher fence
 // after nodes answered with higher counters (racing proposers).
 const maxProposals = 3
 
-// obtainQuorum makes one attempt on a majority of the nodes. It proposes a
+// obtain makes one attempt on a majority of the nodes. It proposes a
 // fence above the client's clock in µs and every counter it has seen, sends
 // it to every node at once, and decides as soon as the replies make the
 // outcome certain: granted by a majority, denied by other holders, or
@@ -22,25 +129,26 @@ const maxProposals = 3
 // answer after the decision are settled in the background: a late grant is
 // kept as part of a lock that was won, released otherwise; a node that
 // failed may hold the grant, and is released.
-func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
+func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
+	c := qm.c
 	n, q := len(c.nodes), c.majority()
-	timeout := c.nodeTimeout(&r.opts, r.ttl)
+	timeout := qm.nodeTimeout(&r.opts, r.ttl)
 	for range maxProposals {
 		l := r.newLock()
-		proposal := max(time.Now().UnixMicro(), c.seen.Load()+1)
+		proposal := max(time.Now().UnixMicro(), qm.seen.Load()+1)
 		l.start = time.Now()
-		round := fanout(c, ctx, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
+		round := fanoutOn(c, ctx, c.nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
 				Holder: l.opts.holder}.Run(ctx, rdb)
-		}, func(ctx context.Context, node int) { c.releaseOnNode(ctx, l, node) }) // an abandoned call, once it returned
-		v := votes{c: c, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
+		}, func(ctx context.Context, node int) { c.releaseNow(ctx, l, c.nodes[node]) }) // an abandoned call, once it returned
+		v := votes{qm: qm, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
 		_, missing := round.Gather(timeout, v.count)
 
 		won := v.granted >= q
 		var expired error
 		if won {
 			l.fence = proposal
-			c.noteSeen(proposal)
+			qm.noteSeen(proposal)
 			expired = l.confirmFrom(&l.opts, l.start, r.ttl)
 		}
 		keep := won && expired == nil
@@ -52,13 +160,13 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 			settled := settledElsewhere(rep.Err)
 			switch {
 			case keep:
-				c.settleLate(ctx, l, rep.Node, granted, rep.Err != nil, settled)
+				qm.settleLate(ctx, l, rep.Node, granted, rep.Err != nil, settled)
 			case granted || rep.Err != nil && !settled:
-				c.releaseInBackground(ctx, l, rep.Node)
+				c.releaseOn(ctx, l, c.nodes[rep.Node])
 			}
 		})
 		for _, i := range v.failed {
-			c.releaseInBackground(ctx, l, i) // a lost reply may hide a grant
+			c.releaseOn(ctx, l, c.nodes[i]) // a lost reply may hide a grant
 		}
 		if keep {
 			return l, nil
@@ -66,7 +174,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 		// Not won: release the nodes that granted before retrying or
 		// failing. A node that answered "held" or "fence too low" wrote
 		// nothing: the script is atomic and replay-safe.
-		c.releaseNodes(ctx, l, v.grants)
+		qm.releaseNodes(ctx, l, v.grants)
 		switch {
 		case expired != nil:
 			return nil, expired
@@ -81,7 +189,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 			nodeErrs = append(nodeErrs, e.Err)
 		}
 		if n-len(nodeErrs) < q {
-			return nil, c.nodesErr(ErrNoQuorum, nodeErrs) // no majority answered
+			return nil, qm.failed(ErrNoQuorum, nodeErrs) // no majority answered
 		}
 		// A majority answered, and other holders denied it the grant:
 		// contention, with the failing nodes' causes attached.
@@ -92,7 +200,7 @@ func (c *Client) obtainQuorum(ctx context.Context, r *request) (*Lock, error) {
 
 // votes counts the replies of one quorum attempt as they arrive.
 type votes struct {
-	c        *Client
+	qm       *quorumMode
 	ctx      context.Context
 	n, q     int
 	proposal int64
@@ -107,7 +215,7 @@ type votes struct {
 func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	switch r := rep.Val; {
 	case settledElsewhere(rep.Err): // never sent, or released when it returns
-		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: asNodeErr(v.c, v.ctx, rep, "obtain")})
+		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: asNodeErr(v.qm.c, v.ctx, rep, "obtain")})
 		return false
 	case rep.Err != nil:
 	case r.Status == script.Granted && r.Fence == v.proposal:
@@ -115,17 +223,17 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 		v.grants = append(v.grants, rep.Node)
 		return v.granted >= v.q
 	case r.Status == script.Held && r.PTTL == script.NoExpiry:
-		rep.Err = v.c.nodeErr(v.ctx, rep.Node, "obtain", errNoExpiry)
+		rep.Err = v.qm.c.nodeErr(v.ctx, rep.Node, "obtain", errNoExpiry)
 	case r.Status == script.Held:
 		v.held++
 		v.pttl = max(v.pttl, r.PTTL)
 		return v.held > v.n-v.q // other holders alone deny the majority
 	case r.Status == script.LowProposal:
 		v.low++
-		v.c.noteSeen(r.Counter)
+		v.qm.noteSeen(r.Counter)
 		return false
 	default:
-		rep.Err = v.c.nodeErr(v.ctx, rep.Node, "obtain", errUnexpected)
+		rep.Err = v.qm.c.nodeErr(v.ctx, rep.Node, "obtain", errUnexpected)
 	}
 	v.failed = append(v.failed, rep.Node)
 	v.errs = append(v.errs, rep)
@@ -138,10 +246,10 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 func settledElsewhere(err error) bool { return nodes.NotSent(err) || nodes.IsAbandoned(err) }
 
 // noteSeen raises the highest fence counter this client has seen.
-func (c *Client) noteSeen(f int64) {
+func (qm *quorumMode) noteSeen(f int64) {
 	for {
-		old := c.seen.Load()
-		if f <= old || c.seen.CompareAndSwap(old, f) {
+		old := qm.seen.Load()
+		if f <= old || qm.seen.CompareAndSwap(old, f) {
 			return
 		}
 	}
@@ -149,7 +257,8 @@ func (c *Client) noteSeen(f int64) {
 
 // releaseNodes releases the grant on the given nodes in parallel and waits,
 // each bounded by the release timeout.
-func (c *Client) releaseNodes(ctx context.Context, l *Lock, which []int) {
+func (qm *quorumMode) releaseNodes(ctx context.Context, l *Lock, which []int) {
+	c := qm.c
 	if len(which) == 0 {
 		return
 	}
@@ -161,7 +270,7 @@ func (c *Client) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	round := nodes.Fanout(c.live, ns, func(n *nodes.Node) (bool, error) {
 		var released bool
 		err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			released, err = releaseOn(ctx, rdb, l)
+			released, err = releaseScript(ctx, rdb, l)
 			return err
 		}, nil)
 		if err != nil {
@@ -171,4 +280,192 @@ func (c *Client) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	})
 	round.Gather(l.opts.releaseTimeout, nil)
 	round.Stop(nil)
+}
+
+// grantNodes is what a quorum Lock knows about the nodes its grant reached:
+// which granted, and which had not answered when Obtain returned at the
+// majority. Release and a lost Refresh act on the nodes that granted and
+// never wait for the others: a node that grants after the lock was given up
+// is released when its answer arrives, on the goroutine that brings it, so
+// that its release cannot reach the node before its grant does.
+type grantNodes struct {
+	mu      sync.Mutex
+	granted []bool // guarded by mu: by node, answered granted
+	pending []bool // guarded by mu: by node, not answered yet
+	done    bool   // guarded by mu: released or lost; late grants are released at once
+}
+
+// newGrantNodes records a won attempt: the nodes that granted before the
+// decision, and those not heard from (missing).
+func newGrantNodes(n int, granted, missing []int) *grantNodes {
+	g := &grantNodes{granted: make([]bool, n), pending: make([]bool, n)}
+	for _, i := range granted {
+		g.granted[i] = true
+	}
+	for _, i := range missing {
+		g.pending[i] = true
+	}
+	return g
+}
+
+// answered records node i's late reply to the grant and reports whether it
+// must be released now: it granted (or may have: failed) after the lock was
+// given up.
+func (g *grantNodes) answered(i int, granted, failed bool) (release bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pending[i] = false
+	if granted {
+		g.granted[i] = true
+	}
+	return (granted || failed) && g.done
+}
+
+// releasing marks the grant given up and returns the nodes that granted it:
+// those a release must reach. A node that has not answered is released by
+// answered's caller when it does.
+func (g *grantNodes) releasing(c *Client) []*nodes.Node {
+	if g == nil {
+		return c.nodes
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.done = true
+	var ns []*nodes.Node
+	for i, ok := range g.granted {
+		if ok {
+			ns = append(ns, c.nodes[i])
+		}
+	}
+	return ns
+}
+
+// settleLate is the late handler of a won quorum attempt (nodes.Round.Stop):
+// a node that failed may hold the grant and is released in the background;
+// a late grant is kept, unless the lock was given up meanwhile.
+func (qm *quorumMode) settleLate(ctx context.Context, l *Lock, i int, granted, failed, busy bool) {
+	if l.grant.answered(i, granted, failed) && !failed {
+		qm.c.releaseOn(ctx, l, qm.c.nodes[i])
+	}
+	if failed && !busy { // a refused call never reached the node
+		qm.c.releaseOn(ctx, l, qm.c.nodes[i])
+	}
+}
+
+// releaseLost releases a quorum grant found lost (a Refresh without a
+// majority) in the background, on every node that granted it, so that a
+// minority's extension does not outlive the loss; it does not wait.
+func (qm *quorumMode) releaseLost(ctx context.Context, l *Lock) {
+	for _, n := range l.grant.releasing(qm.c) {
+		qm.c.releaseOn(ctx, l, n)
+	}
+}
+
+// onGrant runs f(ctx, rdb, arg), an operation on a held grant, on the nodes
+// ns (nil: every node) and counts the replies for which yes is true,
+// collecting the errors (each a *NodeError): in parallel on the live pool,
+// returning as soon as the outcome is certain (see decided), every node
+// answered, or timeout has passed. Only at the timeout does a node not
+// heard from count as timed out. The calls not waited for finish in the
+// background on the live pool (Close waits for them); their replies are
+// dropped.
+func onGrant[T, A any](qm *quorumMode, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
+	arg A, f func(ctx context.Context, rdb redis.Scripter, arg A) (T, error), yes func(T) bool) (ok int, errs []error) {
+	c := qm.c
+	if ns == nil {
+		ns = c.nodes
+	}
+	round := fanoutOn(c, ctx, ns, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (T, error) {
+		return f(ctx, rdb, arg)
+	}, nil)
+	q, left, early := c.majority(), len(ns), false
+	_, missing := round.Gather(timeout, func(r nodes.Reply[T]) bool {
+		left--
+		switch {
+		case r.Err != nil:
+			errs = append(errs, asNodeErr(c, ctx, r, op))
+		case yes(r.Val):
+			ok++
+		}
+		early = decided(q, ok, len(errs), left)
+		return early
+	})
+	round.Stop(nil)
+	if !early {
+		for _, r := range timedOut[T](c, ctx, missing, op) {
+			errs = append(errs, r.Err)
+		}
+	}
+	return ok, errs
+}
+
+// decided reports whether a quorum call on a held grant can stop waiting:
+// ok nodes said yes, errs failed, left have not answered. It is certain
+// when a majority said yes (success), or when no majority of yes remains
+// possible even if every failed node had said yes (ErrNotHeld). A call
+// with too few yes but enough failures for either verdict waits for the
+// rest (a majority that did not answer: the verdict is then ErrNoQuorum).
+func decided(q, ok, errs, left int) bool {
+	return ok >= q || ok+errs+left < q
+}
+
+// asNodeErr is a reply's error as a *NodeError: a call that Fanout
+// refused (nodes.ErrBusy) comes unwrapped.
+func asNodeErr[T any](c *Client, ctx context.Context, r nodes.Reply[T], op string) error {
+	if errors.Is(r.Err, nodes.ErrBusy) {
+		var ne *NodeError
+		if !errors.As(r.Err, &ne) {
+			return c.nodeErr(ctx, r.Node, op, r.Err)
+		}
+	}
+	return r.Err
+}
+
+// fanoutOn starts f on the nodes ns on the live pool; settle (nil: none)
+// settles a node's abandoned call once it returns (see Client.call).
+func fanoutOn[T any](c *Client, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
+	f func(ctx context.Context, rdb redis.Scripter) (T, error), settle func(ctx context.Context, node int)) *nodes.Round[T] {
+	if ctx.Done() == nil {
+		ctx = nodes.Bounded(ctx) // the live pool's calls are background work
+	}
+	return nodes.Fanout(c.live, ns, func(n *nodes.Node) (T, error) {
+		var v T
+		var late func(context.Context, error)
+		if settle != nil {
+			late = func(ctx context.Context, _ error) { settle(ctx, n.Index) }
+		}
+		err := c.call(ctx, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
+			v, err = f(ctx, rdb)
+			return err
+		}, late)
+		if err != nil {
+			var zero T // v may still be written (abandoned)
+			return zero, err
+		}
+		return v, nil
+	})
+}
+
+// timedOut returns a timeout reply for each missing node.
+func timedOut[T any](c *Client, ctx context.Context, missing []int, op string) []nodes.Reply[T] {
+	var rs []nodes.Reply[T]
+	for _, i := range missing {
+		rs = append(rs, nodes.Reply[T]{Node: i, Err: c.nodeErr(ctx, i, op, context.DeadlineExceeded)})
+	}
+	return rs
+}
+
+// verdict turns per-node outcomes of an operation on a held grant into its
+// result: nil on a majority, ErrNotHeld when enough nodes definitely said
+// no, else the nodes' errors (a *QuorumError matching ErrNoQuorum).
+func (qm *quorumMode) verdict(ok int, errs []error) error {
+	c := qm.c
+	switch {
+	case ok >= c.majority():
+		return nil
+	case ok+len(errs) < c.majority():
+		return ErrNotHeld
+	default:
+		return qm.failed(ErrNoQuorum, errs)
+	}
 }

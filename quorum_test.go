@@ -369,6 +369,30 @@ func TestQuorumRefreshLostMajority(t *testing.T) {
 	}
 }
 
+// A Refresh or TTL that only a minority answers is no success: the outcome
+// is unknown (ErrNoQuorum), and ValidUntil stays as it was.
+func TestQuorumRefreshWithoutMajority(t *testing.T) {
+	q := startQuorum(t, 3)
+	c := q.client(t)
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.Obtain(ctx, "minority", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := l.ValidUntil()
+	q.srvs[0].Kill()
+	q.srvs[1].Kill()
+	if err := l.Refresh(ctx, 5*time.Second); !errors.Is(err, redislock.ErrNoQuorum) {
+		t.Fatalf("Refresh with 2 of 3 down = %v, want ErrNoQuorum", err)
+	}
+	if got := l.ValidUntil(); !got.Equal(until) {
+		t.Fatalf("ValidUntil moved from %v to %v without a majority", until, got)
+	}
+	if _, err := l.TTL(ctx); !errors.Is(err, redislock.ErrNoQuorum) {
+		t.Fatalf("TTL with 2 of 3 down = %v, want ErrNoQuorum", err)
+	}
+}
+
 // A stale holder cannot refresh or release a newer quorum grant.
 func TestQuorumStaleHolder(t *testing.T) {
 	q := startQuorum(t, 3)

@@ -98,7 +98,7 @@ func (r *runLock) Release(ctx context.Context) error {
 	}
 	// The observers see the release when it is done, as Release's.
 	ctx, done := l.beginRelease(ctx)
-	l.c.releaseLater(ctx, l, done)
+	l.c.m.releaseLater(ctx, l, done)
 	if lost {
 		return ErrNotHeld
 	}

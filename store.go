@@ -49,7 +49,7 @@ func onRecords[T any](s recordStore, ctx context.Context, f func(ctx context.Con
 		}
 	}
 	if len(vs) < c.majority() {
-		return nil, c.nodesErr(ErrNoQuorum, errs)
+		return nil, c.m.failed(ErrNoQuorum, errs)
 	}
 	return vs, nil
 }

@@ -184,8 +184,8 @@ func TestACLCommand(t *testing.T) {
 	}{
 		{[]string{"--addr", url("locker", "pw"), "run", "k", "--", "true"}, 0, ""},
 		{[]string{"--addr", url("locker", "pw"), "inspect", "k"}, 0, ""},
-		{[]string{"--addr", url("locker", "pw"), "run", "-n", "2", "k", "--", "true"}, 0, ""},
-		{[]string{"--addr", url("noeval", "pw"), "run", "-n", "2", "k", "--", "true"}, 77, "NOPERM"},
+		{[]string{"--addr", url("locker", "pw"), "run", "--slots", "2", "k", "--", "true"}, 0, ""},
+		{[]string{"--addr", url("noeval", "pw"), "run", "--slots", "2", "k", "--", "true"}, 77, "NOPERM"},
 		{[]string{"--addr", url("locker", "pw"), "--prefix", "other:", "run", "k", "--", "true"}, 77, "NOPERM"},
 		{[]string{"--addr", url("noeval", "pw"), "run", "k", "--", "true"}, 77, "NOPERM"},
 		{[]string{"--addr", url("noeval", "pw"), "run", "--nonblock", "k", "--", "true"}, 77, "NOPERM"},

@@ -16,7 +16,7 @@ import (
 )
 
 // An acquirer takes what run holds: the lock on a key, or one slot of the
-// semaphore named by the key (-n).
+// semaphore named by the key (--slots).
 type acquirer interface {
 	// acquire makes one attempt (try) or waits until ctx ends.
 	acquire(ctx context.Context, ttl time.Duration, try bool) (lease.Lock, error)
@@ -70,7 +70,7 @@ func heldBy(lc *redislock.Client, key string) string {
 }
 
 // envSlot names the slot of a semaphore permit in the command's
-// environment (-n).
+// environment (--slots).
 const envSlot = "REDISLOCK_SLOT"
 
 // semAcquirer takes a slot of a semaphore.

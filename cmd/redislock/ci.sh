@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI of the redislock command (its own module): vet, staticcheck, the tests
 # with -race and the real-Redis tests mandatory (they build the command and run it against redis-servers they
-# start: run, inspect, ACL, TLS, bench), and the demo on an embedded Redis.
+# start: run, inspect, ACL, TLS), and the demo on an embedded Redis.
 # About a minute with a warm build cache.
 set -euo pipefail
 cd "$(dirname "$0")"

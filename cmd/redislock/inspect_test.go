@@ -123,15 +123,3 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
-
-func TestBench(t *testing.T) {
-	if code, _, stderr := result(t, "bench", "-h"); code != 0 || !strings.Contains(stderr, "-scenarios") {
-		t.Fatalf("bench -h: exit %d\n%s", code, stderr)
-	}
-	server(t) // skips without redis-server (or fails under REDISLOCK_REQUIRE_REDIS)
-	code, out, stderr := result(t, "bench", "--spawn", "1", "--scenarios", "uncontended", "--workers", "1",
-		"--duration", "100ms", "--warmup", "0s", "--reps", "1", "--libs", "redislock", "--strict")
-	if code != 0 || !strings.Contains(out, "uncontended") {
-		t.Fatalf("bench: exit %d\n%s\n%s", code, out, stderr)
-	}
-}

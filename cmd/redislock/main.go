@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 )
 
 func main() {
@@ -15,7 +16,8 @@ func Main(args []string) int {
 	cmd.SetArgs(args)
 	err := cmd.Execute()
 	if err != nil && !isQuiet(err) {
-		fmt.Fprintln(os.Stderr, "redislock:", err)
+		// The library's errors say "redislock: " already.
+		fmt.Fprintln(os.Stderr, "redislock:", strings.TrimPrefix(err.Error(), "redislock: "))
 	}
 	return codeOf(err)
 }

@@ -183,8 +183,15 @@ func (p *proc) wait() int {
 // result runs redislock with args to its end.
 func result(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return resultEnv(t, nil, args...)
+}
+
+// resultEnv runs redislock with args to its end, with env added to its
+// environment.
+func resultEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "REDIS_URL=")
+	cmd.Env = append(append(os.Environ(), "REDIS_URL="), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Start(); err != nil {

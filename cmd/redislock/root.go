@@ -42,6 +42,10 @@ for TLS), --quorum for a lock on a majority of independent masters, or
 		return nil
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	// --version is cobra's, given -V (flock's) instead of -v (run's --verbose).
+	root.Version = version()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().BoolP("version", "V", false, "print the version of redislock (module, commit, Go) and exit")
 	c.bind(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -49,6 +53,6 @@ for TLS), --quorum for a lock on a majority of independent masters, or
 		}
 		return exitWith(exitUsage, err)
 	})
-	root.AddCommand(runCommand(&c), inspectCommand(&c), benchCommand(), demoCommand(&c))
+	root.AddCommand(runCommand(&c), inspectCommand(&c), demoCommand(&c))
 	return root
 }

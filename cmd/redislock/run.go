@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,10 +39,12 @@ const (
 
 type runFlags struct {
 	ttl          time.Duration
-	wait         time.Duration
+	wait         waitFlag
 	grace        time.Duration
 	nonblock     bool
 	conflictCode int
+	conflictSet  bool // -E given: it applies to --wait too
+	command      string
 	holder       string
 	slots        int
 	verbose      bool
@@ -52,11 +55,14 @@ const runLong = `Run COMMAND while holding the lock KEY, renewed in the backgrou
 The lock is the library's: "redislock run KEY" holds the same lock as
 Client.Obtain(ctx, "KEY", ...) with the default prefix, so programs and shell
 jobs exclude each other. By default run waits for the lock as long as it
-takes; --wait bounds the wait and --nonblock does not wait at all.
+takes; --wait bounds the wait and --nonblock does not wait at all. The flags
+are flock(1)'s where it has them: -n, -w SECONDS, -E CODE, -c COMMAND.
 
-The command runs in its own process group, with REDISLOCK_KEY, REDISLOCK_FENCE
-(the grant's fencing token: pass it to what the command writes, so that a
-stale holder's writes can be refused) and REDISLOCK_TOKEN in its environment.
+The command (or -c COMMAND, run by sh -c) runs in its own process group, with
+redislock's environment less REDIS_URL (it may hold a password), and with
+REDISLOCK_KEY, REDISLOCK_FENCE (the grant's fencing token: pass it to what the
+command writes, so that a stale holder's writes can be refused) and
+REDISLOCK_TOKEN.
 The lock is renewed every TTL/3 while the command runs. If the lock is lost
 (a renewal finds it gone, or no renewal gets through before the lease ends),
 the whole process group gets SIGTERM, then SIGKILL after --grace, and run
@@ -65,7 +71,7 @@ stopped the same way, the lock is released, and run exits with the command's
 code. SIGINT, SIGTERM and SIGHUP are forwarded to the process group (SIGKILL
 after --grace); the lock is released when the command has stopped.
 
-With -n N, run holds one of N slots of the semaphore KEY instead (the
+With --slots N, run holds one of N slots of the semaphore KEY instead (the
 library's semaphore package): at most N commands run at once, and the
 command also gets REDISLOCK_SLOT, its slot in [0, N). Fences then grow across
 all slots; check them per slot.
@@ -73,11 +79,12 @@ all slots; check them per slot.
 Exit codes:
   the command's   the command ran; its exit code (128+N if killed by signal N)
   75              the lock is held by another and --nonblock was given
-                  (change it with --conflict-exit-code, as flock -E)
+                  (-E/--conflict-exit-code CODE changes it, as flock -E)
   124             --wait passed and the lock was still held by another
+                  (-E CODE, when given, changes it too)
   125             the lock was lost while the command ran; the command was stopped
   126 / 127       the command could not be run / was not found
-  64              bad flags or arguments (-n: the semaphore is in use with another N)
+  64              bad flags or arguments (--slots: the semaphore is in use with another N)
   69              Redis unreachable, an error reply, no quorum
   77              Redis refused the user (ACL NOPERM, bad password)
   128+N           redislock got signal N while waiting for the lock`
@@ -85,14 +92,14 @@ Exit codes:
 const runExample = `  # A cron job that runs on several hosts, once at a time; the others wait:
   redislock run nightly-report -- ./report.sh --month 2026-11
 
-  # Skip the run if another host has it (exit 0 instead of 75):
-  redislock run --nonblock --conflict-exit-code 0 db-migrate -- ./migrate.sh
+  # Skip the run if another host has it (exit 0 instead of 75), as flock -n -E 0:
+  redislock run -n -E 0 db-migrate -- ./migrate.sh
 
   # Wait at most a minute, on a TLS Redis with an ACL user:
-  REDIS_URL=rediss://locker:secret@redis.internal:6380 redislock run --wait 1m backup -- sh -c 'pg_dump ... > /backup/db.sql'
+  REDIS_URL=rediss://locker:secret@redis.internal:6380 redislock run -w 60 backup -c 'pg_dump ... > /backup/db.sql'
 
   # At most 4 transcoders at once, across hosts:
-  redislock run -n 4 transcoders -- ./transcode.sh "$FILE"
+  redislock run --slots 4 transcoders -- ./transcode.sh "$FILE"
 
   # Pass the fencing token to the resource:
   redislock run invoice-batch -- sh -c 'psql -c "UPDATE batch SET fence = $REDISLOCK_FENCE WHERE fence < $REDISLOCK_FENCE"'`
@@ -110,17 +117,21 @@ func runCommand(c *conn) *cobra.Command {
 			}
 			return nil
 		},
-		RunE: func(_ *cobra.Command, args []string) error { return f.run(c, args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.conflictSet = cmd.Flags().Changed("conflict-exit-code")
+			return f.run(c, args)
+		},
 	}
 	fs := cmd.Flags()
 	fs.SetInterspersed(false) // flags after KEY belong to the command
 	fs.DurationVar(&f.ttl, "ttl", f.ttl, "lease of the lock, renewed every TTL/3 while the command runs")
-	fs.DurationVar(&f.wait, "wait", 0, "wait at most `DURATION` for the lock, then exit 124 (default: wait as long as it takes)")
-	fs.BoolVar(&f.nonblock, "nonblock", false, "do not wait: if the lock is held, exit with the conflict code at once")
+	fs.VarP(&f.wait, "wait", "w", "wait at most `SECONDS` (fractions allowed, or a duration such as 1m30s) for the lock,\nthen exit 124; 0 makes one attempt (default: wait as long as it takes)")
+	fs.BoolVarP(&f.nonblock, "nonblock", "n", false, "do not wait: if the lock is held, exit with the conflict code at once")
 	fs.DurationVar(&f.grace, "grace", f.grace, "time between SIGTERM and SIGKILL when the command's process group is stopped")
-	fs.IntVar(&f.conflictCode, "conflict-exit-code", f.conflictCode, "exit `CODE` (0-255) when --nonblock finds the lock held")
+	fs.IntVarP(&f.conflictCode, "conflict-exit-code", "E", f.conflictCode, "exit `CODE` (0-255) when --nonblock finds the lock held (and, when given, when --wait passes)")
+	fs.StringVarP(&f.command, "command", "c", "", "run `COMMAND` with sh -c instead of COMMAND ARGS (also as flock has it: KEY -c COMMAND)")
 	fs.StringVar(&f.holder, "holder", "", "holder identity recorded with the lock, shown by inspect (default host:pid)")
-	fs.IntVarP(&f.slots, "slots", "n", 1, "hold one of `N` slots of the semaphore named KEY instead of the lock\n(REDISLOCK_SLOT: the slot, 0 to N-1; every user of KEY must give the same N)")
+	fs.IntVar(&f.slots, "slots", 1, "hold one of `N` slots of the semaphore named KEY instead of the lock\n(REDISLOCK_SLOT: the slot, 0 to N-1; every user of KEY must give the same N)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "report obtaining, waiting and releasing on stderr")
 	return cmd
 }
@@ -128,26 +139,42 @@ func runCommand(c *conn) *cobra.Command {
 // check validates the flags and splits args into the key and the command.
 func (f *runFlags) check(args []string) (key string, argv []string, err error) {
 	key, argv = args[0], args[1:]
+	if len(argv) > 0 && argv[0] != "--" && f.command == "" {
+		// flock's form, KEY -c COMMAND: flags after KEY are otherwise
+		// the command's.
+		if c, ok := strings.CutPrefix(argv[0], "--command="); ok {
+			f.command, argv = c, argv[1:]
+		} else if argv[0] == "-c" || argv[0] == "--command" {
+			if len(argv) != 2 {
+				return "", nil, usageError("-c takes one COMMAND, run by sh -c (quote it): KEY -c 'COMMAND ARGS...'")
+			}
+			f.command, argv = argv[1], nil
+		}
+	}
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}
 	switch {
 	case key == "":
 		return "", nil, usageError("empty KEY")
+	case f.command != "" && len(argv) > 0:
+		return "", nil, usageError("-c COMMAND and COMMAND ARGS exclude each other")
+	case f.command != "":
+		argv = []string{"sh", "-c", f.command}
 	case len(argv) == 0:
-		return "", nil, usageError("no COMMAND to run (redislock run KEY -- COMMAND ARGS...)")
-	case f.wait < 0:
-		return "", nil, usageError("--wait %v: must be positive", f.wait)
-	case f.nonblock && f.wait > 0:
+		return "", nil, usageError("no COMMAND to run (redislock run KEY -- COMMAND ARGS..., or KEY -c 'COMMAND')")
+	}
+	switch {
+	case f.nonblock && f.wait.set:
 		return "", nil, usageError("--nonblock and --wait exclude each other")
 	case f.grace < 0:
 		return "", nil, usageError("--grace %v: must not be negative", f.grace)
 	case f.conflictCode < 0 || f.conflictCode > 255:
 		return "", nil, usageError("--conflict-exit-code %d: must be 0-255", f.conflictCode)
 	case f.slots < 1:
-		return "", nil, usageError("-n %d: must be at least 1", f.slots)
+		return "", nil, usageError("--slots %d: must be at least 1", f.slots)
 	case f.slots > semaphore.MaxLimit:
-		return "", nil, usageError("-n %d: at most %d slots", f.slots, semaphore.MaxLimit)
+		return "", nil, usageError("--slots %d: at most %d slots", f.slots, semaphore.MaxLimit)
 	}
 	if f.holder == "" {
 		f.holder = defaultHolder()
@@ -171,6 +198,7 @@ func (f *runFlags) run(c *conn, args []string) error {
 	}
 	defer acq.close()
 	out := newReporter(f.verbose)
+	redisLog.to(out)
 
 	lock, err := f.obtain(acq, key, sigs, notice, out)
 	if err != nil {
@@ -182,7 +210,7 @@ func (f *runFlags) run(c *conn, args []string) error {
 		_ = lock.Release(context.Background())
 		return err
 	}
-	env := append(os.Environ(), envKey+"="+key, envFence+"="+strconv.FormatInt(lock.Fence(), 10), envToken+"="+lock.Token())
+	env := append(childEnv(), envKey+"="+key, envFence+"="+strconv.FormatInt(lock.Fence(), 10), envToken+"="+lock.Token())
 	ch, err := startChild(argv, append(env, acq.env(lock)...))
 	if err != nil {
 		f.release(held, key, out)
@@ -195,7 +223,7 @@ func (f *runFlags) run(c *conn, args []string) error {
 	return exitWith(code, errQuiet)
 }
 
-// acquirer returns what run takes: the lock, or with -n a slot of the
+// acquirer returns what run takes: the lock, or with --slots a slot of the
 // semaphore named key.
 func (f *runFlags) acquirer(c *conn, key string, notice waitNotice) (acquirer, error) {
 	if f.slots == 1 {
@@ -211,7 +239,7 @@ func (f *runFlags) acquirer(c *conn, key string, notice waitNotice) (acquirer, e
 	}
 	if quorum {
 		closeAll(rdbs)
-		return nil, usageError("-n (a semaphore) needs one Redis: quorum mode is not supported")
+		return nil, usageError("--slots (a semaphore) needs one Redis: quorum mode is not supported")
 	}
 	a, err := newSemAcquirer(rdbs[0], key, f.slots, f.holder, c.prefix, notice)
 	if err != nil {
@@ -226,8 +254,9 @@ func (f *runFlags) acquirer(c *conn, key string, notice waitNotice) (acquirer, e
 func (f *runFlags) obtain(acq acquirer, key string, sigs <-chan os.Signal, notice waitNotice, out *reporter) (lease.Lock, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if f.wait > 0 {
-		ctx, cancel = context.WithTimeout(ctx, f.wait)
+	once := f.nonblock || f.wait.set && f.wait.d == 0
+	if f.wait.d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, f.wait.d)
 		defer cancel()
 	}
 	var (
@@ -262,9 +291,9 @@ func (f *runFlags) obtain(acq acquirer, key string, sigs <-chan os.Signal, notic
 	var lock lease.Lock
 	var err error
 	for {
-		lock, err = acq.acquire(ctx, f.ttl, f.nonblock)
+		lock, err = acq.acquire(ctx, f.ttl, once)
 		// Waiting as long as it takes: a lock's Obtain waits at most an hour.
-		if f.nonblock || f.wait > 0 || ctx.Err() != nil || !errors.Is(err, redislock.ErrNotObtained) {
+		if once || f.wait.set || ctx.Err() != nil || !errors.Is(err, redislock.ErrNotObtained) {
 			break
 		}
 	}
@@ -281,7 +310,11 @@ func (f *runFlags) obtain(acq acquirer, key string, sigs <-chan os.Signal, notic
 	case errors.Is(err, redislock.ErrNotObtained) && f.nonblock:
 		return nil, exitWith(f.conflictCode, fmt.Errorf("%q is %s", key, acq.heldBy()))
 	case errors.Is(err, redislock.ErrNotObtained):
-		return nil, exitWith(exitTimeout, fmt.Errorf("--wait %v passed: %q is %s", f.wait, key, acq.heldBy()))
+		code := exitTimeout
+		if f.conflictSet {
+			code = f.conflictCode
+		}
+		return nil, exitWith(code, fmt.Errorf("--wait %v passed: %q is %s", f.wait.d, key, acq.heldBy()))
 	case errors.Is(err, semaphore.ErrLimitMismatch):
 		return nil, exitWith(exitUsage, err)
 	}
@@ -340,6 +373,18 @@ func (f *runFlags) release(held *lease.Held, key string, out *reporter) {
 	default:
 		out.warnf("release of %q failed (it expires with its lease): %v", key, err)
 	}
+}
+
+// childEnv is the command's environment before the grant's variables:
+// redislock's, less REDIS_URL, which may hold the Redis password.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REDIS_URL=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 func signum(s os.Signal) int {

@@ -9,12 +9,12 @@ import (
 	"github.com/redislock-go/redislock/semaphore"
 )
 
-// run -n N: at most N commands at once, each with its slot.
+// run --slots N: at most N commands at once, each with its slot.
 func TestRunSlots(t *testing.T) {
 	srv, _, rdb := server(t)
 	script := `echo "$REDISLOCK_SLOT $REDISLOCK_FENCE"; read x || true`
-	a := start(t, "--addr", srv.Addr(), "run", "-n", "2", "--holder", "a", "transcoders", "--", "sh", "-c", script)
-	b := start(t, "--addr", srv.Addr(), "run", "-n", "2", "--holder", "b", "transcoders", "--", "sh", "-c", script)
+	a := start(t, "--addr", srv.Addr(), "run", "--slots", "2", "--holder", "a", "transcoders", "--", "sh", "-c", script)
+	b := start(t, "--addr", srv.Addr(), "run", "--slots", "2", "--holder", "b", "transcoders", "--", "sh", "-c", script)
 	var slotA, slotB int
 	var fenceA, fenceB, fenceC int64
 	fmt.Sscan(a.line(), &slotA, &fenceA)
@@ -33,13 +33,13 @@ func TestRunSlots(t *testing.T) {
 	}
 
 	// Full: --nonblock exits with the conflict code; a third run waits.
-	if code, _, stderr := result(t, "--addr", srv.Addr(), "run", "-n", "2", "--nonblock", "transcoders", "--", "true"); code != 75 || !strings.Contains(stderr, "2 of 2 slots held") {
+	if code, _, stderr := result(t, "--addr", srv.Addr(), "run", "--slots", "2", "--nonblock", "transcoders", "--", "true"); code != 75 || !strings.Contains(stderr, "2 of 2 slots held") {
 		t.Errorf("full, --nonblock: exit %d, %s", code, stderr)
 	}
-	if code, _, stderr := result(t, "--addr", srv.Addr(), "run", "-n", "3", "--nonblock", "transcoders", "--", "true"); code != 64 {
+	if code, _, stderr := result(t, "--addr", srv.Addr(), "run", "--slots", "3", "--nonblock", "transcoders", "--", "true"); code != 64 {
 		t.Errorf("another N while in use: exit %d (%s), want 64", code, stderr)
 	}
-	c := start(t, "--addr", srv.Addr(), "run", "-n", "2", "-v", "transcoders", "--", "sh", "-c", script)
+	c := start(t, "--addr", srv.Addr(), "run", "--slots", "2", "-v", "transcoders", "--", "sh", "-c", script)
 	c.stderr.waitFor(t, "waiting for")
 	a.stdin.Close()
 	if code := a.wait(); code != 0 {
@@ -55,7 +55,7 @@ func TestRunSlots(t *testing.T) {
 	if b.wait() != 0 || c.wait() != 0 {
 		t.Fatal("b or c failed")
 	}
-	if code, _, _ := result(t, "--quorum", srv.Addr()+","+srv.Addr(), "run", "-n", "2", "k", "--", "true"); code != 64 {
-		t.Errorf("-n with --quorum: exit %d, want 64", code)
+	if code, _, _ := result(t, "--quorum", srv.Addr()+","+srv.Addr(), "run", "--slots", "2", "k", "--", "true"); code != 64 {
+		t.Errorf("--slots with --quorum: exit %d, want 64", code)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/scripts"
 )
 
@@ -86,4 +87,28 @@ func BatchRefreshPipelined(ctx context.Context, rdb redis.UniversalClient, ms in
 			b.Status, b.Err = batchStatus(res, len(b.Keys), b.Status[:0])
 		}
 	}
+}
+
+// SlotBatches splits keys and their tokens into the batches of
+// BatchRefreshPipelined: by Cluster slot when cluster is true, else all in
+// one; in their order. index tells where each batch's keys are in keys.
+func SlotBatches(keyList, tokens []string, cluster bool) (batches []Batch, index [][]int) {
+	at := map[uint16]int{}
+	for i, k := range keyList {
+		j := 0
+		if cluster {
+			s := keys.Slot(k)
+			var ok bool
+			if j, ok = at[s]; !ok {
+				j = len(batches)
+				at[s] = j
+				batches, index = append(batches, Batch{}), append(index, nil)
+			}
+		} else if len(batches) == 0 {
+			batches, index = append(batches, Batch{}), append(index, nil)
+		}
+		b := &batches[j]
+		b.Keys, b.Tokens, index[j] = append(b.Keys, k), append(b.Tokens, tokens[i]), append(index[j], i)
+	}
+	return batches, index
 }

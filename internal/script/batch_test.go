@@ -101,3 +101,24 @@ func TestBatchRefreshScript500(t *testing.T) {
 		}
 	})
 }
+
+func TestSlotBatches(t *testing.T) {
+	ks := []string{"{a}", "{b}", "{a}x", "{c}", "{b}y"}
+	toks := []string{"ta", "tb", "tax", "tc", "tby"}
+	one, index := SlotBatches(ks, toks, false)
+	if len(one) != 1 || len(one[0].Keys) != 5 || len(index) != 1 {
+		t.Fatalf("not on a Cluster: %d batches %v, want one of all keys", len(one), one)
+	}
+	batches, index := SlotBatches(ks, toks, true)
+	want := [][]int{{0, 2}, {1, 4}, {3}} // by slot, in the order of first appearance
+	if len(batches) != len(want) {
+		t.Fatalf("%d batches, want %d: %v", len(batches), len(want), batches)
+	}
+	for bi, is := range want {
+		for j, i := range is {
+			if index[bi][j] != i || batches[bi].Keys[j] != ks[i] || batches[bi].Tokens[j] != toks[i] {
+				t.Fatalf("batch %d = %v (index %v), want keys %v", bi, batches[bi], index[bi], is)
+			}
+		}
+	}
+}

@@ -32,14 +32,14 @@ func NewWaitDeadline(ctx context.Context, limit, ttl, margin time.Duration) Wait
 }
 
 // Next returns how long to wait after an attempt failed with held (an
-// error matching lease.ErrNotObtained) and seeing the holder's lease end in seen
-// (negative: unknown), given the retry strategy's backoff (ok false: it
-// gives up); or the error that ends the call: held when the strategy gives
-// up; joined with context.DeadlineExceeded when ctx's deadline has passed;
-// a *lease.WaitLimitError at the wait limit. When the limit passes while the lease
-// seen ends within the TTL asked for, the wait goes on until that lease's
-// end plus margin, and ends at the first attempt after that which finds the
-// lock still held.
+// error matching lease.ErrNotObtained) and seeing the holder's lease end
+// in seen (negative: unknown), given the retry strategy's backoff (ok
+// false: it gives up); or the error that ends the call: held when the
+// strategy gives up; joined with context.DeadlineExceeded when ctx's
+// deadline has passed; a *lease.WaitLimitError at the wait limit. When the
+// limit passes while the lease seen ends within the TTL asked for, the
+// wait goes on until that lease's end plus margin, and ends at the first
+// attempt after that which finds the lock still held.
 func (d *WaitDeadline) Next(backoff time.Duration, ok bool, held error, seen time.Duration) (time.Duration, error) {
 	if !ok {
 		return 0, held

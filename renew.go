@@ -14,6 +14,7 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/renew"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -24,30 +25,51 @@ import (
 // pipeline. Quorum mode, a *redis.Ring and other clients renew each lock
 // with its own refresher (backend.Refresher).
 
+// keeping is the Lock's backend.Keeping, under a name of its own so that
+// the Lock's method set shows nothing of it.
+type keeping = backend.Keeping
+
+// keeper is a Lock as its own backend.Keeper: Run and lease.Hold find it
+// through the Lock's keeping.
+type keeper struct{ *Lock }
+
+var _ backend.Keeper = keeper{}
+
+// Keep renews the lock to ttl every interval until stop is called, for Run
+// and lease.Hold (see backend.Keeper): lost is called, at most once, when a
+// renewal finds the lock gone or the validity ends before a renewal got
+// through, never later than the last ValidUntil. The Client's observers
+// see each renewal (RefreshDoneEvent.Renewal) and the loss (LossEvent).
+//
+// In single mode (standalone, Sentinel, Cluster) the Client's one renewer
+// renews all its kept locks in batches (no goroutine or timer per lock);
+// a Refresh by the holder moves the next renewal, and Release ends the
+// renewal. Closing the Client reports its kept locks lost. In quorum mode,
+// on a Ring, after Close, or with an interval that leaves the renewer too
+// little time, each lock has its own timer and Refresh calls.
+func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	l := k.Lock
+	if k := l.c.m.keepBatched(l, ttl, interval, lost); k != nil {
+		return k.stop
+	}
+	return backend.Refresher(nil, renewal{l}, ttl, interval, func(cause error) {
+		if obs := l.c.obs; obs != nil {
+			obs.lockLost(context.Background(), observe.LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
+		}
+		lost(cause)
+	})
+}
+
+// renewal is a Lock whose Refresh is a renewal of Run or lease.Hold.
+type renewal struct{ *Lock }
+
+func (r renewal) Refresh(ctx context.Context, ttl time.Duration) error {
+	return r.refresh(ctx, ttl, true)
+}
+
 // errClientClosed is the cause of the loss of the locks the Client still
 // renewed when it was closed.
 var errClientClosed = errors.New("redislock: client closed while the lock was held")
-
-// renewer returns the Client's renewer, made on first use; nil when its
-// locks are renewed one by one (quorum mode, a Ring) or after Close.
-func (c *Client) renewer() *renew.Renewer {
-	if c.quorum || c.nodes[0].Kind != nodes.Standalone && c.nodes[0].Kind != nodes.Cluster {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil
-	}
-	if c.rn == nil {
-		rn, err := renew.New(renew.Config{Batch: c.renewBatch})
-		if err != nil {
-			return nil // not with this Config
-		}
-		c.rn = rn
-	}
-	return c.rn
-}
 
 // closeRenewer stops the renewer, telling each lock it still renewed that
 // it is lost (errClientClosed). Called by Close, after closed is set.
@@ -71,13 +93,13 @@ type kept struct {
 
 // keepBatched has the Client's renewer renew l; nil when it cannot (no
 // renewer, an interval too tight for it, no validity left).
-func (l *Lock) keepBatched(ttl, interval time.Duration, lost func(cause error)) *kept {
-	rn := l.c.renewer()
+func (s *single) keepBatched(l *Lock, ttl, interval time.Duration, lost func(cause error)) *kept {
+	rn := s.renewer()
 	if rn == nil {
 		return nil
 	}
 	k := &kept{l: l, ttl: ttl, lost: lost}
-	h, err := rn.Add(renew.Entry{Group: l.c.renewGroup(l), Key: l.keys.Lock, Token: l.token, TTL: ttl, Interval: interval,
+	h, err := rn.Add(renew.Entry{Group: s.renewGroup(l), Key: l.keys.Lock, Token: l.token, TTL: ttl, Interval: interval,
 		Drift: l.opts.drift(ttl), ValidUntil: l.ValidUntil(), Owner: k})
 	if err != nil {
 		return nil
@@ -92,13 +114,13 @@ func (l *Lock) keepBatched(ttl, interval time.Duration, lost func(cause error)) 
 // serves its slot (so that the locks of one node share calls); a single
 // group otherwise. A group is chosen once: after a failover the calls of
 // an old group still go where go-redis routes their keys.
-func (c *Client) renewGroup(l *Lock) renew.Group {
+func (s *single) renewGroup(l *Lock) renew.Group {
 	var g renew.Group
-	if cc, ok := c.nodes[0].RDB.(*redis.ClusterClient); ok {
+	if s.cluster() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.opts.releaseTimeout)
 		defer cancel()
-		if m, err := cc.MasterForKey(ctx, l.keys.Lock); err == nil {
-			g.Node = m.Options().Addr
+		if addr, ok := s.n.MasterAddr(ctx, l.keys.Lock); ok {
+			g.Node = addr
 		} else {
 			g.Node = "slot " + strconv.Itoa(int(keys.Slot(l.keys.Lock)))
 		}
@@ -167,7 +189,8 @@ func (l *Lock) keptEntry() *kept {
 
 // renewBatch is the renewer's BatchFunc: it renews reqs (locks of one
 // node) with batch_refresh.lua, one call per slot, pipelined.
-func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Request) ([]renew.Result, error) {
+func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Request) ([]renew.Result, error) {
+	c := s.c
 	first := reqs[0].Owner.(*kept).l
 	ttl := reqs[0].TTL
 	obs := c.obs
@@ -179,14 +202,18 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 			ctxs[i] = obs.refreshStart(ctx, observe.RefreshStartEvent{Key: l.key, Fence: l.fence, TTL: ttl, Renewal: true})
 		}
 	}
-	batches, index := slotBatches(reqs, c.cluster())
-	n := c.nodes[0]
+	keyList, tokens := make([]string, len(reqs)), make([]string, len(reqs))
+	for i, r := range reqs {
+		keyList[i], tokens[i] = r.Key, r.Token
+	}
+	batches, index := script.SlotBatches(keyList, tokens, s.cluster())
+	n := s.n
 	var unacked []error // WithReplicas: per batch, the renewals too few replicas acknowledged
 	acked := first.opts.replicas > 0
-	err := c.call(ctx, n, c.nodeTimeout(&first.opts, ttl), false, "refresh", func(ctx context.Context, rdb redis.Scripter) error {
+	err := c.call(ctx, n, s.nodeTimeout(&first.opts, ttl), false, "refresh", func(ctx context.Context, rdb redis.Scripter) error {
 		switch {
 		case acked:
-			unacked = c.renewAcked(ctx, batches, ttl, &first.opts)
+			unacked = s.renewAcked(ctx, batches, ttl, &first.opts)
 		case len(batches) == 1:
 			b := &batches[0]
 			b.Status, b.Err = script.BatchRefresh(ctx, rdb, b.Keys, b.Tokens, ttl.Milliseconds(), nil)
@@ -200,7 +227,7 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	done := batches // the batches as the call left them
 	if nodes.IsAbandoned(err) || nodes.NotSent(err) {
 		// The call may still write the batches: every renewal failed.
-		c.reloadOnFault(ctx, err)
+		n.ReloadOnFault(ctx, err)
 		for i := range res {
 			res[i].Err = err
 		}
@@ -214,7 +241,7 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 		if b.Err != nil && !viaCall {
 			b.Err = c.nodeErr(ctx, n.Index, "refresh", b.Err)
 		}
-		c.reloadOnFault(ctx, b.Err)
+		n.ReloadOnFault(ctx, b.Err)
 		for j, i := range index[bi] {
 			switch {
 			case b.Err != nil:
@@ -237,42 +264,37 @@ func (c *Client) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	return res, nil
 }
 
-// slotBatches splits reqs by Cluster slot (one batch when not on a
-// Cluster), in their order, and tells where each batch's requests are in
-// reqs.
-func slotBatches(reqs []renew.Request, cluster bool) (batches []script.Batch, index [][]int) {
-	at := map[uint16]int{}
-	for i, r := range reqs {
-		j := 0
-		if cluster {
-			s := keys.Slot(r.Key)
-			var ok bool
-			if j, ok = at[s]; !ok {
-				j = len(batches)
-				at[s] = j
-				batches, index = append(batches, script.Batch{}), append(index, nil)
+// renewAcked runs the batches (WithReplicas o) on one connection per
+// server that serves them now (the master of their slots on Cluster),
+// each server's followed by one WAIT, and returns per batch the
+// *NodeError of a WAIT that too few replicas answered (nil:
+// acknowledged). A batch whose server failed gets the error (none of that
+// server's renewals is acknowledged).
+func (s *single) renewAcked(ctx context.Context, batches []script.Batch, ttl time.Duration, o *options) (unacked []error) {
+	sent := time.Now()
+	until := o.validUntil(sent, ttl) // of the renewals, sent from now
+	unacked = make([]error, len(batches))
+	firsts := make([]string, len(batches))
+	for i, b := range batches {
+		firsts[i] = b.Keys[0]
+	}
+	errs := s.n.OnConns(ctx, firsts, func(conn *redis.Conn, is []int) error {
+		for _, i := range is {
+			b := &batches[i]
+			if b.Status, b.Err = script.BatchRefresh(ctx, conn, b.Keys, b.Tokens, ttl.Milliseconds(), nil); b.Err != nil {
+				return b.Err
 			}
-		} else if len(batches) == 0 {
-			batches, index = append(batches, script.Batch{}), append(index, nil)
 		}
-		b := &batches[j]
-		b.Keys, b.Tokens, index[j] = append(b.Keys, r.Key), append(b.Tokens, r.Token), append(index[j], i)
+		return awaitReplicas(ctx, conn, o, sent, until)
+	})
+	for i, err := range errs {
+		var re *ReplicaError
+		switch {
+		case errors.As(err, &re):
+			unacked[i] = s.c.nodeErr(ctx, s.n.Index, "refresh", err)
+		case err != nil: // no WAIT ran: none of the server's renewals is acknowledged
+			batches[i].Err = err
+		}
 	}
-	return batches, index
-}
-
-// reloadOnFault makes a Cluster client reload its slot map when a
-// renewal call failed without a reply from Redis (a refused connection, a
-// timeout: its master may be gone), so that the renewals of its slots
-// follow a failover rather than wait for go-redis' own reload, which comes
-// on MOVED or when the map is 10 s old. go-redis runs at most one reload
-// at a time.
-func (c *Client) reloadOnFault(ctx context.Context, err error) {
-	var reply redis.Error
-	if err == nil || errors.As(err, &reply) {
-		return
-	}
-	if cc, ok := c.nodes[0].RDB.(*redis.ClusterClient); ok {
-		cc.ReloadState(ctx)
-	}
+	return unacked
 }

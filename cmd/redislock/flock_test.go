@@ -1,0 +1,156 @@
+package main_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redislock-go/redislock"
+)
+
+// The flags of run as flock(1) users type them: -n for --nonblock, -w in
+// seconds (fractions allowed) or as a duration, -E for the conflict exit
+// code (of --nonblock and, when given, of --wait).
+func TestRunFlockFlags(t *testing.T) {
+	srv, c, _ := server(t)
+	ctx := context.Background()
+	l, err := c.Obtain(ctx, "busy", time.Minute, redislock.WithHolder("other-host:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, tc := range []struct {
+		flags []string
+		want  int
+	}{
+		{[]string{"-n"}, 75},
+		{[]string{"-n", "-E", "3"}, 3},
+		{[]string{"-nE", "0"}, 0},
+		{[]string{"-w", "0.2"}, 124},
+		{[]string{"-w", "0"}, 124}, // one attempt
+		{[]string{"--wait=.1"}, 124},
+		{[]string{"-w", "150ms"}, 124},
+		{[]string{"-w", "0.2", "-E", "9"}, 9},
+	} {
+		code, _, stderr := result(t, append(append([]string{"--addr", srv.Addr(), "run"}, tc.flags...), "busy", "--", "touch", marker)...)
+		if code != tc.want || !strings.Contains(stderr, "other-host:1") {
+			t.Errorf("%v: exit %d, want %d, and the holder named; stderr: %s", tc.flags, code, tc.want, stderr)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%v: the command ran although the lock was held", tc.flags)
+		}
+	}
+	for _, wait := range []string{"-1", "soon", "NaN", "Inf", "-2s", "1e300"} {
+		if code, _, stderr := result(t, "--addr", srv.Addr(), "run", "-w", wait, "k", "--", "true"); code != 64 || !strings.Contains(stderr, "--wait") {
+			t.Errorf("-w %s: exit %d, want 64 and a --wait message; stderr: %s", wait, code, stderr)
+		}
+	}
+}
+
+// -c COMMAND runs COMMAND through sh -c, after KEY as flock has it, or
+// before KEY.
+func TestRunCommandFlag(t *testing.T) {
+	srv, _, _ := server(t)
+	code, out, stderr := result(t, "--addr", srv.Addr(), "run", "job", "-c", `echo "$REDISLOCK_KEY ran by $0"; exit 3`)
+	if code != 3 || strings.TrimSpace(out) != "job ran by sh" {
+		t.Errorf("run KEY -c: exit %d, stdout %q, stderr %s; want 3 and %q", code, out, stderr, "job ran by sh")
+	}
+	code, out, stderr = result(t, "--addr", srv.Addr(), "run", "--command", "echo before", "job")
+	if code != 0 || strings.TrimSpace(out) != "before" {
+		t.Errorf("run --command C KEY: exit %d, stdout %q, stderr %s", code, out, stderr)
+	}
+	for _, args := range [][]string{
+		{"job", "-c"},
+		{"job", "-c", "true", "false"},
+		{"-c", "true", "job", "--", "true"},
+	} {
+		if code, _, stderr := result(t, append([]string{"--addr", srv.Addr(), "run"}, args...)...); code != 64 || !strings.Contains(stderr, "-c") {
+			t.Errorf("run %q: exit %d, stderr %s; want 64", args, code, stderr)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "-V"} {
+		code, out, stderr := result(t, arg)
+		if code != 0 || !strings.HasPrefix(out, "redislock ") || !strings.Contains(out, runtime.Version()) || strings.Count(out, "\n") != 1 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want one line with the version and %s", arg, code, out, stderr, runtime.Version())
+		}
+	}
+}
+
+// Built in a git checkout with -buildvcs, --version names the commit.
+func TestVersionCommit(t *testing.T) {
+	vbin := filepath.Join(t.TempDir(), "redislock")
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", vbin, ".").CombinedOutput(); err != nil {
+		t.Skipf("no build with -buildvcs=true here (no git checkout?): %v\n%s", err, out)
+	}
+	info, err := exec.Command("go", "version", "-m", vbin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rev, ok := strings.Cut(string(info), "vcs.revision=")
+	if !ok {
+		t.Skip("the go command recorded no commit for this checkout")
+	}
+	rev, _, _ = strings.Cut(rev, "\n")
+	out, err := exec.Command(vbin, "--version").Output()
+	if err != nil || !strings.Contains(string(out), "commit "+rev) {
+		t.Errorf("--version: %q (%v); want commit %s", out, err, rev)
+	}
+}
+
+// A Redis that is down: exit 69 with one line, redislock's own (go-redis'
+// log lines are dropped; with -v they are redislock's messages too).
+func TestUnreachableOneLine(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	for _, args := range [][]string{
+		{"--addr", closed, "run", "k", "--", "true"},
+		{"--addr", closed, "inspect", "k"},
+	} {
+		began := time.Now()
+		code, _, stderr := result(t, args...)
+		t.Logf("%v: exit %d after %v", args, code, time.Since(began).Round(time.Millisecond))
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != 69 || len(lines) != 1 || !strings.HasPrefix(lines[0], "redislock: ") || strings.Contains(stderr, "redislock: redislock:") {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant 69 and one line", args, code, stderr)
+		}
+	}
+	code, _, stderr := result(t, "--addr", closed, "run", "-v", "k", "--", "true")
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if code != 69 || !strings.HasPrefix(line, "redislock: ") {
+			t.Errorf("-v: exit %d, a line not redislock's: %q", code, line)
+		}
+	}
+}
+
+// The command's environment: redislock's own, less REDIS_URL (which may
+// hold a password), plus the grant's variables.
+func TestRunChildEnvNoCredentials(t *testing.T) {
+	srv, _, _ := server(t)
+	env := []string{"REDIS_URL=redis://default:s3cret@" + srv.Addr(), "JOB_SETTING=kept"}
+	code, out, stderr := resultEnv(t, env, "run", "k", "--", "env")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(out, "s3cret") || strings.Contains(out, "REDIS_URL=") {
+		t.Errorf("the command's environment has the Redis URL:\n%s", out)
+	}
+	for _, want := range []string{"JOB_SETTING=kept\n", "REDISLOCK_KEY=k\n", "REDISLOCK_FENCE=", "REDISLOCK_TOKEN="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the command's environment lacks %q:\n%s", want, out)
+		}
+	}
+}
