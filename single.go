@@ -333,16 +333,22 @@ const waitLate = 200 * time.Millisecond
 // past ctx's deadline, nor past until less the largest of a tenth of the
 // validity left, the write's round trip (its reply takes as long) and
 // waitLate, so that its answer comes while the lease is valid (a lease
-// already over needs no replicas); and at least 1 ms (WAIT 0 would block
-// for ever).
+// already over needs no replicas). With less than 1 ms left for it, it
+// does not wait at all: WAIT 0 0 counts the replicas that have
+// acknowledged so far (a WAIT k 0 would block for ever, a WAIT k 1 may
+// end a cron tick late).
 func awaitReplicas(ctx context.Context, conn *redis.Conn, o *options, sent, until time.Time) error {
 	left := time.Until(until)
 	d := min(o.replicaTimeout, left-max(left/10, time.Since(sent), waitLate))
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, time.Until(dl)-waitLate)
 	}
-	d = max(d.Truncate(time.Millisecond), time.Millisecond)
-	n, err := nodes.Wait(ctx, conn, o.replicas, d.Milliseconds())
+	d = max(d.Truncate(time.Millisecond), 0)
+	want := o.replicas
+	if d == 0 {
+		want = 0 // no time to wait: count the acknowledgements so far
+	}
+	n, err := nodes.Wait(ctx, conn, want, d.Milliseconds())
 	switch {
 	case err != nil:
 		return err
