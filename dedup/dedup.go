@@ -89,6 +89,14 @@ func (g *Group) Do(ctx context.Context, id string, job Job) (Result, error) {
 	case job == nil:
 		return Result{}, backend.Invalid("nil job")
 	}
+	if len(g.o.observers) > 0 {
+		return g.observed(ctx, id, func() (Result, error) { return g.do(ctx, id, job) })
+	}
+	return g.do(ctx, id, job)
+}
+
+// do is Do on valid arguments.
+func (g *Group) do(ctx context.Context, id string, job Job) (Result, error) {
 	key := g.o.prefix + id
 	if r, found, err := g.recorded(ctx, id, key); found || err != nil {
 		return r, err

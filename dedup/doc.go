@@ -36,6 +36,13 @@
 // ForPeriod(d) records every outcome for d after the run began. Records
 // of the first two are kept for WithRetention (default 24 h).
 //
+// # Observing
+//
+// WithObserver reports how each Do ended: ran, duplicate (of a recorded
+// value or failure), in progress elsewhere, or an error
+// (observe.JobObserver), which the metric adapters (extra/redislockprom,
+// extra/redislockotel) count; a Group without observers builds no event.
+//
 // # Limits
 //
 // At most once holds for runs that complete under a valid lease. A run

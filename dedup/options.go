@@ -5,6 +5,7 @@ import (
 
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Defaults, all in one place.
@@ -67,6 +68,7 @@ type options struct {
 	holder       string
 	prefix       string
 	clock        lease.Clock
+	observers    []observe.JobObserver
 
 	err error // the first invalid value
 }

@@ -34,6 +34,14 @@
 // notifies waiters (redislock in single mode, leasetest.Memory). Every
 // default is in the Default constants; invalid options are errors.
 //
+// # Observing
+//
+// WithObserver reports each term this candidate wins (an election) and
+// how it ends, resigned or lost (observe.TermObserver), whatever ends it;
+// Resign returns after the end was reported. The metric adapters
+// (extra/redislockprom, extra/redislockotel) count them and the terms led
+// now; an Election without observers builds no event.
+//
 // # Limits
 //
 // The context is a signal, not a stop: a leader paused (GC, SIGSTOP, a

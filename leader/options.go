@@ -8,6 +8,7 @@ import (
 
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Defaults, all in one place.
@@ -51,6 +52,7 @@ type options struct {
 	observe   time.Duration
 	prefix    string
 	clock     lease.Clock
+	observers []observe.TermObserver
 
 	err error // the first invalid value
 }

@@ -37,6 +37,7 @@ type Term struct {
 
 	resignOnce sync.Once
 	resignErr  error
+	reported   chan struct{} // with observers: closed once they were told the term ended
 }
 
 // newTerm holds l and returns the term, or nil (with l released) when the
@@ -55,6 +56,7 @@ func (e *Election) newTerm(ctx context.Context, l lease.Lock) (*Term, error) {
 		t.cancel(ErrResigned)
 		return nil, nil
 	}
+	t.observe(ctx)
 	if e.o.margin > 0 {
 		t.mu.Lock()
 		t.watchdog = e.o.clock.AfterFunc(left, t.check)
@@ -109,6 +111,9 @@ func (t *Term) release(ctx context.Context) error {
 	t.resignOnce.Do(func() {
 		t.resignErr = t.held.Release(ctx)
 		t.e.ended(t)
+		if t.reported != nil {
+			<-t.reported // the context ended before: end or a loss
+		}
 	})
 	return t.resignErr
 }

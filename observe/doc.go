@@ -3,7 +3,8 @@
 // implements to hear them, the way net/http/httptrace stands beside
 // net/http. The metric and trace adapters (extra/redislockprom,
 // extra/redislockotel) are written against this package alone, and so is
-// the slog adapter here (NewLogger).
+// the slog adapter here (NewLogger). RedisLogger routes go-redis' own log
+// lines through slog too, or drops them.
 //
 // # Observers
 //
@@ -18,9 +19,18 @@
 //
 // New events come as new interfaces, found by type assertion as pgx finds
 // the methods of its tracers: an Observer written today keeps compiling
-// and is simply not told of events it has no method for. The pattern
-// packages (stampede, dedup, leader, semaphore) report their events the
-// same way.
+// and is simply not told of events it has no method for.
+//
+// # The pattern packages
+//
+// The pattern packages report their events the same way, each through its
+// own WithObserver option: semaphore to AcquireObserver, QueueObserver and
+// PermitObserver (permits held and waiting), leader to TermObserver
+// (elections won, terms ended), dedup to JobObserver (ran, duplicate, in
+// progress), stampede to CacheObserver (hits, fills, waits) and
+// FillObserver (fills and their failures). The metric and trace adapters
+// implement them all, so one adapter can observe a Client and its
+// patterns. The slog adapter (NewLogger) logs the Client's events only.
 //
 // # Rules for Observers
 //

@@ -45,11 +45,13 @@ const (
 )
 
 // Outcome classifies the event's Err.
-func (e ObtainDoneEvent) Outcome() Outcome {
+func (e ObtainDoneEvent) Outcome() Outcome { return outcome(e.Err) }
+
+func outcome(err error) Outcome {
 	switch {
-	case e.Err == nil:
+	case err == nil:
 		return Obtained
-	case errors.Is(e.Err, lease.ErrNotObtained):
+	case errors.Is(err, lease.ErrNotObtained):
 		return Contended
 	}
 	return Failed

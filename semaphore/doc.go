@@ -63,6 +63,15 @@
 // whichever is higher, so they keep increasing after it expired (as long
 // as the server clock does not step back).
 //
+// # Observing
+//
+// WithObserver reports every Acquire and TryAcquire (outcome, slot, fence,
+// time to return), each call that waits in the queue, and each permit's
+// renewals and release (package observe: AcquireObserver, QueueObserver,
+// PermitObserver). The metric adapters (extra/redislockprom,
+// extra/redislockotel) turn them into the permits held and the calls
+// waiting; a Semaphore without observers builds no event.
+//
 // # Limits
 //
 //   - One Redis: standalone, Sentinel (a failover client) or Cluster. No

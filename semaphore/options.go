@@ -6,6 +6,7 @@ import (
 
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Defaults, all in one place.
@@ -39,6 +40,7 @@ type options struct {
 	drift          float64
 	queueTTL       time.Duration
 	releaseTimeout time.Duration
+	observers      []observe.Observer
 	err            error
 }
 

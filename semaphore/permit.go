@@ -27,6 +27,7 @@ type Permit struct {
 	token string
 	slot  int
 	fence int64
+	start time.Time // the start of the request that granted it
 
 	mu    sync.Mutex
 	until time.Time // guarded by mu
@@ -92,7 +93,7 @@ func (p *Permit) setUntil(t time.Time) {
 // was released (even if no one took its slot yet). A Redis error leaves
 // ValidUntil as it was. A refresh confirmed after the validity it asked
 // for returns lease.ErrGrantExpired.
-func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) error {
+func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 	if p == nil {
 		return lease.ErrNotHeld
 	}
@@ -100,6 +101,9 @@ func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	start := time.Now()
+	if obs := p.s.obs; obs != nil {
+		defer func() { obs.refreshed(ctx, p, ttl, err) }()
+	}
 	held, err := script.SemRefresh(ctx, p.s.rdb, p.s.keys, p.token, ttl.Milliseconds(), p.s.wake)
 	switch {
 	case err != nil:
@@ -121,12 +125,15 @@ func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) error {
 // context detached from ctx's cancellation, bounded by the release timeout
 // (WithReleaseTimeout), so that `defer p.Release(ctx)` cleans up after ctx
 // was cancelled.
-func (p *Permit) Release(ctx context.Context) error {
+func (p *Permit) Release(ctx context.Context) (err error) {
 	if p == nil {
 		return lease.ErrNotHeld
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.s.o.releaseTimeout)
 	defer cancel()
+	if obs := p.s.obs; obs != nil {
+		defer func() { obs.released(ctx, p, err) }()
+	}
 	p.setUntil(time.Time{})
 	held, err := script.SemRelease(ctx, p.s.rdb, p.s.keys, p.token, p.s.wake)
 	switch {

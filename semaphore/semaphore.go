@@ -16,6 +16,7 @@ import (
 	"github.com/redislock-go/redislock/internal/wake"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Semaphore is a named set of limit slots on one Redis (standalone,
@@ -29,6 +30,7 @@ type Semaphore struct {
 	o     options
 	keys  []string // see scripts/semaphore_prelude.lua
 	wake  string   // the wake channel
+	obs   *observers
 
 	// waker wakes the waiters a release names. Its subscription is made
 	// by the first waiter and kept until Close; after the connection is
@@ -68,7 +70,7 @@ func New(rdb redis.UniversalClient, name string, limit int, opts ...Option) (*Se
 	}
 	base := o.prefix + "{" + tagEscaper.Replace(name) + "}"
 	return &Semaphore{
-		rdb: rdb, name: name, limit: limit, o: o,
+		rdb: rdb, name: name, limit: limit, o: o, obs: newObservers(o.observers),
 		keys:   []string{base, base + ":holders", base + ":queue", base + ":qdead", base + ":fence"},
 		wake:   base + ":wake",
 		waker:  wake.NewNamed[struct{}, struct{}](rdb, nil),
@@ -107,7 +109,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 	return s.acquire(ctx, ttl, false)
 }
 
-func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (*Permit, error) {
+func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (p *Permit, err error) {
 	if err := backend.CheckTTL(ttl, s.o.drift); err != nil {
 		return nil, err
 	}
@@ -115,6 +117,14 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (
 	case <-s.closed:
 		return nil, lease.ErrClosed
 	default:
+	}
+	if obs := s.obs; obs != nil && len(obs.acquire) > 0 {
+		start := time.Now()
+		ctx = obs.acquireStart(ctx, observe.AcquireStartEvent{Semaphore: s.name, TTL: ttl})
+		defer func() {
+			obs.acquireDone(ctx, observe.AcquireDoneEvent{Semaphore: s.name, TTL: ttl, Slot: p.Slot(), Fence: p.Fence(),
+				Wait: time.Since(start), Err: err})
+		}()
 	}
 	token := rand.Text()
 	var sub *wake.Sub[struct{}, struct{}]
@@ -143,6 +153,9 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (
 		}
 		hook(evQueued, token)
 		if sub == nil {
+			if obs := s.obs; obs != nil {
+				obs.queued(ctx, observe.QueueEvent{Semaphore: s.name, Rank: r.Rank})
+			}
 			// Subscribe, then try once more: a release between the
 			// attempt and the subscription is not missed. Without a
 			// confirmation (Redis unreachable, the confirmation late),
@@ -179,7 +192,7 @@ func (s *Semaphore) attempt(ctx context.Context, token string, ttl time.Duration
 // grant makes the Permit of a granted attempt that started at start; a
 // grant confirmed after its validity is given back.
 func (s *Semaphore) grant(ctx context.Context, token string, r script.SemAcquireReply, start time.Time, ttl time.Duration) (*Permit, error) {
-	p := &Permit{s: s, token: token, slot: r.Slot, fence: r.Fence}
+	p := &Permit{s: s, token: token, slot: r.Slot, fence: r.Fence, start: start}
 	until := backend.ValidUntil(start, ttl, s.o.drift)
 	if now := time.Now(); !now.Before(until) {
 		_ = p.Release(ctx)

@@ -64,6 +64,18 @@
 // revalidate). WithLease, WithFillTimeout, WithRetry, WithHolder,
 // WithPrefix, WithMaxRefreshes and WithErrorHandler tune the rest.
 //
+// # Observing
+//
+// WithObserver reports how each Do was answered (observe.CacheObserver:
+// a hit, filled by this process, waited for another process's fill, or an
+// error; callers that share a flight each get its result) and each fill
+// and early refresh with its error (observe.FillObserver; the fill runs on
+// the context FillStart returns, so a trace span holds the fill's own
+// calls). A fill that finds the value missing (ErrMissing) counts as an
+// error, a cached miss read later as a hit. The metric adapters
+// (extra/redislockprom, extra/redislockotel) count them; a Group without
+// observers builds no event.
+//
 // # Limits
 //
 //   - Values are bytes; encode and decode them yourself. The slice Do

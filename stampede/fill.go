@@ -8,6 +8,7 @@ import (
 
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // The cold path.
@@ -86,6 +87,10 @@ func (g *Group) underLock(ctx context.Context, f *flight, l lease.Lock, seen *in
 		case kind == kindValue || kind == kindMissing:
 			g.releaseAsync(l, f.key) // the callers need not wait for it
 			val, err, _ := cached(f.key, rec)
+			f.result = observe.CacheHit // filled between the first read and the lock
+			if *seen > 0 {
+				f.result = observe.CacheWaited
+			}
 			return val, err, false
 		case *seen > 0 && rec.Fence >= *seen:
 			// The fill this flight waited for failed.
@@ -115,7 +120,9 @@ func (g *Group) fillHeld(ctx context.Context, f *flight, l lease.Lock, seen *int
 	defer cancel()
 	var fillErr error
 	runErr := lease.RunLock(fctx, l, g.o.lockTTL, func(ctx context.Context) error {
-		val, fillErr = g.callFill(ctx, l, k, true, f.fill)
+		val, fillErr = g.observeFill(ctx, f.key, false, func(ctx context.Context) ([]byte, error) {
+			return g.callFill(ctx, l, k, true, f.fill)
+		})
 		if ctx.Err() != nil {
 			// Lock lost or fill timed out: store nothing, so that a
 			// successor fills.
@@ -142,6 +149,7 @@ func (g *Group) fillHeld(ctx context.Context, f *flight, l lease.Lock, seen *int
 		// The value is stored; only the release failed.
 		g.o.onError(f.key, runErr)
 	}
+	f.result = observe.CacheFilled
 	return val, nil, false
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Fill computes the value of a key. Its ctx ends when the fill's lock is
@@ -46,8 +47,9 @@ type flight struct {
 	vals context.Context // the first caller's values, without its cancellation
 	done chan struct{}   // closed when val and err are set
 
-	val []byte // written once before done is closed
-	err error  // written once before done is closed
+	val    []byte              // written once before done is closed
+	err    error               // written once before done is closed
+	result observe.CacheResult // written before done is closed: hit, filled, waited; "": an error
 
 	cancel  context.CancelFunc // ends the flight (guarded by Group.mu once started)
 	callers int                // guarded by Group.mu
@@ -107,10 +109,23 @@ func (g *Group) Do(ctx context.Context, key string, ttl time.Duration, fill Fill
 	if err := g.check(key, ttl, fill); err != nil {
 		return nil, err
 	}
+	if obs := g.o.cacheObservers; len(obs) > 0 {
+		start := time.Now()
+		f, val, err := g.do(ctx, key, ttl, fill)
+		g.cacheDone(ctx, key, f, start, err)
+		return val, err
+	}
+	_, val, err := g.do(ctx, key, ttl, fill)
+	return val, err
+}
+
+// do is Do on valid arguments; it returns the flight that answered, nil
+// when the caller left before it did.
+func (g *Group) do(ctx context.Context, key string, ttl time.Duration, fill Fill) (*flight, []byte, error) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		return nil, lease.ErrClosed
+		return nil, nil, lease.ErrClosed
 	}
 	f := g.flights[key]
 	if f == nil {
@@ -121,10 +136,10 @@ func (g *Group) Do(ctx context.Context, key string, ttl time.Duration, fill Fill
 	hook(evJoin, key)
 	select {
 	case <-f.done:
-		return f.val, f.err
+		return f, f.val, f.err
 	case <-ctx.Done():
 		g.leave(f)
-		return nil, backend.Wrap(ctx.Err(), "stampede: %q", key)
+		return nil, nil, backend.Wrap(ctx.Err(), "stampede: %q", key)
 	}
 }
 
@@ -217,6 +232,7 @@ func (g *Group) run(ctx context.Context, f *flight) ([]byte, error) {
 			if err == nil {
 				g.maybeRefresh(f, rec)
 			}
+			f.result = observe.CacheHit
 			return val, err
 		}
 	case !errors.Is(err, lease.ErrNotFound):

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // Defaults, all in one place.
@@ -45,6 +46,9 @@ type options struct {
 	maxRefreshes int
 	fillRetries  int
 	onError      func(key string, err error)
+
+	cacheObservers []observe.CacheObserver
+	fillObservers  []observe.FillObserver
 
 	err error // the first invalid value
 }

@@ -69,7 +69,9 @@ func (g *Group) refresh(ctx context.Context, f *flight, fence int64) error {
 	fctx, cancel := context.WithTimeout(ctx, g.o.fillTimeout)
 	defer cancel()
 	return lease.RunLock(fctx, l, g.o.lockTTL, func(ctx context.Context) error {
-		val, err := g.callFill(ctx, l, k, false, f.fill)
+		val, err := g.observeFill(ctx, f.key, true, func(ctx context.Context) ([]byte, error) {
+			return g.callFill(ctx, l, k, false, f.fill)
+		})
 		if err != nil {
 			return fillFailed(err)
 		}

@@ -5,6 +5,13 @@
 //	if err != nil { ... }
 //	locker := redislock.New(rdb, redislock.WithObserver(obs))
 //
+// The pattern packages report to it through their own WithObserver
+// options (semaphore.WithObserver(obs), ...): their metrics are named
+// redislock.semaphore.*, redislock.leader.*, redislock.dedup.* and
+// redislock.stampede.*, and semaphore Acquire calls and stampede fills are
+// spans too (redislock.semaphore.acquire, redislock.stampede.fill; the
+// fill's own calls join its span).
+//
 // # Spans
 //
 // redislock.obtain (with a redislock.wait event when the call waited for a

@@ -62,10 +62,11 @@ func (o *Observer) instruments(m metric.Meter) error {
 	errs = append(errs, err)
 	o.expirations, err = m.Int64ObservableCounter(MetricExpirations, metric.WithUnit("{lock}"), metric.WithDescription("Grants that ended without a successful Release: the lease ran out, a Refresh or Release found the grant gone, or Run or Hold lost it."))
 	errs = append(errs, err)
+	errs = append(errs, o.patternInstruments(m, counter, histogram))
 	if err := errors.Join(errs...); err != nil {
 		return track.Invalid("redislockotel: %v", err)
 	}
-	o.reg, err = m.RegisterCallback(o.observe, o.held, o.expirations)
+	o.reg, err = m.RegisterCallback(o.observe, o.held, o.expirations, o.semHeld)
 	if err != nil {
 		return track.Invalid("redislockotel: %v", err)
 	}

@@ -41,6 +41,7 @@ type Observer struct {
 	held         metric.Int64ObservableGauge
 	expirations  metric.Int64ObservableCounter
 	reg          metric.Registration
+	patterns
 
 	mu      sync.Mutex
 	expired map[string]int64 // expirations so far, by key ("" without the key attribute)
@@ -117,6 +118,7 @@ func New(opts ...Option) (*Observer, error) {
 		expired: make(map[string]int64),
 	}
 	o.grants = track.NewGrants(nil, o.expire)
+	o.semCalls, o.permits = track.NewKey(), track.NewGrants(nil, nil)
 	if err := o.instruments(cfg.meterProvider.Meter(ScopeName)); err != nil {
 		return nil, err
 	}
@@ -195,6 +197,7 @@ func (o *Observer) observe(_ context.Context, obs metric.Observer) error {
 	if len(o.expired) == 0 && !o.cfg.keyAttr {
 		obs.ObserveInt64(o.expirations, 0)
 	}
+	o.observePermits(obs)
 	return nil
 }
 
@@ -254,17 +257,24 @@ func (o *Observer) ObtainDone(ctx context.Context, e observe.ObtainDoneEvent) {
 	if e.Err == nil {
 		o.grants.Obtained(e.Key, e.Fence, e.TTL)
 	}
-	if span := o.span(call); span != nil {
-		span.SetAttributes(AttrOutcome.String(string(outcome)), AttrAttempts.Int(e.Attempts))
-		if e.Err == nil {
-			span.SetAttributes(AttrFence.Int64(e.Fence))
-		}
-		if outcome == observe.Failed {
-			span.RecordError(e.Err)
-			span.SetStatus(codes.Error, e.Err.Error())
-		}
-		span.End()
+	endAcquire(o.span(call), outcome, e.Fence, e.Err, AttrAttempts.Int(e.Attempts))
+}
+
+// endAcquire ends the span of an Obtain or a semaphore Acquire, if there is
+// one, with its outcome, the fence of a grant, and an error's status.
+func endAcquire(span trace.Span, outcome observe.Outcome, fence int64, err error, more ...attribute.KeyValue) {
+	if span == nil {
+		return
 	}
+	span.SetAttributes(append(more, AttrOutcome.String(string(outcome)))...)
+	if err == nil {
+		span.SetAttributes(AttrFence.Int64(fence))
+	}
+	if outcome == observe.Failed {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // WaitStart implements observe.WaitObserver: an event on the obtain

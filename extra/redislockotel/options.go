@@ -83,7 +83,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // WithKeyAttribute adds the lock key (redislock.key) to the per-lock
 // metrics. Default: off. Every key becomes a set of series that lives as
 // long as the process: use it only when the keys are few and fixed, never
-// for per-user or per-request keys. Node metrics never carry it.
+// for per-user or per-request keys. The semaphore and leader metrics then
+// carry the semaphore's or election's name; node, dedup and stampede
+// metrics never carry it.
 func WithKeyAttribute() Option {
 	return func(c *config) error { c.keyAttr = true; return nil }
 }

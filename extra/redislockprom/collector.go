@@ -37,6 +37,7 @@ type Collector struct {
 	resubscribed prometheus.Counter
 	cleanups     prometheus.Counter
 	held         *prometheus.Desc
+	patterns
 
 	// Children of the label sets without key, made once so that the hot
 	// path does not hash label values.
@@ -82,23 +83,9 @@ func New(opts ...Option) (*Collector, error) {
 		return nil, err
 	}
 	c := &Collector{cfg: cfg, calls: track.NewKey()}
-	key := func(labels ...string) []string {
-		if cfg.keyLabel {
-			return append(labels, "key")
-		}
-		return labels
-	}
-	ns := cfg.namespace
-	cl := cfg.constLabels
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: cl}, labels)
-	}
-	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: buckets, ConstLabels: cl}, labels)
-	}
-	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help, ConstLabels: cl}, labels)
-	}
+	m := maker{cfg}
+	key, counter, histogram, gauge := m.key, m.counter, m.histogram, m.gauge
+	ns, cl := cfg.namespace, cfg.constLabels
 	c.acquisitions = counter("acquisitions_total",
 		"Obtain calls by outcome: obtained, contended (held by another until the wait ended), error.", key("outcome")...)
 	c.acquireDur = histogram("acquire_duration_seconds",
@@ -134,6 +121,7 @@ func New(opts ...Option) (*Collector, error) {
 	c.held = prometheus.NewDesc(prometheus.BuildFQName(ns, "", "held_locks"),
 		"Grants obtained and not yet released or past their lease.", key(), cl)
 
+	c.patterns = newPatterns(m)
 	c.grants = track.NewGrants(nil, func(k string) { c.expirations.WithLabelValues(c.labels(k)...).Inc() })
 	if !cfg.keyLabel {
 		c.byOutcome = make(map[observe.Outcome]outcomeMetrics, 3)
@@ -162,9 +150,9 @@ func (c *Collector) labels(key string, vs ...string) []string {
 }
 
 func (c *Collector) vecs() []prometheus.Collector {
-	return []prometheus.Collector{c.acquisitions, c.acquireDur, c.waitDur, c.waits, c.waiting, c.holdDur,
+	return append([]prometheus.Collector{c.acquisitions, c.acquireDur, c.waitDur, c.waits, c.waiting, c.holdDur,
 		c.releases, c.expirations, c.refreshes, c.refreshDur, c.losses, c.stale, c.nodeFailures,
-		c.nodeLastFail, c.resubscribed, c.cleanups}
+		c.nodeLastFail, c.resubscribed, c.cleanups}, c.patterns.vecs()...)
 }
 
 // Describe implements prometheus.Collector.
@@ -173,6 +161,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		v.Describe(ch)
 	}
 	ch <- c.held
+	ch <- c.semHeld
 }
 
 // Collect implements prometheus.Collector. It first counts the grants whose
@@ -188,6 +177,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, v := range c.vecs() {
 		v.Collect(ch)
 	}
+	c.collectPermits(ch)
 	if !c.cfg.keyLabel {
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(n))
 		return

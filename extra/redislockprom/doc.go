@@ -31,6 +31,28 @@
 //	redislock_resubscriptions_total                  counter   replaced pub/sub connections of notified waiting
 //	redislock_cleanup_failures_total                 counter   failed background releases
 //
+// The pattern packages report to the same Collector through their own
+// WithObserver options (semaphore.WithObserver(col), ...):
+//
+//	redislock_semaphore_acquisitions_total{outcome}  counter   semaphore Acquire and TryAcquire calls
+//	redislock_semaphore_acquire_duration_seconds{outcome} histogram from an Acquire call to its return
+//	redislock_semaphore_waiting_calls                gauge     Acquire calls waiting in the queue now
+//	redislock_semaphore_held_permits                 gauge     permits acquired, not released, not past their lease
+//	redislock_semaphore_refreshes_total{result}      counter   permit renewals
+//	redislock_semaphore_releases_total{result}       counter   permit releases
+//	redislock_leader_terms_total                     counter   terms of leadership won: elections
+//	redislock_leader_term_ends_total{reason}         counter   terms ended: reason = resigned | lost
+//	redislock_leader_leading                         gauge     terms held now
+//	redislock_leader_term_duration_seconds{reason}   histogram how long terms lasted
+//	redislock_dedup_jobs_total{outcome}              counter   dedup Do calls: outcome = ran | duplicate | in_progress | error
+//	redislock_dedup_job_duration_seconds{outcome}    histogram from a Do call to its return
+//	redislock_stampede_requests_total{result}        counter   stampede Do calls: result = hit | filled | waited | error
+//	redislock_stampede_fills_total{kind,result}      counter   fills: kind = fill | refresh; result = ok | error
+//	redislock_stampede_fill_duration_seconds{kind}   histogram time a fill took
+//
+// A Grafana dashboard and Prometheus alert rules for these metrics are in
+// the repository's extra/redislockprom/monitoring.
+//
 // Failed renewals are redislock_refreshes_total{kind="renewal",result!="ok"}.
 // redislock_held_locks and redislock_expirations_total track each grant
 // by its key and fence from Obtain to Release: a grant leaves the held set

@@ -74,8 +74,9 @@ func WithNamespace(ns string) Option {
 // WithKeyLabel adds the lock key as a label "key" to the per-lock metrics.
 // Default: off. Every key becomes a set of series that lives as long as the
 // process: use it only when the keys are few and fixed (a handful of cron
-// jobs, say), never for per-user or per-request keys. Node and subscription
-// metrics never carry it.
+// jobs, say), never for per-user or per-request keys. The semaphore and
+// leader metrics then carry the semaphore's or election's name as "key";
+// node, subscription, dedup and stampede metrics never carry it.
 func WithKeyLabel() Option {
 	return func(c *config) error { c.keyLabel = true; return nil }
 }

@@ -233,6 +233,39 @@ const (
 	StaleWrite   = "write"   // the Store refused a stale fence
 )
 
+// Label values of the pattern packages' metrics, shared by both adapters.
+const (
+	TermResigned = "resigned" // leader: the term ended by a resignation
+	TermLost     = "lost"     // leader: the term's lock was lost
+
+	FillCold    = "fill"    // stampede: the fill of a missing value
+	FillRefresh = "refresh" // stampede: an early refresh
+)
+
+// TermReason is the reason label of a term's end.
+func TermReason(lost bool) string {
+	if lost {
+		return TermLost
+	}
+	return TermResigned
+}
+
+// FillKind is the kind label of a fill.
+func FillKind(refresh bool) string {
+	if refresh {
+		return FillRefresh
+	}
+	return FillCold
+}
+
+// FillResult is the result label of a fill: ok, or error.
+func FillResult(err error) string {
+	if err != nil {
+		return ResultError
+	}
+	return ResultOK
+}
+
 // Kind is the kind label of a Refresh.
 func Kind(renewal bool) string {
 	if renewal {

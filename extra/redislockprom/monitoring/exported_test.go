@@ -108,4 +108,17 @@ func feed(col *redislockprom.Collector) {
 	col.NodeFailed(ctx, observe.NodeEvent{Node: 0, Op: "obtain", Err: errors.New("down")})
 	col.Resubscribed(observe.SubscriptionEvent{Err: errors.New("down")})
 	col.CleanupFailed(ctx, observe.CleanupEvent{Key: key, Err: errors.New("down")})
+
+	// The pattern packages'.
+	actx := col.AcquireStart(ctx, observe.AcquireStartEvent{Semaphore: "s", TTL: ttl})
+	col.Queued(actx, observe.QueueEvent{Semaphore: "s"})
+	col.AcquireDone(actx, observe.AcquireDoneEvent{Semaphore: "s", TTL: ttl, Fence: 1, Wait: time.Millisecond})
+	col.PermitRefreshed(ctx, observe.PermitEvent{Semaphore: "s", Fence: 1, TTL: ttl})
+	col.PermitReleased(ctx, observe.PermitEvent{Semaphore: "s", Fence: 1, Held: time.Second})
+	col.TermStarted(ctx, observe.TermEvent{Election: "e", Identity: "me", Term: 1})
+	col.TermEnded(ctx, observe.TermEvent{Election: "e", Identity: "me", Term: 1, Held: time.Minute, Cause: errors.New("resigned")})
+	col.JobDone(ctx, observe.JobEvent{ID: "j", Outcome: observe.JobRan, Fence: 1, Duration: time.Second})
+	col.CacheDone(ctx, observe.CacheEvent{Key: key, Result: observe.CacheFilled, Wait: time.Millisecond})
+	fctx := col.FillStart(ctx, observe.FillStartEvent{Key: key})
+	col.FillDone(fctx, observe.FillDoneEvent{Key: key, Duration: time.Millisecond})
 }

@@ -1,0 +1,136 @@
+package semaphore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/observe"
+	"github.com/redislock-go/redislock/semaphore"
+)
+
+// recorder is an Observer of every semaphore event, kept as lines.
+type recorder struct {
+	mu    sync.Mutex
+	lines []string
+	ctxOK bool // every AcquireDone got the ctx its AcquireStart returned
+}
+
+type startKey struct{}
+
+func (r *recorder) add(format string, args ...any) {
+	r.mu.Lock()
+	r.lines = append(r.lines, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.lines
+	r.lines = nil
+	return l
+}
+
+func (r *recorder) AcquireStart(ctx context.Context, e observe.AcquireStartEvent) context.Context {
+	r.add("start %s %v", e.Semaphore, e.TTL)
+	return context.WithValue(ctx, startKey{}, e.Semaphore)
+}
+
+func (r *recorder) AcquireDone(ctx context.Context, e observe.AcquireDoneEvent) {
+	r.mu.Lock()
+	r.ctxOK = ctx.Value(startKey{}) == e.Semaphore
+	r.mu.Unlock()
+	r.add("done %s %s slot=%d fenced=%v", e.Semaphore, e.Outcome(), e.Slot, e.Fence > 0)
+}
+
+func (r *recorder) Queued(_ context.Context, e observe.QueueEvent) {
+	r.add("queued %s rank=%d", e.Semaphore, e.Rank)
+}
+
+func (r *recorder) PermitRefreshed(_ context.Context, e observe.PermitEvent) {
+	r.add("refreshed %s slot=%d %v notHeld=%v", e.Semaphore, e.Slot, e.TTL, errors.Is(e.Err, lease.ErrNotHeld))
+}
+
+func (r *recorder) PermitReleased(_ context.Context, e observe.PermitEvent) {
+	r.add("released %s slot=%d notHeld=%v held=%v", e.Semaphore, e.Slot, errors.Is(e.Err, lease.ErrNotHeld), e.Held > 0)
+}
+
+func wantLines(t *testing.T, r *recorder, want ...string) {
+	t.Helper()
+	got := r.take()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A Semaphore reports every Acquire (its outcome, slot and fence), the
+// wait of a call that queues, and each permit's renewal and release.
+func TestObserverEvents(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	r := &recorder{}
+	s := newSem(t, srv.Client(nil), "obs", 1, semaphore.WithObserver(r))
+	p := try(t, s, time.Minute)
+	wantLines(t, r, "start obs 1m0s", "done obs obtained slot=0 fenced=true")
+	if !r.ctxOK {
+		t.Error("AcquireDone did not get the ctx AcquireStart returned")
+	}
+	if _, err := s.TryAcquire(ctx, time.Minute); !errors.Is(err, lease.ErrNotObtained) {
+		t.Fatalf("TryAcquire of a taken slot: %v", err)
+	}
+	wantLines(t, r, "start obs 1m0s", "done obs contended slot=-1 fenced=false")
+	if err := p.Refresh(ctx, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, r, "refreshed obs slot=0 2m0s notHeld=false")
+
+	// A waiter, released into the slot.
+	q := watchQueued(t)
+	got := make(chan error, 1)
+	go func() {
+		w, err := s.Acquire(ctx, time.Minute)
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	q.wait(t, 2) // queued: the first attempt and the one after subscribing
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	// The holder's release and the waiter's grant race to the recorder.
+	lines := r.take()
+	slices.Sort(lines)
+	want := []string{"done obs obtained slot=0 fenced=true", "queued obs rank=0",
+		"released obs slot=0 notHeld=false held=true", "released obs slot=0 notHeld=false held=true", "start obs 1m0s"}
+	if fmt.Sprint(lines) != fmt.Sprint(want) {
+		t.Errorf("events of a wait:\n got %q\nwant %q", lines, want)
+	}
+	if err := p.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("second Release: %v", err)
+	}
+	wantLines(t, r, "released obs slot=0 notHeld=true held=true")
+}
+
+// A value that observes nothing of a Semaphore is refused.
+func TestObserverInvalid(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{}) // New makes no call
+	defer rdb.Close()
+	for _, o := range []observe.Observer{nil, "not an observer", observe.NewLogger(nil)} {
+		if _, err := semaphore.New(rdb, "x", 1, semaphore.WithObserver(o)); !errors.Is(err, lease.ErrInvalidArgument) {
+			t.Errorf("WithObserver(%T): %v, want ErrInvalidArgument", o, err)
+		}
+	}
+}
