@@ -2,10 +2,10 @@ package lockbench
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
