@@ -32,14 +32,15 @@ func repo(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
-		"go.mod":     "module example.com/r\n\ngo 1.25.0\n",
-		"r.go":       "package r\n",
-		"LICENSE":    "license\n",
-		".gitignore": "/built\n",
-		"built":      "a build output, ignored\n",
-		"sub/go.mod": "module example.com/r/sub\n\ngo 1.25.0\n\nrequire (\n\texample.com/r v0.1.0 // a comment\n\texample.com/other v1.0.0\n)\n",
-		"sub/sub.go": "package sub\n",
-		"go.work":    "go 1.25.0\n\nuse (\n\t.\n\t./sub\n)\n\n// kept\nreplace (\n\texample.com/r v0.1.0 => ./\n\texample.com/r/sub v0.1.0 => ./sub\n)\n",
+		"go.mod":      "module example.com/r\n\ngo 1.25.0\n",
+		"r.go":        "package r\n",
+		"LICENSE":     "license\n",
+		".gitignore":  "/built\n",
+		"built":       "a build output, ignored\n",
+		"sub/go.mod":  "module example.com/r/sub\n\ngo 1.25.0\n\nrequire (\n\texample.com/r v0.1.0 // a comment\n\texample.com/other v1.0.0\n)\n",
+		"sub/sub.go":  "package sub\n",
+		"test/go.mod": "module example.com/r/test\n\ngo 1.25.0\n\nreplace example.com/r => ../\n\nrequire example.com/r v0.1.0\n",
+		"go.work":     "go 1.25.0\n\nuse (\n\t.\n\t./sub\n)\n\n// kept\nreplace (\n\texample.com/r v0.1.0 => ./\n\texample.com/r/sub v0.1.0 => ./sub\n)\n",
 	})
 	git(t, root, "init", "-q")
 	git(t, root, "add", "-A")
@@ -76,6 +77,10 @@ func TestVersionAndTags(t *testing.T) {
 	sub, _ := os.ReadFile(filepath.Join(root, "sub", "go.mod"))
 	if !strings.Contains(string(sub), "example.com/r v0.2.0 // a comment") || !strings.Contains(string(sub), "example.com/other v1.0.0") {
 		t.Errorf("sub/go.mod:\n%s", sub)
+	}
+	// A module outside the workspace too.
+	if test, _ := os.ReadFile(filepath.Join(root, "test", "go.mod")); !strings.Contains(string(test), "require example.com/r v0.2.0") {
+		t.Errorf("test/go.mod:\n%s", test)
 	}
 	work, _ := os.ReadFile(filepath.Join(root, "go.work"))
 	if !strings.Contains(string(work), "// kept\nreplace (\n\texample.com/r v0.2.0 => ./\n\texample.com/r/sub v0.2.0 => ./sub\n)") {
