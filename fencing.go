@@ -81,7 +81,8 @@ type FenceGate struct {
 }
 
 // Admit records fence and returns nil if it is not below the newest fence
-// admitted so far, or an error matching ErrStaleFence. To make the check and
+// admitted so far, or an error matching ErrStaleFence; a fence <= 0 (no
+// grant's) is an error matching ErrInvalidArgument. To make the check and
 // the write one step, call Do instead.
 func (g *FenceGate) Admit(fence int64) error {
 	return g.Do(fence, func() error { return nil })
@@ -90,6 +91,9 @@ func (g *FenceGate) Admit(fence int64) error {
 // Do runs write while holding the gate, only if fence is not below the
 // newest fence admitted; fence is admitted when write returns nil.
 func (g *FenceGate) Do(fence int64, write func() error) error {
+	if fence <= 0 {
+		return invalid("fence %d must be positive", fence)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if fence < g.newest {
