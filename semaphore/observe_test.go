@@ -78,7 +78,8 @@ func TestObserverEvents(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	r := &recorder{}
-	s := newSem(t, srv.Client(nil), "obs", 1, semaphore.WithObserver(r))
+	q := watchQueued()
+	s := newSem(t, srv.Client(nil), "obs", 1, semaphore.WithObserver(r), q.option())
 	p := try(t, s, time.Minute)
 	wantLines(t, r, "start obs 1m0s", "done obs obtained slot=0 fenced=true")
 	if !r.ctxOK {
@@ -94,7 +95,6 @@ func TestObserverEvents(t *testing.T) {
 	wantLines(t, r, "refreshed obs slot=0 2m0s notHeld=false")
 
 	// A waiter, released into the slot.
-	q := watchQueued(t)
 	got := make(chan error, 1)
 	go func() {
 		w, err := s.Acquire(ctx, time.Minute)

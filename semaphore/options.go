@@ -42,6 +42,8 @@ type options struct {
 	releaseTimeout time.Duration
 	observers      []observe.Observer
 	err            error
+
+	hook func(event, token string) // the package's tests (export_test.go)
 }
 
 func defaults() options {

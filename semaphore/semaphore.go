@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -151,7 +150,9 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (
 		case !wait:
 			return nil, lease.ErrNotObtained
 		}
-		hook(evQueued, token)
+		if s.o.hook != nil {
+			s.o.hook(evQueued, token)
+		}
 		if sub == nil {
 			if obs := s.obs; obs != nil {
 				obs.queued(ctx, observe.QueueEvent{Semaphore: s.name, Rank: r.Rank})
@@ -281,14 +282,6 @@ func (s *Semaphore) Close() error {
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// evQueued is the test hook's event (export_test.go): an attempt of an
-// Acquire call queued.
+// evQueued is the test hook's event (options.hook, export_test.go): an
+// attempt of an Acquire call queued.
 const evQueued = "queued"
-
-var testHook atomic.Pointer[func(event, token string)]
-
-func hook(event, token string) {
-	if h := testHook.Load(); h != nil {
-		(*h)(event, token)
-	}
-}

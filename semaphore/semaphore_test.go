@@ -76,9 +76,11 @@ type queued struct {
 	changed chan struct{}
 }
 
-func watchQueued(t testing.TB) *queued {
-	q := &queued{changed: make(chan struct{})}
-	semaphore.SetTestHook(t, func(ev, _ string) {
+func watchQueued() *queued { return &queued{changed: make(chan struct{})} }
+
+// option is the Semaphore option that counts its queued attempts in q.
+func (q *queued) option() semaphore.Option {
+	return semaphore.WithTestHook(func(ev, _ string) {
 		if ev != semaphore.EvQueued {
 			return
 		}
@@ -88,7 +90,6 @@ func watchQueued(t testing.TB) *queued {
 		q.changed = make(chan struct{})
 		q.mu.Unlock()
 	})
-	return q
 }
 
 func (q *queued) count() int {
@@ -119,7 +120,7 @@ func (q *queued) wait(t testing.TB, n int) {
 // woken by the release before it.
 func TestFIFO(t *testing.T) {
 	srv := redistest.Start(t)
-	q := watchQueued(t)
+	q := watchQueued()
 	holder := try(t, newSem(t, srv.Client(nil), "fifo", 1), time.Minute)
 	ctx := context.Background()
 	got := make(chan int, 5)
@@ -127,7 +128,7 @@ func TestFIFO(t *testing.T) {
 	for i := range 5 {
 		// A process each; with a queue TTL so long that the waiters'
 		// timers never fire, each is woken by the release before it.
-		s := newSem(t, srv.Client(nil), "fifo", 1, semaphore.WithQueueTTL(6*waitBound))
+		s := newSem(t, srv.Client(nil), "fifo", 1, semaphore.WithQueueTTL(6*waitBound), q.option())
 		wg.Go(func() {
 			p, err := s.Acquire(ctx, time.Minute)
 			if err != nil {
@@ -240,9 +241,9 @@ func TestHoldRenews(t *testing.T) {
 // the waiters.
 func TestInspect(t *testing.T) {
 	srv := redistest.Start(t)
-	q := watchQueued(t)
+	q := watchQueued()
 	ctx := context.Background()
-	a := newSem(t, srv.Client(nil), "inspect", 2, semaphore.WithHolder("host-a:1"))
+	a := newSem(t, srv.Client(nil), "inspect", 2, semaphore.WithHolder("host-a:1"), q.option())
 	b := newSem(t, srv.Client(nil), "inspect", 2, semaphore.WithHolder("host-b:2"))
 	pa, pb := try(t, a, time.Minute), try(t, b, 30*time.Second)
 	wctx, cancel := context.WithCancel(ctx)
@@ -282,8 +283,8 @@ func TestInspect(t *testing.T) {
 func TestKeysExpire(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
-	q := watchQueued(t)
-	s := newSem(t, rdb, "keys{x}", 1) // a brace in the name: still one slot
+	q := watchQueued()
+	s := newSem(t, rdb, "keys{x}", 1, q.option()) // a brace in the name: still one slot
 	ctx := context.Background()
 	p := try(t, s, time.Minute)
 	noPersistent := func(when string) []string {
@@ -362,10 +363,10 @@ func TestLimitMismatch(t *testing.T) {
 // A waiting Acquire ends at Close, withdrawn from the queue.
 func TestClose(t *testing.T) {
 	srv := redistest.Start(t)
-	q := watchQueued(t)
+	q := watchQueued()
 	ctx := context.Background()
 	held := try(t, newSem(t, srv.Client(nil), "close", 1), time.Minute)
-	s, err := semaphore.New(srv.Client(nil), "close", 1)
+	s, err := semaphore.New(srv.Client(nil), "close", 1, q.option())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,5 @@
 package stampede
 
-import "testing"
-
 // The test hook's events.
 const (
 	EvJoin   = evJoin
@@ -10,8 +8,5 @@ const (
 	EvStored = evStored
 )
 
-// SetTestHook makes the package call f at each event until t ends.
-func SetTestHook(t testing.TB, f func(event, key string)) {
-	testHook.Store(&f)
-	t.Cleanup(func() { testHook.Store(nil) })
-}
+// WithTestHook makes the Group call f at each event.
+func WithTestHook(f func(event, key string)) Option { return func(o *options) { o.hook = f } }

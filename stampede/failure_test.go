@@ -27,7 +27,8 @@ func crowd(t *testing.T, m *leasetest.Memory, perGroup int, fill func(ctx contex
 // crowdOn is crowd on the backends that backend returns, one per Group.
 func crowdOn(t *testing.T, backend func() (lease.Locker, lease.Store), perGroup int, fill func(ctx context.Context) ([]byte, error), opts ...stampede.Option) (fills *atomic.Int32, results []result) {
 	t.Helper()
-	ev := watch(t)
+	ev := watch()
+	opts = append(opts, ev.option())
 	release := make(chan struct{})
 	fills = new(atomic.Int32)
 	gated := func(ctx context.Context) ([]byte, error) {

@@ -57,7 +57,7 @@ func (g *Group) fillCold(ctx context.Context, f *flight) ([]byte, error) {
 					continue // released meanwhile
 				}
 				seen = info.Fence
-				hook(evWait, f.key)
+				g.hook(evWait, f.key)
 			}
 			l, err = g.locker.Obtain(ctx, k, g.o.lockTTL, g.lockOpts(g.o.wait)...)
 			if errors.Is(err, lease.ErrNotObtained) && ctx.Err() == nil {
@@ -114,7 +114,7 @@ func (g *Group) fillHeld(ctx context.Context, f *flight, l lease.Lock, seen *int
 		g.release(l, f.key)
 		return nil, ctx.Err(), false
 	}
-	hook(evFill, f.key)
+	g.hook(evFill, f.key)
 	k := g.o.namespace + f.key
 	fctx, cancel := context.WithTimeout(ctx, g.o.fillTimeout)
 	defer cancel()
@@ -172,7 +172,7 @@ func (g *Group) storeOutcome(ctx context.Context, l lease.Lock, key string, ttl 
 		if err != nil {
 			err = backend.Wrap(err, "stampede: store %q", key)
 		} else {
-			hook(evStored, key)
+			g.hook(evStored, key)
 		}
 	case errors.Is(fillErr, ErrMissing) && g.o.negativeTTL > 0:
 		err = g.store.Put(ctx, k, encode(kindMissing, []byte(fillErr.Error())), l.Fence(), g.o.negativeTTL)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
@@ -133,7 +132,7 @@ func (g *Group) do(ctx context.Context, key string, ttl time.Duration, fill Fill
 	}
 	f.callers++
 	g.mu.Unlock()
-	hook(evJoin, key)
+	g.hook(evJoin, key)
 	select {
 	case <-f.done:
 		return f, f.val, f.err
@@ -282,7 +281,7 @@ func (g *Group) Close() error {
 	return nil
 }
 
-// Events reported to the test hook (export_test.go).
+// Events reported to the test hook (options.hook, export_test.go).
 const (
 	evJoin   = "join"   // a caller joined a flight (or started it)
 	evWait   = "wait"   // a flight waits for another holder of the lock
@@ -290,10 +289,9 @@ const (
 	evStored = "stored" // a filled value was stored
 )
 
-var testHook atomic.Pointer[func(event, key string)]
-
-func hook(event, key string) {
-	if h := testHook.Load(); h != nil {
-		(*h)(event, key)
+// hook reports event on key to the Group's test hook, if any.
+func (g *Group) hook(event, key string) {
+	if g.o.hook != nil {
+		g.o.hook(event, key)
 	}
 }

@@ -24,16 +24,17 @@ type events struct {
 	changed chan struct{}
 }
 
-func watch(t testing.TB) *events {
-	e := &events{n: map[string]int{}, changed: make(chan struct{})}
-	stampede.SetTestHook(t, func(ev, _ string) {
+func watch() *events { return &events{n: map[string]int{}, changed: make(chan struct{})} }
+
+// option is the Group option that reports the Group's events to e.
+func (e *events) option() stampede.Option {
+	return stampede.WithTestHook(func(ev, _ string) {
 		e.mu.Lock()
 		e.n[ev]++
 		close(e.changed)
 		e.changed = make(chan struct{})
 		e.mu.Unlock()
 	})
-	return e
 }
 
 // wait blocks until ev happened at least n times.

@@ -61,12 +61,12 @@ func (r *cacheLog) want(t *testing.T, want ...string) {
 // another process's fill, error) and each fill, whose function runs on the
 // context FillStart returned.
 func TestObserverCacheAndFills(t *testing.T) {
-	ev := watch(t)
+	ev := watch()
 	m := memory()
 	ctx := context.Background()
 	r := &cacheLog{}
-	g := newGroup(t, m, m, stampede.WithObserver(r))
-	other := newGroup(t, m, m) // another process
+	g := newGroup(t, m, m, stampede.WithObserver(r), ev.option())
+	other := newGroup(t, m, m, ev.option()) // another process
 	var fillCtxOK bool
 	fill := func(ctx context.Context) ([]byte, error) {
 		fillCtxOK = ctx.Value(fillKey{}) == "k"
@@ -108,12 +108,12 @@ func TestObserverCacheAndFills(t *testing.T) {
 // An early refresh is reported as a fill with Refresh set; the Do that
 // started it was a hit.
 func TestObserverRefresh(t *testing.T) {
-	ev := watch(t)
+	ev := watch()
 	clock := leasetest.NewFakeClock(time.Time{})
 	m := memory(leasetest.WithClock(clock))
 	ctx := context.Background()
 	r := &cacheLog{}
-	g := newGroup(t, m, m, stampede.WithObserver(r), stampede.WithEarlyRefresh(2*time.Second))
+	g := newGroup(t, m, m, stampede.WithObserver(r), stampede.WithEarlyRefresh(2*time.Second), ev.option())
 	fill := func(context.Context) ([]byte, error) { return []byte("v"), nil }
 	if _, err := g.Do(ctx, "k", 10*time.Second, fill); err != nil {
 		t.Fatal(err)

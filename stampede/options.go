@@ -50,6 +50,8 @@ type options struct {
 	cacheObservers []observe.CacheObserver
 	fillObservers  []observe.FillObserver
 
+	hook func(event, key string) // the package's tests (export_test.go)
+
 	err error // the first invalid value
 }
 

@@ -47,15 +47,9 @@ func TestCallerProcess(t *testing.T) {
 	defer rdb.Close()
 	c := redislock.New(rdb)
 	defer c.Close()
-	g, err := stampede.New(c.Locker(), c.Store(), stampede.WithLease(time.Duration(lockMS)*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-
 	var mu sync.Mutex
 	joined := 0
-	stampede.SetTestHook(t, func(ev, _ string) {
+	hook := stampede.WithTestHook(func(ev, _ string) {
 		switch ev {
 		case stampede.EvJoin:
 			mu.Lock()
@@ -70,6 +64,12 @@ func TestCallerProcess(t *testing.T) {
 			proctest.Emit("FILLING")
 		}
 	})
+	g, err := stampede.New(c.Locker(), c.Store(), stampede.WithLease(time.Duration(lockMS)*time.Millisecond), hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+
 	goCh := make(chan struct{})
 	cmds := proctest.Commands()
 	cmdsDone := make(chan struct{})

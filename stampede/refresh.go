@@ -65,7 +65,7 @@ func (g *Group) refresh(ctx context.Context, f *flight, fence int64) error {
 		g.release(l, f.key)
 		return err
 	}
-	hook(evFill, f.key)
+	g.hook(evFill, f.key)
 	fctx, cancel := context.WithTimeout(ctx, g.o.fillTimeout)
 	defer cancel()
 	return lease.RunLock(fctx, l, g.o.lockTTL, func(ctx context.Context) error {
@@ -81,7 +81,7 @@ func (g *Group) refresh(ctx context.Context, f *flight, fence int64) error {
 		if err := g.store.Put(ctx, k, encode(kindValue, val), l.Fence(), f.ttl); err != nil {
 			return err
 		}
-		hook(evStored, f.key)
+		g.hook(evStored, f.key)
 		return nil
 	})
 }

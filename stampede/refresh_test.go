@@ -15,7 +15,7 @@ import (
 // A value in its early-refresh window is returned as it is, and one
 // refresher across the Groups fills it again; the others keep the value.
 func TestEarlyRefreshOneRefresher(t *testing.T) {
-	ev := watch(t)
+	ev := watch()
 	clock := leasetest.NewFakeClock(time.Time{})
 	m := memory(leasetest.WithClock(clock))
 	ctx := context.Background()
@@ -32,7 +32,7 @@ func TestEarlyRefreshOneRefresher(t *testing.T) {
 	}
 	var errs sync.Map
 	onErr := stampede.WithErrorHandler(func(key string, err error) { errs.Store(key, err) })
-	opts := []stampede.Option{stampede.WithEarlyRefresh(2 * time.Second), onErr}
+	opts := []stampede.Option{stampede.WithEarlyRefresh(2 * time.Second), onErr, ev.option()}
 	gs := []*stampede.Group{newGroup(t, m, m, opts...), newGroup(t, m, m, opts...), newGroup(t, m, m, opts...)}
 	if v, err := gs[0].Do(ctx, "k", 10*time.Second, fill); err != nil || string(v) != "v1" {
 		t.Fatalf("first Do = %q, %v", v, err)

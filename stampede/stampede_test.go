@@ -40,9 +40,9 @@ func TestCachedValue(t *testing.T) {
 
 // Callers of one Group share one flight: one read, one lock, one fill.
 func TestOneFlightPerProcess(t *testing.T) {
-	ev := watch(t)
+	ev := watch()
 	m := memory()
-	g := newGroup(t, m, m)
+	g := newGroup(t, m, m, ev.option())
 	fill := newGate("v", nil)
 	done := callers(context.Background(), g, 50, "k", time.Minute, fill.fill)
 	ev.wait(t, stampede.EvJoin, 50)
@@ -63,12 +63,12 @@ func TestOneFlightPerProcess(t *testing.T) {
 // Groups on one backend (processes, in effect) fill once: the others wait
 // for the lock and read the stored value.
 func TestOneFillAcrossGroups(t *testing.T) {
-	ev := watch(t)
+	ev := watch()
 	m := memory()
 	fill := newGate("v", nil)
 	var dones []<-chan []result
 	for range 3 {
-		g := newGroup(t, m, m)
+		g := newGroup(t, m, m, ev.option())
 		dones = append(dones, callers(context.Background(), g, 20, "k", time.Minute, fill.fill))
 	}
 	ev.wait(t, stampede.EvJoin, 60)
@@ -115,9 +115,9 @@ func TestCallerCancelKeepsFill(t *testing.T) {
 // up; nothing is left running (goleak in TestMain), and the lock is not
 // taken behind the callers' backs.
 func TestAllCallersLeaveWhileWaiting(t *testing.T) {
-	ev := watch(t)
+	ev := watch()
 	m := memory()
-	g := newGroup(t, m, m)
+	g := newGroup(t, m, m, ev.option())
 	ctx := context.Background()
 	held, err := m.Obtain(ctx, stampede.DefaultPrefix+"k", time.Minute)
 	if err != nil {
@@ -173,9 +173,9 @@ func TestLockLostEndsFill(t *testing.T) {
 // Close ends a waiting flight: its callers get ErrClosed, and Do after
 // Close too.
 func TestClose(t *testing.T) {
-	ev := watch(t)
+	ev := watch()
 	m := memory()
-	g, err := stampede.New(m, m)
+	g, err := stampede.New(m, m, ev.option())
 	if err != nil {
 		t.Fatal(err)
 	}

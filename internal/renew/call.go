@@ -164,11 +164,7 @@ func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Res
 	}
 	r.arm()
 	r.report(reports)
-	if testHookFinished != nil {
-		testHookFinished()
+	if r.finished != nil {
+		r.finished()
 	}
 }
-
-// testHookFinished, if set, is called when a call's outcome has been
-// applied and reported.
-var testHookFinished func()

@@ -211,14 +211,10 @@ func (h *Handle) remove() {
 			h.call = nil // the worker will leave it out
 		}
 	}
-	if testHookStopped != nil {
-		testHookStopped(h)
+	if r.stopped != nil {
+		r.stopped(h)
 	}
 }
-
-// testHookStopped, if set, is called by Stop once the entry has left the
-// heap and its call (with mu held).
-var testHookStopped func(*Handle)
 
 // entryHeap orders entries by their next event.
 type entryHeap []*Handle

@@ -63,8 +63,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: leasetest.NewFakeClock(time.Time{}), calls: make(chan *fakeCall, 10000), events: make(chan event, 200000),
 		finished: make(chan struct{}, 10000)}
-	testHookFinished = func() { h.finished <- struct{}{} }
-	t.Cleanup(func() { testHookFinished = nil })
+	cfg.finished = func() { h.finished <- struct{}{} }
 	cfg.Clock = h.clock
 	cfg.Batch = h.batch
 	r, err := New(cfg)

@@ -9,6 +9,7 @@ import (
 // An explicit renewal by the owner (Confirmed) moves the next renewal: it
 // is due an interval after that renewal began, not at the old time.
 func TestConfirmedMovesRenewal(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Early: -1})
 	e := h.add("k", Group{})
 	h.clock.Advance(testInterval / 2)
@@ -30,6 +31,7 @@ func TestConfirmedMovesRenewal(t *testing.T) {
 // Remove sends no more renewals and may be called from the entry's own
 // callback; a callback decided before it is left to the owner.
 func TestRemove(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	var e *Handle
 	ent := h.entry("k", Group{})
@@ -56,6 +58,7 @@ func TestRemove(t *testing.T) {
 // CloseLost tells every entry still renewed, once, before it returns, and
 // not the ones stopped or lost before.
 func TestCloseLost(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	h.add("a", Group{})
 	h.add("b", Group{Node: "other"})
@@ -86,6 +89,7 @@ func TestCloseLost(t *testing.T) {
 // before Add) is renewed an interval after its request began, not an
 // interval after Add, which could come after its expiry.
 func TestAddLateGrant(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Early: -1})
 	ent := h.entry("k", Group{})
 	began := h.clock.Now().Add(-testInterval / 2)

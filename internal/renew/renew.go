@@ -81,6 +81,12 @@ type Config struct {
 	Early float64
 	// Clock is the time source; nil: the real clock.
 	Clock lease.Clock
+
+	// Hooks for the package's tests (nil: none): finished is called when a
+	// call's outcome has been applied and reported, stopped by Stop once
+	// the entry has left the heap and its call (with mu held).
+	finished func()
+	stopped  func(*Handle)
 }
 
 // Renewer renews the entries of one owner. Its methods are safe for
@@ -91,7 +97,9 @@ type Renewer struct {
 	perNode   int
 	early     float64
 	clock     lease.Clock
-	base      time.Time // the origin of every entry's times
+	base      time.Time     // the origin of every entry's times
+	finished  func()        // Config.finished
+	stopped   func(*Handle) // Config.stopped
 
 	ctx    context.Context // of the calls; cancelled by Close
 	cancel context.CancelFunc
@@ -120,7 +128,7 @@ func New(cfg Config) (*Renewer, error) {
 		return nil, backend.Invalid("renew: early share %v is not below 1", cfg.Early)
 	}
 	r := &Renewer{batch: cfg.Batch, batchSize: cfg.BatchSize, perNode: cfg.PerNode, early: max(cfg.Early, 0), clock: cfg.Clock,
-		nodes: make(map[string]*nodeQueue), groups: make(map[Group]*Group)}
+		finished: cfg.finished, stopped: cfg.stopped, nodes: make(map[string]*nodeQueue), groups: make(map[Group]*Group)}
 	if r.batchSize == 0 {
 		r.batchSize = DefaultBatchSize
 	}

@@ -16,6 +16,7 @@ import (
 // (512, 512, 176) and each entry's validity moves to the call's start plus
 // its TTL, less drift.
 func TestBatches(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	g := Group{Node: "a", Slot: 7}
 	for i := range 1200 {
@@ -60,6 +61,7 @@ func TestBatches(t *testing.T) {
 
 // Entries of different groups (node, slot) or TTLs never share a call.
 func TestGroups(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	groups := []Group{{"a", 1}, {"a", 2}, {"b", 1}}
 	for i, g := range groups {
@@ -100,6 +102,7 @@ func TestGroups(t *testing.T) {
 // with it, early, and from then on both share every round's call; one due
 // later is not.
 func TestEarlyJoin(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	g := Group{Node: "a"}
 	h.add("first", g)
@@ -136,6 +139,7 @@ func TestEarlyJoin(t *testing.T) {
 // result's cause; the others are renewed, and the lost entry is not
 // renewed again.
 func TestLostNotHeld(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	g := Group{Node: "a"}
 	for i := range 3 {
@@ -179,6 +183,7 @@ func fmtNotHeld(cause error) error { return errors.Join(lease.ErrNotHeld, cause)
 // ValidUntil, with ErrLeaseExpired and the last error, even while a call
 // for it hangs. Its call's context is cancelled then.
 func TestLostByExpiry(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	h.ignoreCtx = true
 	validUntil := h.clock.Now().Add(testTTL - testDrift)
@@ -243,6 +248,7 @@ func (r *Renewer) nextEvent() time.Duration {
 // A renewal confirmed only after the entry's validity was about to end is
 // not a renewal: the entry is lost by expiry.
 func TestConfirmedTooLate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	h.ignoreCtx = true
 	h.add("k", Group{Node: "a"})
@@ -262,6 +268,7 @@ func TestConfirmedTooLate(t *testing.T) {
 
 // A wrong number of results is an error for every entry of the call.
 func TestResultCount(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	h.add("a", Group{})
 	h.add("b", Group{})
@@ -277,6 +284,7 @@ func TestResultCount(t *testing.T) {
 // Calls to one node run at most PerNode at a time; a node that hangs does
 // not hold up another node's calls.
 func TestPerNode(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{PerNode: 2})
 	for slot := range 5 {
 		h.add(keyN(slot), Group{Node: "stalled", Slot: slot})
@@ -316,14 +324,13 @@ func TestPerNode(t *testing.T) {
 // cancelled, and Stop returns only after the call returned. A stopped
 // entry gets no callback and is not renewed again.
 func TestStop(t *testing.T) {
-	h := newHarness(t, Config{})
+	t.Parallel()
+	left := make(chan *Handle, 2)
+	h := newHarness(t, Config{stopped: func(e *Handle) { left <- e }})
 	h.ignoreCtx = true
 	a, b := h.add("a", Group{}), h.add("b", Group{})
 	h.clock.Advance(testInterval)
 	c := h.call()
-	left := make(chan *Handle, 2)
-	testHookStopped = func(e *Handle) { left <- e }
-	defer func() { testHookStopped = nil }()
 	var returned atomic.Bool
 	stopped := make(chan struct{}, 2)
 	stop := func(e *Handle) {
@@ -365,6 +372,7 @@ func TestStop(t *testing.T) {
 
 // An entry stopped while its call waits for a worker is left out of it.
 func TestStopQueued(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{PerNode: 1})
 	h.add("first", Group{Slot: 1})
 	queued := h.add("queued", Group{Slot: 2})
@@ -379,6 +387,7 @@ func TestStopQueued(t *testing.T) {
 // Close cancels the calls in flight, waits for them, and reports nothing;
 // Add fails after it.
 func TestClose(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	e := h.add("k", Group{})
 	h.clock.Advance(testInterval)
@@ -400,6 +409,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestInvalid(t *testing.T) {
+	t.Parallel()
 	noop := func(context.Context, Group, []Request) ([]Result, error) { return nil, nil }
 	for _, cfg := range []Config{{}, {Batch: noop, BatchSize: -1}, {Batch: noop, PerNode: -1}, {Batch: noop, Early: 1}} {
 		if _, err := New(cfg); !errors.Is(err, lease.ErrInvalidArgument) {
@@ -428,6 +438,7 @@ func TestInvalid(t *testing.T) {
 // A validity the owner confirmed itself (an explicit Refresh) postpones the
 // loss by expiry while the renewals fail.
 func TestConfirmed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	e := h.add("k", Group{})
 	h.clock.Advance(testInterval)
