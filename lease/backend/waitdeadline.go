@@ -19,6 +19,7 @@ type WaitDeadline struct {
 	ttl     time.Duration // the TTL asked for: a lease seen within it is about to end
 	margin  time.Duration // after a lease's end, for clocks and the expiry to agree
 	last    bool          // the limit has passed: waiting for the lease seen then
+	next    time.Time     // the earliest the next attempt can be made: the last Next's time plus its wait
 }
 
 // NewWaitDeadline starts the wait of an Obtain asking for ttl: until ctx's
@@ -39,7 +40,8 @@ func NewWaitDeadline(ctx context.Context, limit, ttl, margin time.Duration) Wait
 // deadline has passed; a *lease.WaitLimitError at the wait limit. When the
 // limit passes while the lease seen ends within the TTL asked for, the
 // wait goes on until that lease's end plus margin, and ends at the first
-// attempt after that which finds the lock still held.
+// attempt made after that which finds the lock still held (an attempt made
+// before, whose reply came after, is followed by another at once).
 func (d *WaitDeadline) Next(backoff time.Duration, ok bool, held error, seen time.Duration) (time.Duration, error) {
 	if !ok {
 		return 0, held
@@ -48,9 +50,13 @@ func (d *WaitDeadline) Next(backoff time.Duration, ok bool, held error, seen tim
 	left := d.at.Sub(now)
 	switch {
 	case left > 0:
-		return min(backoff, left), nil
+		return d.wait(now, min(backoff, left)), nil
 	case d.bounded:
 		return 0, errs.Join(held, context.DeadlineExceeded)
+	case d.last && d.next.Before(d.at):
+		// The attempt was made before the lease seen was to end, and its
+		// reply came late: it shows that lease, not a renewal.
+		return d.wait(now, 0), nil
 	case d.last || seen < 0 || seen > d.ttl:
 		return 0, &lease.WaitLimitError{Limit: d.limit, TTL: seen, Err: held}
 	}
@@ -58,7 +64,14 @@ func (d *WaitDeadline) Next(backoff time.Duration, ok bool, held error, seen tim
 	// its end, not for the holder's renewals.
 	d.last = true
 	d.at = now.Add(seen + d.margin)
-	return min(backoff, seen+d.margin), nil
+	return d.wait(now, min(backoff, seen+d.margin)), nil
+}
+
+// wait returns w, a wait that begins at now, noting when the next attempt
+// can be made.
+func (d *WaitDeadline) wait(now time.Time, w time.Duration) time.Duration {
+	d.next = now.Add(w)
+	return w
 }
 
 // Reached reports whether the wait limit (not a context deadline) has
