@@ -46,6 +46,7 @@ func within(t *testing.T, what string, bound time.Duration, f func() error) {
 // Release and Close, the release timeout), whatever go-redis' own options.
 // Before: each waited for go-redis' ReadTimeout.
 func TestCallsBoundedByContext(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := stalledClient(srv)
 	const release = 300 * time.Millisecond
@@ -107,6 +108,7 @@ func TestCallsBoundedByContext(t *testing.T) {
 
 // A quorum with a stalled majority answers within the context's deadline.
 func TestQuorumBoundedByContext(t *testing.T) {
+	t.Parallel()
 	srvs := redistest.StartN(t, 3)
 	var rdbs []redis.UniversalClient
 	for _, s := range srvs {
@@ -136,6 +138,7 @@ func TestQuorumBoundedByContext(t *testing.T) {
 // WithReplicas' WAIT never outlives the context or the lease it protects,
 // however long a timeout it was given.
 func TestReplicaWaitBounded(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t) // no replicas: WAIT 1 waits its whole timeout
 	c := newClient(t, stalledClient(srv), redislock.WithReplicas(1, time.Duration(math.MaxInt64)))
 	const ttl = 500 * time.Millisecond

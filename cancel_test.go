@@ -7,14 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
-	"github.com/redislock-go/redislock/observe"
 )
 
 // wantCancelled fails t unless an Obtain with a done ctx returned no lock
@@ -31,6 +29,7 @@ func wantCancelled(t *testing.T, what string, granted bool, err error) bool {
 // A call whose context is done never returns a lock, on every path, and a
 // call that never went out sends nothing and releases nothing.
 func TestCancelledObtainNeverGrants(t *testing.T) {
+	t.Parallel()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 
@@ -220,64 +219,6 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 	})
 }
 
-// atScript is a go-redis hook that runs at(ctx) before the n-th script call
-// (EVAL, EVALSHA) of its client, and after(ctx) once that call returned.
-type atScript struct {
-	n      int32
-	calls  atomic.Int32
-	before func()
-	after  func()
-}
-
-func (h *atScript) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *atScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		name := strings.ToLower(cmd.Name())
-		if name != "evalsha" && name != "eval" {
-			return next(ctx, cmd)
-		}
-		hit := h.calls.Add(1) == h.n
-		if hit && h.before != nil {
-			h.before()
-		}
-		err := next(ctx, cmd)
-		if hit && h.after != nil {
-			h.after()
-		}
-		return err
-	}
-}
-
-func (h *atScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// waitStarts counts WaitStart events, and signals each on ch.
-type waitStarts struct {
-	n  atomic.Int32
-	ch chan struct{}
-}
-
-func newWaitStarts() *waitStarts { return &waitStarts{ch: make(chan struct{}, 100)} }
-
-func (w *waitStarts) WaitStart(context.Context, observe.WaitEvent) {
-	w.n.Add(1)
-	w.ch <- struct{}{}
-}
-
-// await waits for n more WaitStart events (failing t after 10 s).
-func (w *waitStarts) await(t *testing.T, n int) {
-	t.Helper()
-	for range n {
-		select {
-		case <-w.ch:
-		case <-time.After(10 * time.Second):
-			t.Fatal("no WaitStart event")
-		}
-	}
-}
-
 // A ctx that ends an Obtain or ObtainMulti once it has waited for a held
 // lock ends a wait: the error matches ErrNotObtained and the ctx's error,
 // whichever call the ctx cut short (the recheck made once subscribed, a
@@ -327,7 +268,7 @@ func TestCtxEndingAWaitIsContention(t *testing.T) {
 			defer held.Release(ctx)
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			hook := &atScript{n: 2, after: cancel}
+			hook := &scriptHook{at: 2, after: cancel}
 			if tc.grant {
 				hook.before = func() { _ = held.Release(ctx) }
 			} else {

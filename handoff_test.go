@@ -19,6 +19,7 @@ import (
 // attempt of its own, and the releaser's grant is gone (a stale Release or
 // Refresh of it is ErrNotHeld).
 func TestHandoff(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 20*time.Second)
@@ -73,6 +74,7 @@ func TestHandoff(t *testing.T) {
 // TestHandoffChainEnds: callers of one Client that keep a key busy hand it to
 // each other, but not forever: a waiter of another Client still gets it.
 func TestHandoffChainEnds(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		busy := newClient(t, b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
 		other := newClient(t, b.rdb)
@@ -92,7 +94,6 @@ func TestHandoffChainEnds(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					time.Sleep(200 * time.Microsecond)
 					if err := l.Release(ctx); err != nil {
 						t.Error(err)
 						return
@@ -102,7 +103,10 @@ func TestHandoffChainEnds(t *testing.T) {
 		}
 		defer wg.Wait()
 		defer close(stop)
-		time.Sleep(100 * time.Millisecond) // the busy Client's waiters queue up
+		eventually(t, 5*time.Second, "the busy Client's waiters queued", func() bool {
+			n, _ := redislock.LocalWaiters(busy, "chain")
+			return n >= 2
+		})
 		l, err := other.Obtain(ctxT(t, 20*time.Second), "chain", time.Minute,
 			redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
 		if err != nil {
@@ -116,6 +120,7 @@ func TestHandoffChainEnds(t *testing.T) {
 // them leave no grant behind: once every caller is done and the Client is
 // closed, the lock is free.
 func TestHandoffLeavingWaiters(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := redislock.New(b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
 		ctx := ctxT(t, 30*time.Second)
@@ -170,7 +175,10 @@ func TestHandoffLeavingWaiters(t *testing.T) {
 // handed to it; how often depends on scheduling, so that phase is checked by
 // the handoff count of each grant, not by the script count.)
 func TestHandoffQueue(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
+		scripts := &scriptHook{}
+		b.rdb.AddHook(scripts)
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 30*time.Second)
 		warm, err := c.Obtain(ctx, "warm", time.Minute) // load the scripts: no NOSCRIPT round below
@@ -178,7 +186,7 @@ func TestHandoffQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = warm.Release(ctx)
-		before := scriptCalls(t, b)
+		before := scripts.calls.Load()
 		held, err := c.Obtain(ctx, "queue", time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -212,13 +220,14 @@ func TestHandoffQueue(t *testing.T) {
 			// first, made its attempt and its recheck).
 			eventually(t, 5*time.Second, "the waiter queued", func() bool {
 				n, ready := redislock.LocalWaiters(c, "queue")
-				return n == i+1 && ready
+				return n == i+1 && ready && scripts.calls.Load()-before >= 3
 			})
-			time.Sleep(20 * time.Millisecond)
 		}
-		// 1 obtain + 2 attempts of the first waiter, though the others'
-		// 10 ms backoff passed many times while they queued.
-		if n := scriptCalls(t, b) - before; b.real != nil && n != 3 {
+		// A window in which the others' 10 ms backoff passes ten times:
+		// an attempt by any of them would show in the count.
+		time.Sleep(100 * time.Millisecond)
+		// 1 obtain + 2 attempts of the first waiter.
+		if n := scripts.calls.Load() - before; n != 3 {
 			t.Fatalf("%d script calls while callers queued, want 3: waiters behind the first made attempts", n)
 		}
 		if err := held.Release(ctx); err != nil {
@@ -238,7 +247,10 @@ func TestHandoffQueue(t *testing.T) {
 // even when it arrives the moment the lock was released (before the woken
 // waiter could try).
 func TestNotifyNoBargingWithinClient(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
+		scripts := &scriptHook{}
+		b.rdb.AddHook(scripts)
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 20*time.Second)
 		long := redislock.WithRetry(redislock.LinearBackoff(5 * time.Second))
@@ -246,6 +258,7 @@ func TestNotifyNoBargingWithinClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		before := scripts.calls.Load()
 		var mu sync.Mutex
 		var order []string
 		var wg sync.WaitGroup
@@ -259,15 +272,15 @@ func TestNotifyNoBargingWithinClient(t *testing.T) {
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
 			_ = l.Release(ctx)
 		}
 		wg.Add(1)
 		go take("first")
-		eventually(t, 5*time.Second, "the first waiter subscribed", func() bool {
-			return numSub(t, b.rdb, redislock.DefaultPrefix+"{fifo}:wake") == 1
+		// Subscribed, and its recheck after subscribing done: it sleeps.
+		eventually(t, 5*time.Second, "the first waiter's attempt and recheck", func() bool {
+			n, ready := redislock.LocalWaiters(c, "fifo")
+			return n == 1 && ready && scripts.calls.Load()-before == 2
 		})
-		time.Sleep(50 * time.Millisecond) // its recheck after subscribing is done
 		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -285,6 +298,7 @@ func TestNotifyNoBargingWithinClient(t *testing.T) {
 // others' backoff, and a Release by the Client wakes it at once, so they
 // are granted in arrival order.
 func TestQuorumLocalQueue(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -327,6 +341,8 @@ func TestQuorumLocalQueue(t *testing.T) {
 			return n == i+1
 		})
 	}
+	// A window in which the others' 5 ms backoff passes twenty times: an
+	// attempt by any of them would show in the count.
 	time.Sleep(100 * time.Millisecond)
 	if n := calls() - before; n != 1 {
 		t.Fatalf("%d attempts on node 0 while %d callers waited, want 1 (the first one's): waiters behind it made attempts", n, waiters)

@@ -3,6 +3,8 @@ package redislock_test
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/lease/leasetest"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // backend is one kind of Redis the behaviour tests run against.
@@ -37,9 +41,22 @@ func backends(t *testing.T) []backend {
 	return bs
 }
 
+// eachBackend runs fn on each backend, in parallel subtests.
 func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) { fn(t, b) })
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, b)
+		})
+	}
+}
+
+// skipShort skips t under -short: a Redis Cluster or Sentinel deployment
+// of its own, or a soak, takes seconds to start or to run.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a topology or soak test: skipped under -short")
 	}
 }
 
@@ -63,6 +80,8 @@ func held(ctx context.Context, rdb redis.Cmdable, lockKey string) bool {
 	return err == nil && !strings.HasPrefix(v, "~:")
 }
 
+// eventually polls cond until it holds, failing t after d: for a state
+// that no event announces (a server's subscription count, a key).
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -102,4 +121,158 @@ func evalCalls(rdb *redis.Client) int {
 		}
 	}
 	return n
+}
+
+// scriptHook is a go-redis hook that counts its client's script calls
+// (EVAL, EVALSHA) and runs before and after (if set) around the at-th one.
+type scriptHook struct {
+	at     int32
+	calls  atomic.Int32
+	before func()
+	after  func()
+}
+
+func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := strings.ToLower(cmd.Name())
+		if name != "evalsha" && name != "eval" {
+			return next(ctx, cmd)
+		}
+		hit := h.calls.Add(1) == h.at
+		if hit && h.before != nil {
+			h.before()
+		}
+		err := next(ctx, cmd)
+		if hit && h.after != nil {
+			h.after()
+		}
+		return err
+	}
+}
+
+func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// waitStarts counts WaitStart events, and signals each on ch.
+type waitStarts struct {
+	n  atomic.Int32
+	ch chan struct{}
+}
+
+func newWaitStarts() *waitStarts { return &waitStarts{ch: make(chan struct{}, 100)} }
+
+func (w *waitStarts) WaitStart(context.Context, observe.WaitEvent) {
+	w.n.Add(1)
+	w.ch <- struct{}{}
+}
+
+// await waits for n more WaitStart events (failing t after 10 s).
+func (w *waitStarts) await(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-w.ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no WaitStart event")
+		}
+	}
+}
+
+// onWait is a WaitObserver that runs f at each WaitStart, on the waiting
+// caller's goroutine, before it waits.
+type onWait func()
+
+func (f onWait) WaitStart(context.Context, observe.WaitEvent) { f() }
+
+// exclusion checks mutual exclusion with leasetest.Exclusion: workers
+// goroutines each take a lock rounds times with obtain (n counts the
+// calls), which returns the grant's fence and how to give it back. The
+// fences, in the order of the grants, must increase.
+func exclusion(t *testing.T, workers, rounds int, obtain func(ctx context.Context, n int) (fence int64, release func() error, err error)) {
+	t.Helper()
+	var mu sync.Mutex
+	var fences []int64
+	calls := 0
+	leasetest.Exclusion(t, workers, rounds, func(ctx context.Context) (func(), error) {
+		mu.Lock()
+		n := calls
+		calls++
+		mu.Unlock()
+		fence, release, err := obtain(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock() // held: the appends are in grant order
+		fences = append(fences, fence)
+		mu.Unlock()
+		return func() {
+			if err := release(); err != nil {
+				t.Errorf("release: %v", err)
+			}
+		}, nil
+	})
+	for i := 1; i < len(fences); i++ {
+		if fences[i] <= fences[i-1] {
+			t.Fatalf("grant %d: fence %d after %d: fences out of grant order", i, fences[i], fences[i-1])
+		}
+	}
+}
+
+// obtained adapts an Obtain for exclusion.
+func obtained(ctx context.Context, l *redislock.Lock, err error) (int64, func() error, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	return l.Fence(), func() error { return l.Release(ctx) }, nil
+}
+
+// running adapts Run (or RunMulti) for exclusion: run calls fn with the
+// grant's fence once it holds the lock, and the lock stays held until the
+// release returned, which returns Run's error.
+func running(run func(fn func(fence int64) error) error) (int64, func() error, error) {
+	held := make(chan int64, 1)
+	done := make(chan error, 1)
+	unlock := make(chan struct{})
+	go func() {
+		done <- run(func(fence int64) error {
+			held <- fence
+			<-unlock
+			return nil
+		})
+	}()
+	select {
+	case fence := <-held:
+		return fence, func() error { close(unlock); return <-done }, nil
+	case err := <-done:
+		return 0, nil, err
+	}
+}
+
+// renewals is an Observer that signals each renewal that got through (ok)
+// and each that failed (failed); a signal nobody waits for is dropped.
+type renewals struct{ ok, failed chan struct{} }
+
+func newRenewals() renewals {
+	return renewals{ok: make(chan struct{}, 1), failed: make(chan struct{}, 1)}
+}
+
+func (r renewals) RefreshStart(ctx context.Context, _ observe.RefreshStartEvent) context.Context {
+	return ctx
+}
+
+func (r renewals) RefreshDone(_ context.Context, e observe.RefreshDoneEvent) {
+	if !e.Renewal {
+		return
+	}
+	ch := r.ok
+	if e.Err != nil {
+		ch = r.failed
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }

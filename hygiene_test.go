@@ -15,12 +15,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/observe"
 )
 
 // After Release, a lock leaves exactly one key: its released record, with
 // a TTL of the lock's TTL, at least the release timeout; plain, fair and
 // multi-key locks alike, and no key is ever without expiry.
 func TestKeysLeftAfterRelease(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := ctxT(t, 10*time.Second)
 		const rt = 300 * time.Millisecond
@@ -58,7 +60,7 @@ func TestKeysLeftAfterRelease(t *testing.T) {
 			opts  []redislock.Option
 		}{
 			{"plain", 5 * time.Second, 5 * time.Second, nil},
-			{"short", 50 * time.Millisecond, rt, nil},
+			{"short", 200 * time.Millisecond, rt, nil},
 			{"fair", 5 * time.Second, 5 * time.Second, []redislock.Option{redislock.WithFair(true)}},
 			{"holder", 5 * time.Second, 5 * time.Second, []redislock.Option{redislock.WithHolder("w:1;*")}},
 		} {
@@ -95,7 +97,7 @@ func TestKeysLeftAfterRelease(t *testing.T) {
 
 		// A released record expires: nothing is left.
 		b.rdb.FlushAll(ctx)
-		l, err := c.Obtain(ctx, "gone", 50*time.Millisecond)
+		l, err := c.Obtain(ctx, "gone", 200*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,6 +140,8 @@ const (
 // that every key left has an expiry within its stated bound; on miniredis,
 // fast-forwarded past the longest bound, the key count returns to zero.
 func TestKeyHygiene(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
 	n := soakDefaultKeys
 	if s := os.Getenv("REDISLOCK_SOAK_KEYS"); s != "" {
 		var err error
@@ -185,7 +189,8 @@ func TestKeyHygiene(t *testing.T) {
 func soak(t *testing.T, rdb *redis.Client, n int) (abandoned int) {
 	t.Helper()
 	ctx := ctxT(t, 5*time.Minute)
-	c := newClient(t, rdb)
+	waits := &waitSignals{}
+	c := newClient(t, rdb, redislock.WithObserver(waits))
 	jobs := make(chan int)
 	errs := make(chan error, soakWorkers)
 	var wg sync.WaitGroup
@@ -195,7 +200,7 @@ func soak(t *testing.T, rdb *redis.Client, n int) (abandoned int) {
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				left, err := soakOne(ctx, c, i)
+				left, err := soakOne(ctx, c, waits, i)
 				if err != nil {
 					errs <- fmt.Errorf("key %d: %w", i, err)
 					return
@@ -229,7 +234,7 @@ func soak(t *testing.T, rdb *redis.Client, n int) (abandoned int) {
 
 // soakOne does job i on its own key and reports whether it abandoned a
 // lock.
-func soakOne(ctx context.Context, c *redislock.Client, i int) (abandoned bool, err error) {
+func soakOne(ctx context.Context, c *redislock.Client, waits *waitSignals, i int) (abandoned bool, err error) {
 	key := "soak-" + strconv.Itoa(i)
 	switch i % 10 {
 	case 6:
@@ -241,7 +246,7 @@ func soakOne(ctx context.Context, c *redislock.Client, i int) (abandoned bool, e
 		}
 		return false, m.Release(ctx)
 	case 8:
-		return false, soakFair(ctx, c, key, i%100 == 8)
+		return false, soakFair(ctx, c, waits, key, i%100 == 8)
 	case 9:
 		st := c.Store()
 		if err := st.Put(ctx, key, []byte("v"), 1, soakRecordTTL); err != nil {
@@ -264,7 +269,7 @@ func soakOne(ctx context.Context, c *redislock.Client, i int) (abandoned bool, e
 
 // soakFair takes a fair lock; contended, a second caller queues behind the
 // holder and gets the lock after its release.
-func soakFair(ctx context.Context, c *redislock.Client, key string, contended bool) error {
+func soakFair(ctx context.Context, c *redislock.Client, waits *waitSignals, key string, contended bool) error {
 	l, err := c.Obtain(ctx, key, soakLockTTL, redislock.WithFair(true))
 	if err != nil || !contended {
 		if err == nil {
@@ -272,6 +277,7 @@ func soakFair(ctx context.Context, c *redislock.Client, key string, contended bo
 		}
 		return err
 	}
+	waiting := waits.expect(key)
 	got := make(chan error, 1)
 	go func() {
 		w, err := c.Obtain(ctx, key, soakLockTTL, redislock.WithFair(true), redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
@@ -281,8 +287,10 @@ func soakFair(ctx context.Context, c *redislock.Client, key string, contended bo
 		got <- err
 	}()
 	// Release once the waiter queued (its first attempt found the lock held).
-	for w, _ := redislock.LocalWaiters(c, key); w == 0; w, _ = redislock.LocalWaiters(c, key) {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-waiting:
+	case err := <-got:
+		return fmt.Errorf("the waiter returned without waiting: %w", err)
 	}
 	if err := l.Release(ctx); err != nil {
 		return err
@@ -363,4 +371,22 @@ func checkKey(t *testing.T, key string, ttl time.Duration, counts map[string]int
 		return
 	}
 	t.Fatalf("key %q (suffix %q) is of no kind the README names", key, suffix)
+}
+
+// waitSignals is a WaitObserver that tells, per key, when a caller starts
+// to wait for it (expect, then receive).
+type waitSignals struct{ m sync.Map } // key: chan struct{}
+
+// expect returns a channel closed when a caller next starts to wait for
+// key.
+func (w *waitSignals) expect(key string) <-chan struct{} {
+	ch := make(chan struct{})
+	w.m.Store(key, ch)
+	return ch
+}
+
+func (w *waitSignals) WaitStart(_ context.Context, e observe.WaitEvent) {
+	if ch, ok := w.m.LoadAndDelete(e.Key); ok {
+		close(ch.(chan struct{}))
+	}
 }

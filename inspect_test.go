@@ -13,6 +13,7 @@ import (
 // Inspect counts the waiters it can know of: a waiter of another Client
 // (it marked the grant), this Client's own waiters, and the fair queue.
 func TestInspectWaiters(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	starts := newWaitStarts()
 	holder, others := newClient(t, srv.Client(nil)), newClient(t, srv.Client(nil), redislock.WithObserver(starts))
@@ -71,6 +72,7 @@ func TestInspectWaiters(t *testing.T) {
 // The fair queue counts every Client's waiter, where a mark says only that
 // someone waits.
 func TestInspectFairQueue(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	holder := newClient(t, srv.Client(nil))
 	ctx := ctxT(t, 20*time.Second)

@@ -12,14 +12,17 @@ import (
 // A holder whose lease expired cannot refresh, shorten or release the lock of
 // the next holder.
 func TestStaleHolder(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
-		old, err := c.Obtain(ctx, "stale", 50*time.Millisecond)
+		// A node timeout of its own: the stale Refresh below asks for 5 ms,
+		// which would leave its call about 3 ms.
+		old, err := c.Obtain(ctx, "stale", 200*time.Millisecond, redislock.WithNodeTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.elapse(80 * time.Millisecond)
+		b.elapse(250 * time.Millisecond)
 		if _, err := old.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
 			t.Fatalf("expired TTL = %v, want ErrNotHeld", err)
 		}
@@ -50,6 +53,7 @@ func TestStaleHolder(t *testing.T) {
 // no TTL, extends nothing and releases nothing: the newer lease is
 // untouched.
 func TestStaleHolderAfterNewerGrant(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := ctxT(t, 10*time.Second)
 		c := newClient(t, b.rdb)
@@ -89,6 +93,7 @@ func TestStaleHolderAfterNewerGrant(t *testing.T) {
 
 // Release works after the caller's ctx was cancelled.
 func TestReleaseAfterCancel(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -107,6 +112,7 @@ func TestReleaseAfterCancel(t *testing.T) {
 }
 
 func TestNilLock(t *testing.T) {
+	t.Parallel()
 	var l *redislock.Lock
 	ctx := context.Background()
 	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {

@@ -15,6 +15,7 @@ import (
 
 // Bad input is refused with ErrInvalidArgument before any call to Redis.
 func TestInvalidInput(t *testing.T) {
+	t.Parallel()
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -91,7 +92,7 @@ func TestInvalidInput(t *testing.T) {
 	}
 
 	t.Run("refresh", func(t *testing.T) {
-		l, err := c.Obtain(ctx, "r", time.Second)
+		l, err := c.Obtain(ctx, "r", 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +115,7 @@ func TestInvalidInput(t *testing.T) {
 // Obtain and Run (ObtainMulti and RunMulti) judge a call's TTL and options
 // alike: what one refuses as invalid, so does the other.
 func TestObtainAndRunValidateAlike(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(nil))
 	ctx := ctxT(t, 10*time.Second)
@@ -164,6 +166,7 @@ func TestObtainAndRunValidateAlike(t *testing.T) {
 // A TTL that leaves less validity than Redis' own expiry precision (1 ms)
 // is refused, and the error says it is too short.
 func TestTooShortTTLSaysSo(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(nil))
 	ctx := ctxT(t, 10*time.Second)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,8 +54,10 @@ func (b multiBackend) exists(t *testing.T, key string) bool {
 }
 
 func TestObtainMulti(t *testing.T) {
+	t.Parallel()
 	for _, b := range multiBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			c := newClient(t, b.rdb)
 			ctx := ctxT(t, 10*time.Second)
 			k := func(s string) string { return t.Name() + "-" + s }
@@ -124,8 +125,10 @@ func TestObtainMulti(t *testing.T) {
 }
 
 func TestObtainMultiLostKey(t *testing.T) {
+	t.Parallel()
 	for _, b := range multiBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			c := newClient(t, b.rdb)
 			ctx := ctxT(t, 10*time.Second)
 			a, z := t.Name()+"-a", t.Name()+"-z"
@@ -150,10 +153,11 @@ func TestObtainMultiLostKey(t *testing.T) {
 }
 
 func TestObtainMultiInvalid(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := newClient(t, rdb)
-	ctx := ctxT(t, time.Second)
+	ctx := ctxT(t, 10*time.Second)
 	for _, keys := range [][]string{nil, {}, {""}, {"a", ""}, {"a", "b", "a"}} {
 		if _, err := c.ObtainMulti(ctx, keys, time.Second); !errors.Is(err, redislock.ErrInvalidArgument) {
 			t.Errorf("ObtainMulti(%q) = %v, want ErrInvalidArgument", keys, err)
@@ -168,56 +172,25 @@ func TestObtainMultiInvalid(t *testing.T) {
 	}
 }
 
-// TestObtainMultiNoDeadlock: goroutines lock {a,b} and {b,a} (and single
-// keys) concurrently; each increments both counters with a non-atomic
-// read-modify-write. All finish, counts are exact, nothing stays held.
+// TestObtainMultiNoDeadlock: goroutines lock {a,b} and {b,a} by RunMulti
+// concurrently, in turn (exclusion): all finish, and nothing stays held.
 func TestObtainMultiNoDeadlock(t *testing.T) {
+	t.Parallel()
 	for _, b := range multiBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			c := newClient(t, b.rdb)
 			a, z := t.Name()+"-a", t.Name()+"-b"
-			counters := []string{"{" + t.Name() + "}:ca", "{" + t.Name() + "}:cb"}
-			ctx := ctxT(t, 60*time.Second)
-			const workers, rounds = 16, 4
-			var wg sync.WaitGroup
-			errs := make(chan error, workers)
-			for i := range workers {
+			retry := redislock.WithRetry(redislock.ExponentialBackoff(2*time.Millisecond, 50*time.Millisecond))
+			exclusion(t, 16, 4, func(ctx context.Context, n int) (int64, func() error, error) {
 				keys := []string{a, z}
-				if i%2 == 1 {
+				if n%2 == 1 {
 					keys = []string{z, a}
 				}
-				wg.Go(func() {
-					for range rounds {
-						err := c.RunMulti(ctx, keys, 2*time.Second, func(ctx context.Context, _ *redislock.MultiLock) error {
-							for _, ck := range counters {
-								v, err := b.rdb.Get(ctx, ck).Int()
-								if err != nil && !errors.Is(err, redis.Nil) {
-									return err
-								}
-								time.Sleep(50 * time.Microsecond)
-								if err := b.rdb.Set(ctx, ck, v+1, 0).Err(); err != nil {
-									return err
-								}
-							}
-							return nil
-						}, redislock.WithRetry(redislock.ExponentialBackoff(2*time.Millisecond, 50*time.Millisecond)))
-						if err != nil {
-							errs <- err
-							return
-						}
-					}
+				return running(func(fn func(fence int64) error) error {
+					return c.RunMulti(ctx, keys, 2*time.Second, func(_ context.Context, m *redislock.MultiLock) error { return fn(m.Fence(a)) }, retry)
 				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			for _, ck := range counters {
-				if got, err := b.rdb.Get(ctx, ck).Int(); err != nil || got != workers*rounds {
-					t.Fatalf("%s = %d, %v; want %d", ck, got, err, workers*rounds)
-				}
-			}
+			})
 			if b.exists(t, a) || b.exists(t, z) {
 				t.Fatal("a lock key is still held after every RunMulti returned")
 			}
@@ -228,21 +201,22 @@ func TestObtainMultiNoDeadlock(t *testing.T) {
 // TestObtainMultiWaitsNotified: a waiter blocked by one key of its set is
 // woken by that key's release, long before its 5 s backoff.
 func TestObtainMultiWaitsNotified(t *testing.T) {
+	t.Parallel()
 	for _, b := range multiBackends(t) {
 		if b.name == "miniredis" {
 			continue
 		}
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			c := newClient(t, b.rdb)
 			a, z := t.Name()+"-a", t.Name()+"-z"
-			h, err := c.Obtain(ctxT(t, time.Second), z, time.Minute)
+			h, err := c.Obtain(ctxT(t, 10*time.Second), z, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			go func() {
-				time.Sleep(100 * time.Millisecond)
-				_ = h.Release(context.Background())
-			}()
+			// z is released once the waiter's first attempt and its
+			// recheck after subscribing have found it held.
+			b.rdb.AddHook(&scriptHook{at: 2, after: func() { _ = h.Release(context.Background()) }})
 			// A backoff longer than the ctx: only the release of z can wake
 			// the waiter in time.
 			m, err := c.ObtainMulti(ctxT(t, 10*time.Second), []string{a, z}, time.Second,
@@ -259,11 +233,12 @@ func TestObtainMultiWaitsNotified(t *testing.T) {
 // the renewal; fn's ctx is cancelled and RunMulti reports ErrLockLost,
 // leaving no key held.
 func TestRunMultiLost(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	c := newClient(t, rdb)
 	a, z := t.Name()+"-a", t.Name()+"-z"
-	err := c.RunMulti(ctxT(t, 10*time.Second), []string{a, z}, 300*time.Millisecond, func(ctx context.Context, m *redislock.MultiLock) error {
+	err := c.RunMulti(ctxT(t, 10*time.Second), []string{a, z}, time.Second, func(ctx context.Context, m *redislock.MultiLock) error {
 		if err := rdb.Del(ctx, "redislock:{"+z+"}").Err(); err != nil {
 			return err
 		}

@@ -104,6 +104,7 @@ func (r *recorder) StaleFence(_ context.Context, e observe.StaleFenceEvent) { r.
 
 // Each observer event fires for the action it names.
 func TestObserverEvents(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	// The context ObtainStart returns reaches the Redis calls: a hook sees it.
@@ -272,6 +273,7 @@ func (h ctxHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // WithLogger logs a loss at Warn with the key and fence, never the token;
 // grants and releases at Debug.
 func TestLoggerReportsLoss(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	var buf bytes.Buffer
@@ -319,6 +321,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 
 // A value that observes nothing is an invalid option, reported by calls.
 func TestObserverInvalid(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	c := redislock.New(rdb, redislock.WithObserver(42))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 )
 
 func TestObtainReleaseCycle(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
@@ -71,6 +71,7 @@ func TestObtainReleaseCycle(t *testing.T) {
 
 // Keys are binary-safe and namespaced; a lock's keys share a hash tag.
 func TestKeys(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
@@ -135,62 +136,26 @@ func hashTag(key string) string {
 	return key[i+1 : i+1+j]
 }
 
-// 16 goroutines increment a counter with a non-atomic read-modify-write that
-// only the lock makes safe: no increment may be lost.
+// 16 goroutines take the lock in turn, and the grants' fences increase
+// in grant order (exclusion).
 func TestMutualExclusion(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
-		ctx := ctxT(t, 60*time.Second)
-		const workers = 16
 		rounds := 15
 		if b.real == nil {
 			rounds = 3 // miniredis serialises everything: keep it short
 		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var fences []int64
-		errs := make(chan error, workers)
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range rounds {
-					l, err := c.Obtain(ctx, "mutex", 5*time.Second, redislock.WithMaxWait(30*time.Second))
-					if err != nil {
-						errs <- err
-						return
-					}
-					v, _ := b.rdb.Get(ctx, "counter").Int()
-					time.Sleep(100 * time.Microsecond) // widen the race window
-					b.rdb.Set(ctx, "counter", v+1, 0)
-					mu.Lock()
-					fences = append(fences, l.Fence())
-					mu.Unlock()
-					if err := l.Release(ctx); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		if n, _ := b.rdb.Get(ctx, "counter").Int(); n != workers*rounds {
-			t.Fatalf("counter = %d, want %d: an increment was lost", n, workers*rounds)
-		}
-		for i := 1; i < len(fences); i++ {
-			if fences[i] <= fences[i-1] {
-				t.Fatalf("fences out of grant order: %d then %d", fences[i-1], fences[i])
-			}
-		}
+		exclusion(t, 16, rounds, func(ctx context.Context, _ int) (int64, func() error, error) {
+			l, err := c.Obtain(ctx, "mutex", 5*time.Second, redislock.WithMaxWait(30*time.Second))
+			return obtained(ctx, l, err)
+		})
 	})
 }
 
 // The retry loop ends with the ctx, reporting both causes.
 func TestRetryBoundedByContext(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
@@ -206,9 +171,10 @@ func TestRetryBoundedByContext(t *testing.T) {
 		if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want ErrNotObtained joined with DeadlineExceeded", err)
 		}
+		// Cancelled once it waits.
 		cctx, cancel2 := context.WithCancel(ctx)
-		go func() { time.Sleep(20 * time.Millisecond); cancel2() }()
-		_, err = c.Obtain(cctx, "busy", time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
+		cw := newClient(t, b.rdb, redislock.WithObserver(onWait(cancel2)))
+		_, err = cw.Obtain(cctx, "busy", time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
 		if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want ErrNotObtained joined with Canceled", err)
 		}
@@ -228,14 +194,15 @@ func TestRetryBoundedByContext(t *testing.T) {
 
 // A retrying waiter gets the lock once the holder releases it.
 func TestRetryObtainsAfterRelease(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
-		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
-		l, err := c.Obtain(ctx, "handoff", 10*time.Second)
+		l, err := newClient(t, b.rdb).Obtain(ctx, "handoff", 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.AfterFunc(30*time.Millisecond, func() { _ = l.Release(ctx) })
+		// Released once the waiter waits.
+		c := newClient(t, b.rdb, redislock.WithObserver(onWait(func() { go l.Release(ctx) })))
 		l2, err := c.Obtain(ctx, "handoff", time.Second, redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 10*time.Millisecond)))
 		if err != nil {
 			t.Fatal(err)
@@ -246,10 +213,12 @@ func TestRetryObtainsAfterRelease(t *testing.T) {
 
 // A grant or refresh whose reply comes back after its validity is refused
 // with ErrGrantExpired: the reply is held back by the proxy until the
-// validity (TTL 1 s, drift factor 0.9: 98 ms from the request) has passed
-// for sure, while the key lives on in Redis for the TTL. The late grant,
+// validity (TTL 10 s, drift factor 0.9: 998 ms from the request, time
+// enough for the other calls on a loaded machine) has passed for sure,
+// while the key lives on in Redis for the TTL. The late grant,
 // and the lock of a late refresh, are released.
 func TestLateReplyRefused(t *testing.T) {
+	t.Parallel()
 	if !redistest.Available(t) {
 		return
 	}
@@ -258,7 +227,7 @@ func TestLateReplyRefused(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	admin := srv.Client(nil)
-	const ttl = time.Second
+	const ttl = 10 * time.Second
 	c := newClient(t, rdb, redislock.WithDriftFactor(0.9), redislock.WithNodeTimeout(time.Minute))
 	ctx := ctxT(t, 30*time.Second)
 	validity := ttl - time.Duration(0.9*float64(ttl)) - 2*time.Millisecond

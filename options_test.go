@@ -17,6 +17,7 @@ import (
 // options, while every Option is accepted by New. The calls are
 // type-checked against the package's compiled export data.
 func TestClientOnlyOptionsDoNotCompilePerCall(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs go list")
 	}

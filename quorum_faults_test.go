@@ -16,22 +16,23 @@ import (
 )
 
 func TestQuorumMinorityDown(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	c := q.client(t)
 	ctx := ctxT(t, 20*time.Second)
 	q.srvs[0].Kill()
 	q.srvs[1].Kill()
-	l, err := c.Obtain(ctx, "m", time.Second)
+	l, err := c.Obtain(ctx, "m", 10*time.Second)
 	if err != nil {
 		t.Fatalf("Obtain with 2 of 5 down: %v", err)
 	}
 	if n := q.holders(t, "m", l.Token()); n != 3 {
 		t.Fatalf("held on %d nodes", n)
 	}
-	if err := l.Refresh(ctx, 2*time.Second); err != nil {
+	if err := l.Refresh(ctx, 20*time.Second); err != nil {
 		t.Fatalf("Refresh with 2 of 5 down: %v", err)
 	}
-	if ttl, err := l.TTL(ctx); err != nil || ttl <= time.Second {
+	if ttl, err := l.TTL(ctx); err != nil || ttl <= 10*time.Second {
 		t.Fatalf("TTL = %v, %v", ttl, err)
 	}
 	if err := l.Release(ctx); err != nil {
@@ -62,6 +63,7 @@ func TestQuorumMinorityDown(t *testing.T) {
 // answering and others holding the lock, Obtain reports contention (and
 // retries), with the failing node's cause attached.
 func TestQuorumContentionWithAFailedNode(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	ctx := ctxT(t, 10*time.Second)
 	for _, rdb := range q.rdbs[:2] {
@@ -79,6 +81,7 @@ func TestQuorumContentionWithAFailedNode(t *testing.T) {
 // A stalled node does not hold up the grant; its late grant is kept as part
 // of the lock, and Release releases it.
 func TestQuorumStalledNode(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	// A node timeout far above the test's own deadline: an Obtain that
 	// waited for the stalled node would not return before the test fails,
@@ -134,6 +137,7 @@ func TestQuorumStalledNode(t *testing.T) {
 // in either order and leave the grant behind): that node is released once
 // its grant answers.
 func TestQuorumLateGrantAfterRelease(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	// Node 4 holds the obtain script (1 key; the release has 3) of key
 	// "lr" until the test lets it go.
@@ -323,6 +327,7 @@ func isBad(i int, bad []int) bool {
 // Two of five nodes killed: their connections are refused, after a dial
 // that lasts until the test lets it go (as a dial with retries does).
 func TestQuorumMinorityKilled(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	q.srvs[3].Kill()
 	q.srvs[4].Kill()
@@ -340,6 +345,7 @@ func TestQuorumMinorityKilled(t *testing.T) {
 // Two of five nodes blackholed: a listener accepts their connections and
 // never answers.
 func TestQuorumMinorityBlackholed(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	holes := []*redistest.Blackhole{redistest.StartBlackhole(t), redistest.StartBlackhole(t)}
 	w := newWatchdog(t, 20*time.Second, func() {
@@ -353,6 +359,7 @@ func TestQuorumMinorityBlackholed(t *testing.T) {
 
 // Two of five nodes stopped (SIGSTOP) with connections open.
 func TestQuorumMinorityStopped(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	rdbs := patientClients(t, q, nil, nil)
 	for _, rdb := range rdbs { // connections up before the nodes stop

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +46,7 @@ func startQuorum(t *testing.T, n int) *cluster {
 	for _, s := range q.srvs {
 		q.rdbs = append(q.rdbs, s.Client(func(o *redis.Options) {
 			o.MaxRetries = -1
-			o.DialTimeout = 100 * time.Millisecond
+			o.DialTimeout = 2 * time.Second // a killed node refuses at once
 		}))
 	}
 	return q
@@ -57,64 +56,21 @@ func startQuorum(t *testing.T, n int) *cluster {
 // machine loaded by -race and parallel builds.
 var slackNodeTimeout = redislock.WithNodeTimeout(time.Second)
 
+// Two Clients' callers take the lock in turn (exclusion).
 func TestQuorumContention(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
-	a, b := q.client(t), q.client(t)
-	ctx := ctxT(t, 60*time.Second)
-	var mu sync.Mutex
-	var inside int
-	var fences []int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		c := a
-		if w%2 == 1 {
-			c = b
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 25 {
-				l, err := c.Obtain(ctx, "q", 2*time.Second, redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 8*time.Millisecond)), redislock.WithMaxWait(20*time.Second))
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				inside++
-				if inside != 1 {
-					errs <- errors.New("two holders at once")
-				}
-				fences = append(fences, l.Fence())
-				mu.Unlock()
-				time.Sleep(100 * time.Microsecond)
-				mu.Lock()
-				inside--
-				mu.Unlock()
-				if err := l.Release(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if len(fences) != 200 {
-		t.Fatalf("%d grants", len(fences))
-	}
-	for i := 1; i < len(fences); i++ {
-		if fences[i] <= fences[i-1] {
-			t.Fatalf("grant %d: fence %d after %d", i, fences[i], fences[i-1])
-		}
-	}
+	clients := []*redislock.Client{q.client(t), q.client(t)}
+	retry := redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 8*time.Millisecond))
+	exclusion(t, 8, 25, func(ctx context.Context, n int) (int64, func() error, error) {
+		l, err := clients[n%2].Obtain(ctx, "q", 2*time.Second, retry, redislock.WithMaxWait(20*time.Second))
+		return obtained(ctx, l, err)
+	})
 }
 
 // A failed attempt releases its minority grants before it returns.
 func TestQuorumPartialGrantReleased(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	ctx := ctxT(t, 10*time.Second)
 	for _, rdb := range q.rdbs[:3] { // someone else holds a majority
@@ -135,6 +91,7 @@ func TestQuorumPartialGrantReleased(t *testing.T) {
 
 // A Refresh that finds the majority gone undoes the minority's extension.
 func TestQuorumRefreshLostMajority(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
 	ctx := ctxT(t, 10*time.Second)
@@ -157,6 +114,7 @@ func TestQuorumRefreshLostMajority(t *testing.T) {
 // A Refresh or TTL that only a minority answers is no success: the outcome
 // is unknown (ErrNoQuorum), and ValidUntil stays as it was.
 func TestQuorumRefreshWithoutMajority(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
 	ctx := ctxT(t, 10*time.Second)
@@ -180,14 +138,19 @@ func TestQuorumRefreshWithoutMajority(t *testing.T) {
 
 // A stale holder cannot refresh or release a newer quorum grant.
 func TestQuorumStaleHolder(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
 	ctx := ctxT(t, 10*time.Second)
-	old, err := c.Obtain(ctx, "st", 50*time.Millisecond)
+	old, err := c.Obtain(ctx, "st", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(70 * time.Millisecond)
+	// Obtain returns at a majority: the third node's grant comes after.
+	eventually(t, 5*time.Second, "the grant on every node", func() bool { return q.holders(t, "st", old.Token()) == 3 })
+	for _, rdb := range q.rdbs { // its lease ends everywhere, as an expiry would
+		rdb.Del(ctx, redislock.LockKey("st"))
+	}
 	cur, err := c.Obtain(ctx, "st", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -214,11 +177,12 @@ func TestQuorumStaleHolder(t *testing.T) {
 
 // Run works unchanged in quorum mode and reports the loss of the majority.
 func TestQuorumRun(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
 	ctx := ctxT(t, 20*time.Second)
-	err := c.Run(ctx, "run", 300*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
-		time.Sleep(400 * time.Millisecond) // renewed past its TTL
+	err := c.Run(ctx, "run", time.Second, func(ctx context.Context, l *redislock.Lock) error {
+		renewedAfter(t, l, l.ValidUntil(), 5*time.Second)
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
@@ -238,6 +202,7 @@ func TestQuorumRun(t *testing.T) {
 
 // Fences keep increasing when a node restarts empty between grants.
 func TestQuorumFencesAfterRestart(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	ctx := ctxT(t, 30*time.Second)
 	var last int64
@@ -263,6 +228,7 @@ func TestQuorumFencesAfterRestart(t *testing.T) {
 
 // Fences stay ordered when proposals race on nodes with higher counters.
 func TestQuorumFenceReproposal(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 3)
 	ctx := ctxT(t, 10*time.Second)
 	future := time.Now().Add(time.Hour).UnixMicro()
@@ -282,6 +248,7 @@ func TestQuorumFenceReproposal(t *testing.T) {
 
 // Validity is positive, below TTL - elapsed, and leaves room for drift.
 func TestQuorumValidity(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 5)
 	c := q.client(t)
 	ctx := ctxT(t, 10*time.Second)

@@ -15,6 +15,7 @@ import (
 // in an example*_test.go file of the repository, so that the README cannot
 // drift from code that compiles and runs.
 func TestReadmeSnippetsComeFromExamples(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -210,6 +210,7 @@ func TestKeepLossReachesItsHolder(t *testing.T) {
 // An explicit Refresh by the holder works while the renewer keeps the lock
 // and moves its validity; a stolen lock's Refresh is ErrNotHeld.
 func TestKeepExplicitRefresh(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	c := newClient(t, rdb)
@@ -238,6 +239,7 @@ func TestKeepExplicitRefresh(t *testing.T) {
 // Close ends the renewals and tells each kept lock's holder at once; the
 // lock can still be released.
 func TestCloseReportsKeptLocks(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	c := redislock.New(rdb)
@@ -246,7 +248,7 @@ func TestCloseReportsKeptLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late, err := c.Obtain(ctx, "held-after-close", 300*time.Millisecond)
+	late, err := c.Obtain(ctx, "held-after-close", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +275,7 @@ func TestCloseReportsKeptLocks(t *testing.T) {
 	}
 	// After Close, a lock obtained before is held with a refresher of its
 	// own.
-	h2, err := lease.Hold(ctx, late, 300*time.Millisecond)
+	h2, err := lease.Hold(ctx, late, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

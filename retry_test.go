@@ -8,6 +8,7 @@ import (
 )
 
 func TestRetryStrategies(t *testing.T) {
+	t.Parallel()
 	if _, ok := redislock.NoRetry().Backoff(1); ok {
 		t.Fatal("NoRetry retried")
 	}

@@ -11,19 +11,21 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
-	"github.com/redislock-go/redislock/observe"
 )
 
 // Run keeps the lock past its TTL while fn works, then releases it.
 func TestRunRenews(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
 		var fence int64
-		err := c.Run(ctx, "renew", 300*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
+		const ttl = time.Second // renewals get through on a loaded machine
+		err := c.Run(ctx, "renew", ttl, func(ctx context.Context, l *redislock.Lock) error {
 			fence = l.Fence()
-			for range 5 { // 5 x 180ms: three TTLs
-				time.Sleep(180 * time.Millisecond)
+			// Renewed until the lease reaches two TTLs past now.
+			for end := time.Now().Add(2 * ttl); !l.ValidUntil().After(end); {
+				renewedAfter(t, l, l.ValidUntil(), 5*time.Second)
 				if ctx.Err() != nil {
 					return context.Cause(ctx)
 				}
@@ -47,6 +49,7 @@ func TestRunRenews(t *testing.T) {
 
 // A renewal that finds the lock taken cancels fn at once.
 func TestRunDetectsStolenLock(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
@@ -116,6 +119,7 @@ func TestRunStopsWhileServerPaused(t *testing.T) {
 }
 
 func TestRunObtainError(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
@@ -135,6 +139,7 @@ func TestRunObtainError(t *testing.T) {
 // A panic in fn releases the lock (and stops the renewal) before it goes on
 // up the stack: a handler panic that net/http recovers leaves nothing held.
 func TestRunReleasesOnPanic(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 10*time.Second)
@@ -185,6 +190,7 @@ func deadServer(t *testing.T) (srv *redistest.Server, rdb *redis.Client, w *watc
 // returns ErrLockLost once fn returns, without waiting for a release on the
 // dead server (that goes to the background; Close waits for it).
 func TestRunReturnsWhenLockLost(t *testing.T) {
+	t.Parallel()
 	srv, rdb, w, slow := deadServer(t)
 	c := redislock.New(rdb, redislock.WithReleaseTimeout(patience))
 	t.Cleanup(func() {
@@ -206,28 +212,13 @@ func TestRunReturnsWhenLockLost(t *testing.T) {
 	}
 }
 
-// failedRenewal tells when a renewal has failed.
-type failedRenewal chan struct{}
-
-func (f failedRenewal) RefreshStart(ctx context.Context, _ observe.RefreshStartEvent) context.Context {
-	return ctx
-}
-
-func (f failedRenewal) RefreshDone(_ context.Context, e observe.RefreshDoneEvent) {
-	if e.Err != nil && e.Renewal {
-		select {
-		case f <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // Redis unreachable when fn returns, the lock still valid: Run returns
 // without waiting for the release.
 func TestRunReturnsWhenRedisUnreachable(t *testing.T) {
+	t.Parallel()
 	srv, rdb, w, slow := deadServer(t)
-	failed := make(failedRenewal, 1)
-	c := redislock.New(rdb, redislock.WithReleaseTimeout(patience), redislock.WithObserver(failed))
+	renewed := newRenewals()
+	c := redislock.New(rdb, redislock.WithReleaseTimeout(patience), redislock.WithObserver(renewed))
 	t.Cleanup(func() {
 		w.release()
 		_ = c.Close()
@@ -235,7 +226,7 @@ func TestRunReturnsWhenRedisUnreachable(t *testing.T) {
 	ctx := ctxT(t, 2*patience)
 	err := c.Run(ctx, "down", patience, func(ctx context.Context, l *redislock.Lock) error {
 		srv.Kill()
-		<-failed // a renewal did not get through; the lease is still valid
+		<-renewed.failed // a renewal did not get through; the lease is still valid
 		slow()
 		return ctx.Err()
 	}, redislock.WithRefreshInterval(10*time.Millisecond))

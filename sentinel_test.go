@@ -11,12 +11,12 @@ import (
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
-// TestSentinel runs the lock through Sentinel failover clients
+// testSentinel runs the lock through Sentinel failover clients
 // (redis.NewFailoverClient) on a primary, a replica and three sentinels on
 // loopback, then across two failovers: one to a replica that has the
 // grant (kept) and one to a replica that never received it (lost, and
 // reported). One deployment serves all subtests; each uses keys of its own.
-func TestSentinel(t *testing.T) {
+func testSentinel(t *testing.T) {
 	s := redistest.StartSentinel(t, redisproc.SentinelConfig{})
 	for _, c := range []struct {
 		name string

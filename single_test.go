@@ -19,6 +19,7 @@ import (
 // go-redis' AutoPipeliner (unless WithAutoPipeline(false)), and every grant,
 // fence and release is still right; a lone caller never uses it.
 func TestAutoPipeline(t *testing.T) {
+	t.Parallel()
 	if !redistest.Available(t) {
 		return
 	}
@@ -52,6 +53,7 @@ func TestAutoPipeline(t *testing.T) {
 // callers at once, and nothing stays locked after Close but locks whose
 // Release reported an error.
 func TestAutoPipelineFaults(t *testing.T) {
+	t.Parallel()
 	if !redistest.Available(t) {
 		return
 	}
@@ -105,16 +107,26 @@ func TestAutoPipelineFaults(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
-	// Writes paused for longer than the Obtain contexts (2 s) and the
-	// clients' 1 s ReadTimeout; every connection cut in the middle of the
-	// pause and after it.
-	admin.Do(ctx, "CLIENT", "PAUSE", "3000", "WRITE")
-	time.Sleep(1500 * time.Millisecond)
+	// progress waits until n more grants (or failures) have been counted.
+	progress := func(what string, count *atomic.Int64, n int64) {
+		t.Helper()
+		from := count.Load()
+		eventually(t, 10*time.Second, what, func() bool { return count.Load() >= from+n })
+	}
+	progress("grants through the auto-pipeliner", &grants, 200)
+	// Writes paused until Obtain contexts (2 s) end during the pause;
+	// every connection cut in the middle of the pause, with calls held
+	// there, and after it, with calls going on.
+	admin.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE")
+	eventually(t, 10*time.Second, "calls held by the pause", func() bool {
+		return infoField(admin, "clients", "blocked_clients") > 0
+	})
 	admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-	time.Sleep(1800 * time.Millisecond)
+	progress("calls ended by their ctx during the pause", &failures, 64)
+	admin.Do(ctx, "CLIENT", "UNPAUSE")
+	progress("grants after the pause", &grants, 64)
 	admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-	time.Sleep(300 * time.Millisecond)
+	progress("grants after the second cut", &grants, 64)
 	close(stop)
 	wg.Wait()
 	_ = c.Close()
@@ -167,6 +179,7 @@ func ObtainReleaseLoop(ctx context.Context, t *testing.T, c *redislock.Client, p
 }
 
 func TestReplicasInvalid(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	ctx := ctxT(t, 5*time.Second)
@@ -189,4 +202,18 @@ func TestReplicasInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Release(ctx)
+}
+
+// infoField is a numeric field of INFO section on rdb's server (-1 if
+// absent).
+func infoField(rdb *redis.Client, section, field string) int {
+	for _, line := range strings.Split(rdb.Info(context.Background(), section).Val(), "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.Atoi(v)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }

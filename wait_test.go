@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ var waitModes = []struct {
 
 // TestNotifyNoLostWakeup: see checkNoLostWakeup.
 func TestNotifyNoLostWakeup(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		for _, sharded := range []bool{false, true} {
 			if sharded && b.real == nil {
@@ -42,6 +44,7 @@ func TestNotifyNoLostWakeup(t *testing.T) {
 // TestNotifyCluster: notified waiting on Redis Cluster, with PUBLISH
 // (broadcast) and with sharded pub/sub (one subscription per master).
 func TestNotifyCluster(t *testing.T) {
+	t.Parallel()
 	cc := startCluster(t)
 	for _, sharded := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sharded=%v", sharded), func(t *testing.T) {
@@ -90,10 +93,11 @@ func checkNoLostWakeup(t *testing.T, rdb redis.UniversalClient, rounds int, opts
 // nothing; the waiter wakes at the remaining TTL its attempt reported, not
 // at its 5 s backoff.
 func TestNotifyExpiryWakes(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(nil))
 	key := t.Name()
-	if _, err := c.Obtain(ctxT(t, time.Second), key, 200*time.Millisecond); err != nil {
+	if _, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// A backoff longer than the ctx: a waiter that ignored the holder's
@@ -105,49 +109,22 @@ func TestNotifyExpiryWakes(t *testing.T) {
 	defer l.Release(context.Background())
 }
 
-// TestWaitMutualExclusion: 32 goroutines increment a counter with a
-// non-atomic read-modify-write on Redis that only the lock protects; the
-// count must be exact in every waiting mode.
+// TestWaitMutualExclusion: 32 goroutines take the lock by Run in turn
+// (exclusion), in every waiting mode.
 func TestWaitMutualExclusion(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		for _, m := range waitModes {
 			t.Run(m.name, func(t *testing.T) {
-				const workers, rounds = 32, 4
+				t.Parallel()
 				c := newClient(t, b.rdb, m.opts...)
-				key, counter := t.Name(), t.Name()+":counter"
-				ctx := ctxT(t, 60*time.Second)
-				var wg sync.WaitGroup
-				errs := make(chan error, workers)
-				for range workers {
-					wg.Go(func() {
-						for range rounds {
-							err := c.Run(ctx, key, 2*time.Second, func(ctx context.Context, _ *redislock.Lock) error {
-								v, err := b.rdb.Get(ctx, counter).Int()
-								if err != nil && !errors.Is(err, redis.Nil) {
-									return err
-								}
-								time.Sleep(100 * time.Microsecond) // widen the race window
-								return b.rdb.Set(ctx, counter, v+1, 0).Err()
-							}, redislock.WithRetry(redislock.ExponentialBackoff(5*time.Millisecond, 200*time.Millisecond)))
-							if err != nil {
-								errs <- err
-								return
-							}
-						}
+				key := t.Name()
+				retry := redislock.WithRetry(redislock.ExponentialBackoff(5*time.Millisecond, 200*time.Millisecond))
+				exclusion(t, 32, 4, func(ctx context.Context, _ int) (int64, func() error, error) {
+					return running(func(fn func(fence int64) error) error {
+						return c.Run(ctx, key, 2*time.Second, func(_ context.Context, l *redislock.Lock) error { return fn(l.Fence()) }, retry)
 					})
-				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					t.Fatal(err)
-				}
-				got, err := b.rdb.Get(ctx, counter).Int()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got != workers*rounds {
-					t.Fatalf("counter = %d, want %d: two holders at once", got, workers*rounds)
-				}
+				})
 			})
 		}
 	})
@@ -188,6 +165,7 @@ func numChannels(t *testing.T, rdb *redis.Client, pattern string) int {
 // TestNotifyOneConnection: 1,000 waiters on 100 keys share one subscription
 // connection, subscribe each channel once, and all get the lock in turn.
 func TestNotifyOneConnection(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(func(o *redis.Options) { o.PoolSize = 20 })
 	c := newClient(t, rdb)
@@ -195,7 +173,7 @@ func TestNotifyOneConnection(t *testing.T) {
 	holders := make([]*redislock.Lock, keys)
 	for i := range holders {
 		var err error
-		if holders[i], err = c.Obtain(ctxT(t, time.Second), fmt.Sprintf("conn-%d", i), time.Minute); err != nil {
+		if holders[i], err = c.Obtain(ctxT(t, 10*time.Second), fmt.Sprintf("conn-%d", i), time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -242,11 +220,12 @@ func TestNotifyOneConnection(t *testing.T) {
 // subscription behind (goleak in TestMain checks the goroutines after
 // Close).
 func TestNotifyCancelledWaitersLeaveNothing(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	c := newClient(t, rdb)
 	key := t.Name()
-	h, err := c.Obtain(ctxT(t, time.Second), key, time.Minute)
+	h, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,12 +256,13 @@ func TestNotifyCancelledWaitersLeaveNothing(t *testing.T) {
 // waiters wait; they fall back to their backoff, and the client subscribes
 // again on a new connection.
 func TestNotifyDeadSubscription(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	c := newClient(t, rdb)
 	key := t.Name()
 	channel := "redislock:{" + key + "}:wake"
-	h, err := c.Obtain(ctxT(t, time.Second), key, time.Minute)
+	h, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +286,7 @@ func TestNotifyDeadSubscription(t *testing.T) {
 	}
 
 	// A new waiter is notified again through a new connection.
-	h, err = c.Obtain(ctxT(t, time.Second), key, time.Minute)
+	h, err = c.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,6 +315,7 @@ func TestNotifyDeadSubscription(t *testing.T) {
 // for the queue within the Client (it has no pub/sub); contended waits
 // still end in a grant after the release.
 func TestWaitPollingClients(t *testing.T) {
+	t.Parallel()
 	var nodes []redis.UniversalClient
 	addrs := map[string]string{}
 	for i := range 3 {
@@ -344,23 +325,23 @@ func TestWaitPollingClients(t *testing.T) {
 		nodes = append(nodes, rdb)
 		addrs[fmt.Sprint(i)] = m.Addr()
 	}
-	q, err := redislock.NewQuorum(nodes)
+	// The holder releases once the waiter waits.
+	var release atomic.Pointer[redislock.Lock]
+	obs := redislock.WithObserver(onWait(func() { go release.Load().Release(context.Background()) }))
+	q, err := redislock.NewQuorum(nodes, obs, slackNodeTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = q.Close() })
 	ring := redis.NewRing(&redis.RingOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = ring.Close() })
-	for name, c := range map[string]*redislock.Client{"quorum": q, "ring": newClient(t, ring)} {
+	for name, c := range map[string]*redislock.Client{"quorum": q, "ring": newClient(t, ring, obs)} {
 		t.Run(name, func(t *testing.T) {
-			h, err := c.Obtain(ctxT(t, time.Second), t.Name(), time.Minute)
+			h, err := c.Obtain(ctxT(t, 10*time.Second), t.Name(), time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			go func() {
-				time.Sleep(50 * time.Millisecond)
-				_ = h.Release(context.Background())
-			}()
+			release.Store(h)
 			l, err := c.Obtain(ctxT(t, 10*time.Second), t.Name(), time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
 			if err != nil {
 				t.Fatal(err)
@@ -377,6 +358,7 @@ func TestWaitPollingClients(t *testing.T) {
 // hang: its backoff gets it the lock. The client notices the silence,
 // replaces the connection, and notifies the next waiter again.
 func TestNotifySilentSubscription(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	direct := srv.Client(nil)
 	proxy := redistest.StartProxy(t, srv.Addr())
@@ -399,7 +381,7 @@ func TestNotifySilentSubscription(t *testing.T) {
 		return got
 	}
 
-	h, err := holderC.Obtain(ctxT(t, time.Second), key, time.Minute)
+	h, err := holderC.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +402,7 @@ func TestNotifySilentSubscription(t *testing.T) {
 
 	// The next waiter subscribes again on a new connection and is woken
 	// by the release, long before its 20 s backoff.
-	h, err = holderC.Obtain(ctxT(t, time.Second), key, time.Minute)
+	h, err = holderC.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,19 +12,31 @@ import (
 )
 
 // Waiters without a ctx deadline do not give up on a holder that is alive
-// and renewing its lease past the waiters' TTL: the default wait limit is
-// far longer than one TTL.
+// and renewing its lease (of 1 s: renewals that get through on a loaded
+// machine) for several of the waiters' TTLs: the default wait limit is far
+// longer than one TTL.
 func TestWaitOutlivesRenewingHolder(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
-	holder, waiters := newClient(t, srv.Client(nil)), newClient(t, srv.Client(nil))
-	const ttl = 300 * time.Millisecond
+	renewed := newRenewals()
+	holder := newClient(t, srv.Client(nil), redislock.WithObserver(renewed))
+	waiters := newClient(t, srv.Client(nil))
+	const ttl = 300 * time.Millisecond // the waiters'
 	locked := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		err := holder.Run(context.Background(), "fill", ttl, func(ctx context.Context, l *redislock.Lock) error {
+		err := holder.Run(context.Background(), "fill", time.Second, func(ctx context.Context, l *redislock.Lock) error {
 			close(locked)
-			time.Sleep(3 * ttl) // the fill: three of the waiters' TTLs, renewed throughout
-			return ctx.Err()
+			// The fill: renewed until the lease reaches 2 s past now, six
+			// of the waiters' TTLs.
+			for end := time.Now().Add(2 * time.Second); !l.ValidUntil().After(end); {
+				select {
+				case <-renewed.ok:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
 		})
 		if err != nil {
 			t.Error(err)
@@ -54,6 +66,7 @@ func TestWaitOutlivesRenewingHolder(t *testing.T) {
 // end the wait before that lease does: a crashed holder's lock goes to the
 // waiter.
 func TestWaitLimitWaitsForLeaseEnd(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(nil))
 	ctx := context.Background()
@@ -72,6 +85,7 @@ func TestWaitLimitWaitsForLeaseEnd(t *testing.T) {
 // the remaining TTL seen: at once for a lease longer than the TTL asked
 // for, after the lease seen has ended for a holder that renews it.
 func TestWaitLimitError(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(nil))
 	ctx := ctxT(t, 20*time.Second)
@@ -92,7 +106,7 @@ func TestWaitLimitError(t *testing.T) {
 	renewed := make(chan error, 1)
 	stop := make(chan struct{})
 	go func() {
-		renewed <- c.Run(ctx, "renewed", 200*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
+		renewed <- c.Run(ctx, "renewed", time.Second, func(ctx context.Context, l *redislock.Lock) error {
 			<-stop
 			return nil
 		})
@@ -110,6 +124,7 @@ func TestWaitLimitError(t *testing.T) {
 // In quorum mode the error carries the longest remaining lease among the
 // nodes that answered "held".
 func TestQuorumWaitLimitError(t *testing.T) {
+	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
 	ctx := ctxT(t, 20*time.Second)

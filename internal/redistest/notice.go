@@ -1,9 +1,11 @@
 package redistest
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 )
 
@@ -45,4 +47,20 @@ func packageName() string {
 		return wd
 	}
 	return "this package"
+}
+
+// Parallel lets n tests of the package run at once (go test's -parallel),
+// unless the command line sets -parallel: tests that wait for servers,
+// networks and timers far more than they compute can run many more at a
+// time than go test's default, the CPU count. Call it in TestMain, before
+// m.Run.
+func Parallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }

@@ -64,8 +64,9 @@ func (e *Env) defaults() {
 	}
 }
 
-// Run runs the conformance suite: each case in a subtest, on a backend that
-// setup makes for it.
+// Run runs the conformance suite: each case in a parallel subtest, on a
+// backend that setup makes for it (setup must give each case a backend of
+// its own, or keys of its own: the suite's keys differ by case).
 func Run(t *testing.T, setup func(t *testing.T) Env) {
 	cases := []struct {
 		name string
@@ -89,6 +90,7 @@ func Run(t *testing.T, setup func(t *testing.T) Env) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := setup(t)
 			e.defaults()
 			key := "leasetest:" + strings.ReplaceAll(t.Name(), "/", ":")
