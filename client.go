@@ -158,7 +158,9 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...ClientOption) (*Client, err
 }
 
 // Close waits for the client's background clean-up (releases of partial or
-// unknown grants, each bounded by the release timeout), closes its
+// unknown grants, each bounded by the release timeout; calls it stopped
+// waiting for because their ctx ended or their timeout passed, and that
+// go-redis has not returned yet, at most the release timeout), closes its
 // subscription connection and stops its goroutines; Obtain calls still
 // waiting fall back to their backoff. Further calls fail with ErrClosed;
 // locks already obtained can still be refreshed and released (their
@@ -167,15 +169,28 @@ func NewQuorum(rdbs []redis.UniversalClient, opts ...ClientOption) (*Client, err
 // mode) are renewed no more: each is reported lost to its holder before
 // Close returns (fn's ctx, Done), with a cause naming the closed client,
 // and is still released by Run or Held.Release. It never closes the
-// caller's redis clients.
+// caller's redis clients, and so cannot end a call that go-redis still
+// holds past that bound (a stalled Redis, without ContextTimeoutEnabled):
+// such a call goes on until go-redis returns it (its ReadTimeout), and
+// what it may have granted is released then.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	c.closeWakers()
 	c.closeRenewer()
+	// Calls abandoned to a stalled Redis settle (release what they may
+	// have granted) once go-redis returns them: wait for that, at most the
+	// release timeout, then for the clean-up they started.
+	deadline := time.Now().Add(c.opts.releaseTimeout)
+	for _, n := range c.nodes {
+		n.Guarded.Wait(deadline)
+	}
 	c.cleanup.Close()
 	c.live.Close()
+	for _, n := range c.nodes {
+		n.Close()
+	}
 	return nil
 }
 
@@ -237,10 +252,15 @@ func (c *Client) unreachable() bool {
 	return down > len(c.nodes)-c.majority()
 }
 
-// call runs f on node n, bounded by timeout (see nodes.Node.Call), and
-// returns its error as a *NodeError, telling the observers.
-func (c *Client) call(ctx context.Context, n *nodes.Node, timeout time.Duration, pipeline bool, op string, f func(ctx context.Context, rdb redis.Scripter) error) error {
-	if err := n.Call(ctx, timeout, pipeline, f); err != nil {
+// call runs f on node n, bounded by timeout and ctx whatever go-redis'
+// options (see nodes.Node.Call), and returns its error as a *NodeError,
+// telling the observers. When the call is abandoned (nodes.IsAbandoned:
+// ctx ended or timeout passed first), settle(sctx, err) runs once it
+// returns, on its goroutine, its own calls on sctx (nil: nothing to
+// settle); f's captured results must then not be read.
+func (c *Client) call(ctx context.Context, n *nodes.Node, timeout time.Duration, pipeline bool, op string,
+	f func(ctx context.Context, rdb redis.Scripter) error, settle func(ctx context.Context, err error)) error {
+	if err := n.Call(ctx, timeout, pipeline, f, settle); err != nil {
 		return c.nodeErr(ctx, n.Index, op, err)
 	}
 	return nil
@@ -268,12 +288,15 @@ func onNodes[T, A any](c *Client, dst []nodes.Reply[T], ctx context.Context, tim
 		err := c.call(ctx, ns[0], timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
 			v, err = f(ctx, rdb, arg)
 			return err
-		})
-		return append(dst, nodes.Reply[T]{Val: v, Err: err})
+		}, nil)
+		if err != nil {
+			return append(dst, nodes.Reply[T]{Err: err}) // v may still be written (abandoned)
+		}
+		return append(dst, nodes.Reply[T]{Val: v})
 	}
 	round := fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (T, error) {
 		return f(ctx, rdb, arg)
-	})
+	}, nil)
 	rs, missing := round.Gather(timeout, nil)
 	round.Stop(nil)
 	return append(append(dst, rs...), timedOut[T](c, ctx, missing, op)...)
@@ -286,22 +309,33 @@ func detach(ctx context.Context) context.Context {
 	if ctx.Done() == nil {
 		return ctx
 	}
-	return context.WithoutCancel(ctx)
+	// The caller's ctx could end: it wants its calls bounded, so the
+	// detached ones are bounded by their timeout (nodes.Bounded).
+	return nodes.Bounded(context.WithoutCancel(ctx))
 }
+
+// background returns ctx, detached, for the Client's background work,
+// whose calls are always bounded by their timeout (nodes.Bounded).
+func background(ctx context.Context) context.Context { return nodes.Bounded(detach(ctx)) }
 
 // releaseOn releases l on node n in the background, on the clean-up pool,
 // on ctx without its cancellation; a clean-up that cannot run or fails is
 // told to the observers.
 func (c *Client) releaseOn(ctx context.Context, l *Lock, n *nodes.Node) {
-	ctx = detach(ctx)
-	if !n.Background(c.cleanup, func() {
-		if err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
-			_, err := releaseScript(ctx, rdb, l)
-			return err
-		}); err != nil {
-			c.cleanupFailed(ctx, l, n.Index, err)
-		}
-	}) {
+	ctx = background(ctx)
+	if !n.Background(c.cleanup, func() { c.releaseNow(ctx, l, n) }) {
 		c.cleanupFailed(ctx, l, n.Index, c.nodeErr(ctx, n.Index, "release", nodes.ErrBusy))
+	}
+}
+
+// releaseNow is releaseOn's release, on the caller's goroutine (a settle,
+// which runs on the goroutine of the call it settles).
+func (c *Client) releaseNow(ctx context.Context, l *Lock, n *nodes.Node) {
+	ctx = background(ctx)
+	if err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
+		_, err := releaseScript(ctx, rdb, l)
+		return err
+	}, nil); err != nil {
+		c.cleanupFailed(ctx, l, n.Index, err)
 	}
 }

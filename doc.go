@@ -221,8 +221,8 @@
 // the lock grants it again; Redis expires keys on its wall clock, so a
 // server clock that jumps forward expires locks early; under an evicting
 // maxmemory policy Redis may evict a lock (Refresh then reports ErrNotHeld).
-// Use fences where correctness matters. go-redis applies context deadlines
-// to the socket only with ContextTimeoutEnabled; without it a call to a
-// stalled server waits for the client's ReadTimeout (Run's fn is still
-// cancelled on time). The README lists every limitation.
+// Use fences where correctness matters. A call on a context that can end
+// returns by its deadline even against a stalled server, whatever
+// go-redis' options (ContextTimeoutEnabled); one on context.Background()
+// is left to go-redis' own timeouts. The README lists every limitation.
 package redislock

@@ -22,6 +22,8 @@ func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence
 	switch {
 	case nodes.IsNil(rdb):
 		return invalid("nil redis client")
+	case ctx == nil:
+		return invalid("nil context")
 	case key == "":
 		return invalid("empty key")
 	case fence <= 0:
@@ -29,9 +31,13 @@ func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence
 	case ttl < 0 || (ttl > 0 && ttl < time.Millisecond):
 		return invalid("TTL %v must be 0 or at least 1ms", ttl)
 	}
-	written, newest, err := script.FencedSet(ctx, rdb, []string{key}, value, fence, ttl.Milliseconds())
-	if err != nil {
+	var written bool
+	var newest int64
+	if err := nodes.Once(ctx, rdb, func(ctx context.Context) (err error) {
+		written, newest, err = script.FencedSet(ctx, rdb, []string{key}, value, fence, ttl.Milliseconds())
 		return err
+	}); err != nil {
+		return err // written and newest may still be written (abandoned)
 	}
 	if !written {
 		return staleErr(fence, newest)
@@ -42,12 +48,18 @@ func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence
 // FencedGet reads a value written by FencedSet and the fence that wrote it.
 // A missing key returns redis.Nil.
 func FencedGet(ctx context.Context, rdb redis.Cmdable, key string) (value string, fence int64, err error) {
-	if nodes.IsNil(rdb) {
+	switch {
+	case nodes.IsNil(rdb):
 		return "", 0, invalid("nil redis client")
+	case ctx == nil:
+		return "", 0, invalid("nil context")
 	}
-	vals, err := rdb.HMGet(ctx, key, "v", "f").Result()
-	if err != nil {
-		return "", 0, err
+	var vals []any
+	if err := nodes.Once(ctx, rdb, func(ctx context.Context) (err error) {
+		vals, err = rdb.HMGet(ctx, key, "v", "f").Result()
+		return err
+	}); err != nil {
+		return "", 0, err // vals may still be written (abandoned)
 	}
 	v, ok1 := vals[0].(string)
 	f, ok2 := vals[1].(string)
@@ -69,7 +81,8 @@ type FenceGate struct {
 }
 
 // Admit records fence and returns nil if it is not below the newest fence
-// admitted so far, or an error matching ErrStaleFence. To make the check and
+// admitted so far, or an error matching ErrStaleFence; a fence <= 0 (no
+// grant's) is an error matching ErrInvalidArgument. To make the check and
 // the write one step, call Do instead.
 func (g *FenceGate) Admit(fence int64) error {
 	return g.Do(fence, func() error { return nil })
@@ -78,6 +91,9 @@ func (g *FenceGate) Admit(fence int64) error {
 // Do runs write while holding the gate, only if fence is not below the
 // newest fence admitted; fence is admitted when write returns nil.
 func (g *FenceGate) Do(fence int64, write func() error) error {
+	if fence <= 0 {
+		return invalid("fence %d must be positive", fence)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if fence < g.newest {

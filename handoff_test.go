@@ -149,13 +149,20 @@ func TestHandoffLeavingWaiters(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := redislock.New(b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
 		ctx := ctxT(t, 30*time.Second)
+		// Load the scripts first: a call cut short by its ctx returns no
+		// lock, and the first calls take longer than most of the waits below.
+		if warm, err := c.Obtain(ctx, "leaving", time.Minute); err != nil {
+			t.Fatal(err)
+		} else if err := warm.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 		var wg sync.WaitGroup
 		var grants int
 		var mu sync.Mutex
 		for range 8 {
 			wg.Go(func() {
 				for range 60 {
-					octx, cancel := context.WithTimeout(ctx, time.Duration(rand.IntN(5000))*time.Microsecond)
+					octx, cancel := context.WithTimeout(ctx, 2*time.Millisecond+time.Duration(rand.IntN(50000))*time.Microsecond)
 					l, err := c.Obtain(octx, "leaving", time.Minute)
 					cancel()
 					if err != nil {

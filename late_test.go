@@ -2,10 +2,7 @@ package redislock_test
 
 import (
 	"errors"
-	"io"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,116 +11,6 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
-
-// holdProxy forwards loopback TCP connections to a Redis server. While
-// held, it keeps the server's replies back (the requests go through, so
-// Redis runs them) until Let; it reports when a request passed while held.
-type holdProxy struct {
-	ln     net.Listener
-	target string
-	sent   chan time.Time // a request passed while held, at that time
-
-	mu    sync.Mutex
-	held  bool
-	let   chan struct{} // closed by Let
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func startHoldProxy(t *testing.T, target string) *holdProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &holdProxy{ln: ln, target: target, sent: make(chan time.Time, 16), let: make(chan struct{})}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *holdProxy) Addr() string { return p.ln.Addr().String() }
-
-// Hold keeps back every reply from now on, until Let.
-func (p *holdProxy) Hold() {
-	p.mu.Lock()
-	p.held, p.let = true, make(chan struct{})
-	p.mu.Unlock()
-}
-
-// Let sends the replies kept back, and every later one.
-func (p *holdProxy) Let() {
-	p.mu.Lock()
-	if p.held {
-		p.held = false
-		close(p.let)
-	}
-	p.mu.Unlock()
-}
-
-func (p *holdProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, s, true)
-		go p.pipe(s, c, false)
-	}
-}
-
-func (p *holdProxy) pipe(src, dst net.Conn, request bool) {
-	defer p.wg.Done()
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			held, let := p.held, p.let
-			p.mu.Unlock()
-			switch {
-			case held && request:
-				select {
-				case p.sent <- time.Now():
-				default:
-				}
-			case held:
-				<-let
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if err != io.EOF {
-				src.Close()
-			}
-			return
-		}
-	}
-}
-
-func (p *holdProxy) close() {
-	p.ln.Close()
-	p.Let()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
 
 // A grant or refresh whose reply comes back after its validity is refused
 // with ErrGrantExpired: the reply is held back by the proxy until the
@@ -135,7 +22,7 @@ func TestLateReplyRefused(t *testing.T) {
 		return
 	}
 	srv := redistest.Start(t)
-	p := startHoldProxy(t, srv.Addr())
+	p := redistest.StartProxy(t, srv.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	admin := srv.Client(nil)
@@ -148,11 +35,11 @@ func TestLateReplyRefused(t *testing.T) {
 	// request sent now has passed.
 	late := func(op func() error) error {
 		t.Helper()
-		p.Hold()
+		sent := p.HoldReplies()
 		done := make(chan error, 1)
 		go func() { done <- op() }()
-		sent := <-p.sent // the call started before its request got here
-		time.Sleep(time.Until(sent.Add(validity + time.Millisecond)))
+		at := <-sent // the call started before its request got here
+		time.Sleep(time.Until(at.Add(validity + time.Millisecond)))
 		p.Let()
 		return <-done
 	}

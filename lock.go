@@ -260,7 +260,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lock) { c.m.releaseLater(ctx, 
 // the call.
 func releaseLater(ctx context.Context, m mode, n *nodes.Node, l *Lock, done func(error)) {
 	c := l.c
-	ctx = detach(ctx)
+	ctx = background(ctx)
 	if !n.Background(c.cleanup, func() {
 		released, errs := m.release(ctx, l)
 		if released > 0 {

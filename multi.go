@@ -118,7 +118,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 			if err != nil {
 				return nil, err
 			}
-			return m, nil
+			return m.deliver(ctx)
 		}
 		wait, werr := o.nextWait(&deadline, attempts, err)
 		if werr != nil {
@@ -126,11 +126,22 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		}
 		switch granted, err := ws.waitRetry(ctx, wait, err); {
 		case granted:
-			return m, nil
+			return m.deliver(ctx)
 		case err != nil:
 			return nil, err
 		}
 	}
+}
+
+// deliver returns m, granted to an ObtainMulti call, unless the call's ctx
+// ended meanwhile (as Client.deliver): then m is given back in the
+// background and the error matches ctx's.
+func (m *MultiLock) deliver(ctx context.Context) (*MultiLock, error) {
+	if err := ctx.Err(); err != nil {
+		m.releaseInBackground(ctx, m.groups)
+		return nil, backend.Wrap(err, "obtain %q", strings.Join(m.keys, ","))
+	}
+	return m, nil
 }
 
 // slotGroups sorts the keys' Redis keys into canonical order and groups
@@ -158,8 +169,9 @@ func (s *single) slotGroups(prefix string, keyList []string) [][]keys.Lock {
 }
 
 // call runs f on the Client's node, bounded by timeout.
-func (m *MultiLock) call(ctx context.Context, timeout time.Duration, op string, f func(ctx context.Context, rdb redis.Scripter) error) error {
-	return m.c.call(ctx, m.s.n, timeout, m.opts.autoPipeline, op, f)
+func (m *MultiLock) call(ctx context.Context, timeout time.Duration, op string, f func(ctx context.Context, rdb redis.Scripter) error,
+	settle func(ctx context.Context, err error)) error {
+	return m.c.call(ctx, m.s.n, timeout, m.opts.autoPipeline, op, f, settle)
 }
 
 // obtainOnce makes one all-or-nothing attempt: nil with every key granted
@@ -175,12 +187,18 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 		err := m.call(ctx, m.s.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			rep, err = script.MultiObtain(ctx, rdb, ks, m.arg, ms, m.opts.holder)
 			return err
-		})
+		}, func(ctx context.Context, _ error) { _, _ = m.releaseGroups(ctx, m.groups[gi:gi+1]) })
 		switch {
 		case err != nil:
-			// This group's script may have run: release it too, with
-			// the groups taken before.
-			m.releaseInBackground(ctx, m.groups[:gi+1])
+			// Release the groups taken before and this group, whose
+			// script may have run: at once, unless it never went out, or
+			// it is abandoned (the settle above releases it once it has
+			// returned).
+			taken := gi + 1
+			if nodes.IsAbandoned(err) || nodes.NotSent(err) {
+				taken = gi
+			}
+			m.releaseInBackground(ctx, m.groups[:taken])
 			return err
 		case !rep.Granted:
 			m.releaseGroups(ctx, m.groups[:gi])
@@ -206,7 +224,10 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 
 // releaseInBackground gives back the groups on the clean-up pool.
 func (m *MultiLock) releaseInBackground(ctx context.Context, groups [][]keys.Lock) {
-	ctx = detach(ctx)
+	if len(groups) == 0 {
+		return
+	}
+	ctx = background(ctx)
 	if !m.s.n.Background(m.c.cleanup, func() { _, _ = m.releaseGroups(ctx, groups) }) {
 		m.c.cleanupFailed(ctx, &Lock{key: strings.Join(m.keys, ",")}, 0, m.c.nodeErr(ctx, 0, "release", nodes.ErrBusy))
 	}
@@ -226,9 +247,11 @@ func (m *MultiLock) releaseGroups(ctx context.Context, groups [][]keys.Lock) (re
 		e := m.call(ctx, m.opts.releaseTimeout, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.s.publish(&m.opts), recordTTL(m.currentTTL(), m.opts.releaseTimeout, nil))
 			return err
-		})
-		released += n
-		if e != nil && err == nil {
+		}, nil)
+		switch {
+		case e == nil:
+			released += n
+		case err == nil:
 			err = e
 		}
 	}
@@ -290,7 +313,7 @@ func (m *MultiLock) TTL(ctx context.Context) (time.Duration, error) {
 		err := m.call(ctx, m.s.nodeTimeout(&m.opts, m.currentTTL()), "ttl", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			ms, held, err = script.MultiTTL(ctx, rdb, locksOf(g), m.arg)
 			return err
-		})
+		}, nil)
 		switch {
 		case err != nil:
 			return 0, err
@@ -322,7 +345,7 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 		err := m.call(ctx, m.s.nodeTimeout(&m.opts, ttl), "refresh", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			held, err = script.MultiRefresh(ctx, rdb, locksOf(g), m.arg, ms)
 			return err
-		})
+		}, nil)
 		if err != nil {
 			return err
 		}

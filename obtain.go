@@ -77,7 +77,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		switch {
 		case err == nil:
-			return l, nil
+			return c.deliver(ctx, l)
 		case ctx.Err() != nil && attempts > 1:
 			// The ctx ended while waiting for a contended lock.
 			return nil, backend.Join(ErrNotObtained, ctx.Err())
@@ -101,7 +101,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		switch granted, err := ws.waitRetry(ctx, wait, err); {
 		case granted:
-			return ws.granted, nil
+			return c.deliver(ctx, ws.granted)
 		case err != nil:
 			return nil, err
 		}
@@ -148,4 +148,17 @@ func (r *request) markQueued() {
 	if r.ticket != nil {
 		r.ticket.queued.Store(true)
 	}
+}
+
+// deliver returns l, granted to an Obtain call, unless the call's ctx
+// ended meanwhile (a call whose ctx is done never returns a lock: a reply
+// that came through go-redis' AutoPipeliner, which does not look at the
+// ctx, or a handoff that raced the ctx's end); then l is given back in the
+// background and the error matches ctx's.
+func (c *Client) deliver(ctx context.Context, l *Lock) (*Lock, error) {
+	if err := ctx.Err(); err != nil {
+		c.giveBack(ctx, l)
+		return nil, backend.Wrap(err, "obtain %q", l.key)
+	}
+	return l, nil
 }

@@ -177,10 +177,11 @@ func WithDriftFactor(f float64) Option {
 // validity (TTL minus drift), so that a slow or dead node cannot eat the
 // validity; in single mode the validity itself. It must be positive.
 //
-// go-redis applies a context deadline to the socket only when its
-// ContextTimeoutEnabled option is set; otherwise a stalled server holds a
-// single-mode call until the client's ReadTimeout. Quorum mode does not wait
-// for stragglers either way.
+// The bound holds whatever go-redis' options (it applies a context
+// deadline to the socket only with ContextTimeoutEnabled): a call the
+// Client stops waiting for is abandoned to go-redis, and what it may have
+// granted is released once go-redis returns it. In single mode a call on
+// context.Background() is left to go-redis' own timeouts.
 func WithNodeTimeout(d time.Duration) Option {
 	return positive("node timeout", d, func(o *options) { o.nodeTimeout = d })
 }
@@ -304,7 +305,11 @@ func WithQueueTTL(d time.Duration) Option {
 // timeout: a WAIT k timeout on the same connection, right after the
 // script (WAIT cannot run inside a script). Default: off (k = 0, no
 // WAIT). k must not be negative; with k > 0 the timeout must be at least
-// 1 ms (WAIT 0 would block for ever).
+// 1 ms (WAIT 0 would block for ever). WAIT never outlives the call's
+// context nor the lease it protects: it waits at most the timeout, and
+// ends early enough (a tenth of the validity left, at least 200 ms, since
+// an idle Redis ends a WAIT up to a cron tick late) for its answer to come
+// while the lease and the context last.
 //
 // A grant that fewer than k replicas acknowledged in time is released and
 // never returned: Obtain fails with a *ReplicaError matching

@@ -140,7 +140,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		round := fanoutOn(c, ctx, c.nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
 				Holder: l.opts.holder}.Run(ctx, rdb)
-		})
+		}, func(ctx context.Context, node int) { c.releaseNow(ctx, l, c.nodes[node]) }) // an abandoned call, once it returned
 		v := votes{qm: qm, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
 		_, missing := round.Gather(timeout, v.count)
 
@@ -157,10 +157,11 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		}
 		round.Stop(func(rep nodes.Reply[script.ObtainReply]) {
 			granted := rep.Err == nil && rep.Val.Status == script.Granted
+			settled := settledElsewhere(rep.Err)
 			switch {
 			case keep:
-				qm.settleLate(ctx, l, rep.Node, granted, rep.Err != nil, errors.Is(rep.Err, nodes.ErrBusy))
-			case granted || rep.Err != nil && !errors.Is(rep.Err, nodes.ErrBusy):
+				qm.settleLate(ctx, l, rep.Node, granted, rep.Err != nil, settled)
+			case granted || rep.Err != nil && !settled:
 				c.releaseOn(ctx, l, c.nodes[rep.Node])
 			}
 		})
@@ -213,8 +214,8 @@ type votes struct {
 // count adds one reply and reports whether the attempt is decided.
 func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	switch r := rep.Val; {
-	case errors.Is(rep.Err, nodes.ErrBusy): // never sent: nothing to clean up
-		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: v.qm.c.nodeErr(v.ctx, rep.Node, "obtain", rep.Err)})
+	case settledElsewhere(rep.Err): // never sent, or released when it returns
+		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: asNodeErr(v.qm.c, v.ctx, rep, "obtain")})
 		return false
 	case rep.Err != nil:
 	case r.Status == script.Granted && r.Fence == v.proposal:
@@ -239,6 +240,11 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	return false
 }
 
+// settledElsewhere reports whether a node's failed obtain call needs no
+// release from the caller: it never went out (nodes.NotSent), or it was
+// abandoned, and the settle of its fan-out releases it once it returns.
+func settledElsewhere(err error) bool { return nodes.NotSent(err) || nodes.IsAbandoned(err) }
+
 // noteSeen raises the highest fence counter this client has seen.
 func (qm *quorumMode) noteSeen(f int64) {
 	for {
@@ -260,14 +266,17 @@ func (qm *quorumMode) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	for i, j := range which {
 		ns[i] = c.nodes[j]
 	}
-	ctx = detach(ctx)
+	ctx = background(ctx)
 	round := nodes.Fanout(c.live, ns, func(n *nodes.Node) (bool, error) {
 		var released bool
 		err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			released, err = releaseScript(ctx, rdb, l)
 			return err
-		})
-		return released, err
+		}, nil)
+		if err != nil {
+			return false, err // released may still be written (abandoned)
+		}
+		return released, nil
 	})
 	round.Gather(l.opts.releaseTimeout, nil)
 	round.Stop(nil)
@@ -368,7 +377,7 @@ func onGrant[T, A any](qm *quorumMode, ctx context.Context, ns []*nodes.Node, ti
 	}
 	round := fanoutOn(c, ctx, ns, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (T, error) {
 		return f(ctx, rdb, arg)
-	})
+	}, nil)
 	q, left, early := c.majority(), len(ns), false
 	_, missing := round.Gather(timeout, func(r nodes.Reply[T]) bool {
 		left--
@@ -412,15 +421,28 @@ func asNodeErr[T any](c *Client, ctx context.Context, r nodes.Reply[T], op strin
 	return r.Err
 }
 
-// fanoutOn starts f on the nodes ns on the live pool.
+// fanoutOn starts f on the nodes ns on the live pool; settle (nil: none)
+// settles a node's abandoned call once it returns (see Client.call).
 func fanoutOn[T any](c *Client, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
-	f func(ctx context.Context, rdb redis.Scripter) (T, error)) *nodes.Round[T] {
-	return nodes.Fanout(c.live, ns, func(n *nodes.Node) (v T, err error) {
-		err = c.call(ctx, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
+	f func(ctx context.Context, rdb redis.Scripter) (T, error), settle func(ctx context.Context, node int)) *nodes.Round[T] {
+	if ctx.Done() == nil {
+		ctx = nodes.Bounded(ctx) // the live pool's calls are background work
+	}
+	return nodes.Fanout(c.live, ns, func(n *nodes.Node) (T, error) {
+		var v T
+		var late func(context.Context, error)
+		if settle != nil {
+			late = func(ctx context.Context, _ error) { settle(ctx, n.Index) }
+		}
+		err := c.call(ctx, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
 			v, err = f(ctx, rdb)
 			return err
-		})
-		return v, err
+		}, late)
+		if err != nil {
+			var zero T // v may still be written (abandoned)
+			return zero, err
+		}
+		return v, nil
 	})
 }
 

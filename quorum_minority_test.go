@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
 )
 
 // A dead or stalled minority of the nodes never slows Obtain, Refresh,
@@ -170,13 +171,13 @@ func TestQuorumMinorityKilled(t *testing.T) {
 // never answers.
 func TestQuorumMinorityBlackholed(t *testing.T) {
 	q := startQuorum(t, 5)
-	holes := []*blackhole{startBlackhole(t), startBlackhole(t)}
+	holes := []*redistest.Blackhole{redistest.StartBlackhole(t), redistest.StartBlackhole(t)}
 	w := newWatchdog(t, 20*time.Second, func() {
 		for _, h := range holes {
-			h.close()
+			h.Close()
 		}
 	})
-	rdbs := patientClients(t, q, map[int]string{3: holes[0].addr(), 4: holes[1].addr()}, nil)
+	rdbs := patientClients(t, q, map[int]string{3: holes[0].Addr(), 4: holes[1].Addr()}, nil)
 	holdThroughMinority(t, q, rdbs, w, 3, 4)
 }
 
@@ -196,52 +197,4 @@ func TestQuorumMinorityStopped(t *testing.T) {
 		q.srvs[4].Resume()
 	})
 	holdThroughMinority(t, q, rdbs, w, 3, 4)
-}
-
-// blackhole is a TCP listener that accepts connections and never answers.
-type blackhole struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-	once  sync.Once
-}
-
-func startBlackhole(t *testing.T) *blackhole {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &blackhole{ln: ln}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			h.mu.Lock()
-			h.conns = append(h.conns, c)
-			h.mu.Unlock()
-		}
-	}()
-	t.Cleanup(h.close)
-	return h
-}
-
-func (h *blackhole) addr() string { return h.ln.Addr().String() }
-
-// close stops accepting and closes the connections: calls waiting on them
-// fail.
-func (h *blackhole) close() {
-	h.once.Do(func() {
-		h.ln.Close()
-		h.wg.Wait()
-		h.mu.Lock()
-		for _, c := range h.conns {
-			c.Close()
-		}
-		h.mu.Unlock()
-	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
+	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/renew"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease/backend"
@@ -221,13 +222,22 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 			script.BatchRefreshPipelined(ctx, n.RDB, ttl.Milliseconds(), batches)
 		}
 		return nil
-	})
-	viaCall := !acked && len(batches) == 1 // its error is the call's, a *NodeError already
-	if err != nil && viaCall {
-		batches[0].Err = err
-	}
+	}, nil)
 	res := make([]renew.Result, len(reqs))
-	for bi, b := range batches {
+	done := batches // the batches as the call left them
+	if nodes.IsAbandoned(err) || nodes.NotSent(err) {
+		// The call may still write the batches: every renewal failed.
+		n.ReloadOnFault(ctx, err)
+		for i := range res {
+			res[i].Err = err
+		}
+		done = nil
+	}
+	viaCall := !acked && len(done) == 1 // its error is the call's, a *NodeError already
+	if err != nil && viaCall {
+		done[0].Err = err
+	}
+	for bi, b := range done {
 		if b.Err != nil && !viaCall {
 			b.Err = c.nodeErr(ctx, n.Index, "refresh", b.Err)
 		}
@@ -261,6 +271,8 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 // acknowledged). A batch whose server failed gets the error (none of that
 // server's renewals is acknowledged).
 func (s *single) renewAcked(ctx context.Context, batches []script.Batch, ttl time.Duration, o *options) (unacked []error) {
+	sent := time.Now()
+	until := o.validUntil(sent, ttl) // of the renewals, sent from now
 	unacked = make([]error, len(batches))
 	firsts := make([]string, len(batches))
 	for i, b := range batches {
@@ -273,7 +285,7 @@ func (s *single) renewAcked(ctx context.Context, batches []script.Batch, ttl tim
 				return b.Err
 			}
 		}
-		return awaitReplicas(ctx, conn, o)
+		return awaitReplicas(ctx, conn, o, sent, until)
 	})
 	for i, err := range errs {
 		var re *ReplicaError

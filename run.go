@@ -36,9 +36,9 @@ import (
 // majority of the nodes in quorum mode, did not get through). Then the
 // release goes to the Client's background clean-up (Close waits for it;
 // an unreachable Redis keeps the lock until its TTL) and Run returns at
-// once. Apart from that clean-up no goroutine started by Run outlives it,
-// but Run waits for a renewal call in flight, which go-redis bounds by its
-// ReadTimeout unless ContextTimeoutEnabled is set.
+// once. Apart from that clean-up no goroutine started by Run outlives it;
+// a renewal call in flight is bounded by the renewal's own deadline (a
+// call that a stalled Redis holds is abandoned to go-redis).
 func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...Option) error {
 	if fn == nil {
 		return invalid("nil fn")

@@ -73,19 +73,23 @@ func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 				if err := run(ctx, conn); err != nil || rep.Status != script.Granted {
 					return err
 				}
-				err := awaitReplicas(ctx, conn, &l.opts)
+				err := awaitReplicas(ctx, conn, &l.opts, l.start, l.opts.validUntil(l.start, r.ttl))
 				if errors.As(err, &unacked) {
 					return nil
 				}
 				return err
 			})
-		})
+		}, (*settleRelease)(l).settle)
 	switch {
 	case err != nil:
 		// The script may have run (a reply lost to a timeout or a cut
-		// connection): release whatever it may have granted.
+		// connection): release whatever it may have granted, unless it
+		// never went out, or is abandoned (its settle releases it once it
+		// has returned, so that the release cannot reach Redis first).
 		r.markQueued()
-		c.releaseOn(ctx, l, s.n)
+		if !nodes.NotSent(err) && !nodes.IsAbandoned(err) {
+			c.releaseOn(ctx, l, s.n)
+		}
 		return err
 	case rep.Status == script.Held && rep.PTTL == script.NoExpiry:
 		r.markQueued()
@@ -113,14 +117,18 @@ func (s *single) ttl(ctx context.Context, l *Lock) (least int64, ok int, errs []
 	err := s.c.call(ctx, s.n, s.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", func(ctx context.Context, rdb redis.Scripter) (err error) {
 		least, held, err = script.TTL(ctx, rdb, l.keys.Boxed[:1], l.arg)
 		return err
-	})
-	ok, errs = one(held, err)
+	}, nil)
+	if err != nil {
+		return 0, 0, []error{err} // least and held may still be written (abandoned)
+	}
+	ok, errs = one(held, nil)
 	return least, ok, errs
 }
 
 func (s *single) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error) {
 	var held bool
 	ms := ttl.Milliseconds()
+	start := time.Now()
 	err := s.c.call(ctx, s.n, s.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh",
 		func(ctx context.Context, rdb redis.Scripter) (err error) {
 			if l.opts.replicas == 0 {
@@ -131,10 +139,13 @@ func (s *single) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok in
 				if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, ms); err != nil || !held {
 					return err
 				}
-				return awaitReplicas(ctx, conn, &l.opts)
+				return awaitReplicas(ctx, conn, &l.opts, start, l.opts.validUntil(start, ttl))
 			})
-		})
-	return one(held, err)
+		}, nil)
+	if err != nil {
+		return 0, []error{err} // held may still be written (abandoned)
+	}
+	return one(held, nil)
 }
 
 func (s *single) release(ctx context.Context, l *Lock) (ok int, errs []error) {
@@ -142,8 +153,20 @@ func (s *single) release(ctx context.Context, l *Lock) (ok int, errs []error) {
 	err := s.c.call(ctx, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
 		released, err = releaseScript(ctx, rdb, l)
 		return err
-	})
-	return one(released, err)
+	}, nil)
+	if err != nil {
+		return 0, []error{err} // released may still be written (abandoned)
+	}
+	return one(released, nil)
+}
+
+// settleRelease is a Lock whose attempt's call was abandoned: once the
+// call has returned, whatever it may have granted is released.
+type settleRelease Lock
+
+func (r *settleRelease) settle(ctx context.Context, _ error) {
+	l := (*Lock)(r)
+	l.c.releaseNow(ctx, l, l.c.nodes[0])
 }
 
 // one is the count of a single node's answer: yes, or its error.
@@ -250,12 +273,15 @@ func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: next.arg, TTL: next.ttlArg,
 			Holder: next.opts.holder, From: l.arg}.Run(ctx, rdb)
 		return err
-	})
+	}, (*settleRelease)(next).settle)
 	switch {
 	case err != nil:
-		// Unknown outcome: the waiter's token may hold the lock.
+		// Unknown outcome: the waiter's token may hold the lock (given
+		// back by the settle once an abandoned call has returned).
 		w.Deliver(sub, nil, false)
-		c.giveBack(ctx, next)
+		if !nodes.IsAbandoned(err) && !nodes.NotSent(err) {
+			c.giveBack(ctx, next)
+		}
 		return true, err
 	case rep.Status == script.Granted:
 		next.fence = rep.Fence
@@ -289,22 +315,45 @@ func (s *single) fairLeave(r *request) func() {
 		if !r.ticket.queued.Load() {
 			return
 		}
-		_ = s.c.call(context.Background(), s.n, r.opts.releaseTimeout, false, "fair leave", func(ctx context.Context, rdb redis.Scripter) error {
+		_ = s.c.call(background(context.Background()), s.n, r.opts.releaseTimeout, false, "fair leave", func(ctx context.Context, rdb redis.Scripter) error {
 			return script.FairLeave(ctx, rdb, r.keys.FairLeave(), r.ticket.id, s.publish(&r.opts))
-		})
+		}, nil)
 	}
 }
 
+// waitLate is how late Redis may end a WAIT, with room to spare: an idle
+// Redis checks blocked clients' timeouts at its cron ticks, 1/hz apart
+// (100 ms at the default hz 10); two ticks.
+const waitLate = 200 * time.Millisecond
+
 // awaitReplicas runs WAIT on conn, after the write that o's grant or
-// refresh made there: nil when enough replicas acknowledged it in time, a
-// *ReplicaError when too few did, or WAIT's own error.
-func awaitReplicas(ctx context.Context, conn *redis.Conn, o *options) error {
-	n, err := nodes.Wait(ctx, conn, o.replicas, o.replicaTimeout.Milliseconds())
+// refresh, sent at sent, made there, for the lease valid until until: nil
+// when enough replicas acknowledged it in time, a *ReplicaError when too
+// few did, or WAIT's own error. WAIT waits the replica timeout, but never
+// past ctx's deadline, nor past until less the largest of a tenth of the
+// validity left, the write's round trip (its reply takes as long) and
+// waitLate, so that its answer comes while the lease is valid (a lease
+// already over needs no replicas). With less than 1 ms left for it, it
+// does not wait at all: WAIT 0 0 counts the replicas that have
+// acknowledged so far (a WAIT k 0 would block for ever, a WAIT k 1 may
+// end a cron tick late).
+func awaitReplicas(ctx context.Context, conn *redis.Conn, o *options, sent, until time.Time) error {
+	left := time.Until(until)
+	d := min(o.replicaTimeout, left-max(left/10, time.Since(sent), waitLate))
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)-waitLate)
+	}
+	d = max(d.Truncate(time.Millisecond), 0)
+	want := o.replicas
+	if d == 0 {
+		want = 0 // no time to wait: count the acknowledgements so far
+	}
+	n, err := nodes.Wait(ctx, conn, want, d.Milliseconds())
 	switch {
 	case err != nil:
 		return err
 	case n < o.replicas:
-		return &ReplicaError{Want: o.replicas, Acked: n, Timeout: o.replicaTimeout}
+		return &ReplicaError{Want: o.replicas, Acked: n, Timeout: d}
 	}
 	return nil
 }

@@ -175,6 +175,9 @@ func (w *waitState) waitRetry(ctx context.Context, wait time.Duration, held erro
 	switch err := w.wait(ctx, wait, held); {
 	case err == errGranted:
 		return true, nil
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// The ctx ended the wait, in a recheck's call: still contention.
+		return false, backend.Join(ErrNotObtained, ctx.Err())
 	case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
 		return false, backend.Join(err, ctx.Err())
 	default:

@@ -390,7 +390,7 @@ func TestWaitPollingClients(t *testing.T) {
 func TestNotifySilentSubscription(t *testing.T) {
 	srv := redistest.Start(t)
 	direct := srv.Client(nil)
-	proxy := startFreezeProxy(t, srv.Addr())
+	proxy := redistest.StartProxy(t, srv.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: time.Second, WriteTimeout: time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := newClient(t, rdb)
@@ -416,7 +416,7 @@ func TestNotifySilentSubscription(t *testing.T) {
 	}
 	got := wait(500 * time.Millisecond)
 	eventually(t, 5*time.Second, "waiter subscribed", func() bool { return numSub(t, direct, channel) == 1 })
-	proxy.Freeze()
+	proxy.CutSubscribers()
 	if err := h.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}

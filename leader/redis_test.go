@@ -32,12 +32,12 @@ const (
 type rcand struct {
 	id string
 	e  *leader.Election
-	px []*proxy // one per Redis node
+	px []*redistest.Proxy // one per Redis node
 }
 
 func (c *rcand) cut() {
 	for _, p := range c.px {
-		p.Cut()
+		p.Cut(redistest.Both)
 	}
 }
 
@@ -49,7 +49,7 @@ func (c *rcand) restore() {
 
 func (c *rcand) waitRestored(ctx context.Context) {
 	for _, p := range c.px {
-		p.waitRestored(ctx)
+		p.WaitRestored(ctx)
 	}
 }
 
@@ -62,7 +62,7 @@ func newCandidates(t *testing.T, srvs []*redistest.Server, n int, opts ...leader
 		c := &rcand{id: fmt.Sprintf("c%d", i)}
 		var rdbs []redis.UniversalClient
 		for _, s := range srvs {
-			p := startProxy(t, s.Addr())
+			p := redistest.StartProxy(t, s.Addr())
 			c.px = append(c.px, p)
 			rdb := redis.NewClient(&redis.Options{
 				Addr: p.Addr(), DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond,

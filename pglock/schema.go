@@ -49,10 +49,13 @@ func parseTable(table string) (names, error) {
 	if len(parts) > 2 {
 		return names{}, backend.Invalid("table %q: at most schema.name", table)
 	}
-	for _, p := range parts {
+	for i, p := range parts {
 		if !isIdent(p) {
 			return names{}, backend.Invalid("table %q: %q is not an unquoted identifier of at most %d bytes (letters, digits, _)", table, p, maxNameLen)
 		}
+		// An unquoted identifier means its lower case, in PostgreSQL as
+		// here: "T3redMixed" is the table t3redmixed.
+		parts[i] = strings.ToLower(p)
 	}
 	n := names{table: table, base: parts[len(parts)-1]}
 	if len(parts) == 2 {

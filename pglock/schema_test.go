@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redislock-go/redislock/pglock"
 )
@@ -73,5 +74,24 @@ func TestSchemaInReadme(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "```sql\n"+sql+"```") {
 		t.Fatalf("README.md's schema differs from pglock.Schema(\"\"):\n%s", sql)
+	}
+}
+
+// A table name is an unquoted identifier, as the docs say: a mixed-case
+// name is the lower-case table PostgreSQL means by it, reachable unquoted
+// (not a quoted "T3redMixed" that plain SQL cannot name).
+func TestTableNameUnquoted(t *testing.T) {
+	schema := strings.Split(newTable(t), ".")[0]
+	admin := newPool(t)
+	ctx := ctxFor(t)
+	c := newClient(t, admin, schema+".T3redMixed")
+	l, err := c.Obtain(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	var n int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".T3redMixed").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("SELECT from the unquoted name: %d rows, %v; want the 1 lease", n, err)
 	}
 }

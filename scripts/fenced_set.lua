@@ -6,13 +6,30 @@
 -- ARGV[2]  the writer's fence
 -- ARGV[3]  TTL of the resource in milliseconds; 0 = keep no expiry
 --
--- Replies {1, fence} when written, {0, newest} when the fence is stale.
-local newest = tonumber(redis.call('HGET', KEYS[1], 'f') or '0') or 0
-local fence = tonumber(ARGV[2])
-if fence < newest then
+-- Replies {1, fence} when written, {0, newest} when the fence is stale;
+-- each fence a decimal string.
+-- Fences are decimal integers in (0, 2^63) without leading zeros (the
+-- library sends them so, and stores them as sent), compared as strings:
+-- Lua numbers are doubles, exact only up to 2^53, and fences minted
+-- elsewhere (nanosecond clocks, database sequences) go beyond.
+local function below(a, b)
+  if #a ~= #b then
+    return #a < #b
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return false
+end
+local newest = redis.call('HGET', KEYS[1], 'f') or '0'
+local fence = ARGV[2]
+if below(fence, newest) then
   return {0, newest}
 end
-redis.call('HSET', KEYS[1], 'v', ARGV[1], 'f', ARGV[2])
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'f', fence)
 if tonumber(ARGV[3]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
 end

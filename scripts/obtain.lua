@@ -30,6 +30,8 @@
 --   -(pttl + 1) <= 0   held by another grant with that PTTL in ms; 0: held
 --                      by a value without expiry
 --   {-1, last}         the proposal ARGV[3] was not above the key's last fence
+--                      (equal too: racing proposers can propose the same value,
+--                      and two grants must never share a fence)
 -- With ARGV[5]: {r, released}, r one of the integers above, released 1 if
 -- the grant ARGV[5] was released (by this run or an earlier run of this
 -- same request), else 0.

@@ -4,10 +4,26 @@
 -- KEYS[1]  the record (a hash: fields "v" value, "f" fence)
 -- ARGV[1]  the deleter's fence
 --
--- Replies 0 when deleted or absent, or the record's fence when it is above
--- ARGV[1] (nothing deleted).
-local f = tonumber(redis.call('HGET', KEYS[1], 'f') or '0') or 0
-if f > tonumber(ARGV[1]) then
+-- Replies 0 when deleted or absent, or the record's fence (a decimal
+-- string) when it is above ARGV[1] (nothing deleted).
+-- Fences are decimal integers in (0, 2^63) without leading zeros (the
+-- library sends them so, and stores them as sent), compared as strings:
+-- Lua numbers are doubles, exact only up to 2^53, and fences minted
+-- elsewhere (nanosecond clocks, database sequences) go beyond.
+local function below(a, b)
+  if #a ~= #b then
+    return #a < #b
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return false
+end
+local f = redis.call('HGET', KEYS[1], 'f') or '0'
+if below(ARGV[1], f) then
   return f
 end
 redis.call('DEL', KEYS[1])

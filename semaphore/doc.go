@@ -70,7 +70,9 @@
 // renewals and release (package observe: AcquireObserver, QueueObserver,
 // PermitObserver). The metric adapters (extra/redislockprom,
 // extra/redislockotel) turn them into the permits held and the calls
-// waiting; a Semaphore without observers builds no event.
+// waiting; a Semaphore without observers builds no event. A grant
+// confirmed after its validity, given back at once, is reported as an
+// Acquire that failed and a release.
 //
 // # Limits
 //

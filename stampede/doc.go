@@ -40,7 +40,10 @@
 // processes: the filler records the failure, with its fence, for the lock
 // TTL, and a waiter that finds a failure no older than the holder it
 // waited for returns it (a *FillError with the message). Callers that come
-// later fill again. WithFillRetries makes waiters fill again instead.
+// later fill again. WithFillRetries makes waiters fill again instead. A
+// fill that times out is not always answered to the waiters of other
+// processes: each of them may fill in turn, so a waiter can wait several
+// fill timeouts, bounded by its own ctx (the README's Limits).
 //
 // If the filling process dies, its lock expires after WithLease (default
 // 5 s) and one waiting process fills in its place. If the fill's lock is

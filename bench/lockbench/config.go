@@ -187,8 +187,8 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 		c.Libs = splitList(s)
 		return nil
 	})
-	fs.StringVar(&c.Addr, "addr", c.Addr, "use the Redis at host:port (its data is FLUSHALLed!)")
-	fs.Func("quorum", "use these Redis masters host:port,... for quorum scenarios (FLUSHALLed!)", func(s string) error {
+	fs.StringVar(&c.Addr, "addr", c.Addr, "use the Redis at host:port instead of starting one (the runs write keys of their own there)")
+	fs.Func("quorum", "use these Redis masters host:port,... for quorum scenarios instead of starting them", func(s string) error {
 		c.Quorum = splitList(s)
 		return nil
 	})

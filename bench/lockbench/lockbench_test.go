@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -333,5 +334,36 @@ func TestPostgresRun(t *testing.T) {
 	}
 	if p := Problems(rep); len(p) > 0 || len(rep.Results) != 3 || !strings.HasPrefix(rep.Target.Label, "PostgreSQL ") {
 		t.Fatalf("results %d, label %q, problems %v", len(rep.Results), rep.Target.Label, p)
+	}
+}
+
+// -libs names that match no library, or libraries that no selected
+// scenario measures, are refused with an error rather than a run that
+// prints nothing; the help says only what the tool does.
+func TestLibsSelectionRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		libs      []string
+		scenarios []string
+		want      string
+	}{
+		{[]string{"nosuchlib"}, []string{Uncontended}, "matches no library"},
+		{[]string{"raw/1ms", "nosuchlib"}, []string{Uncontended}, "matches no library"},
+		{[]string{"raw/none"}, []string{Uncontended}, "measure none of"}, // not primary: hotkey only
+	} {
+		cfg := quickConfig()
+		cfg.Addr = srv.Addr()
+		cfg.Libs, cfg.Scenarios = tc.libs, tc.scenarios
+		_, err := Run(context.Background(), cfg, rawLibs(), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("-libs %v -scenarios %v: %v, want an error saying %q", tc.libs, tc.scenarios, err, tc.want)
+		}
+	}
+	var help bytes.Buffer
+	if code := Main("bench", []string{"-h"}, rawLibs(), io.Discard, &help); code != 0 {
+		t.Fatalf("-h exited %d", code)
+	}
+	if strings.Contains(strings.ToUpper(help.String()), "FLUSHALL") {
+		t.Errorf("the help warns of a FLUSHALL the tool never sends:\n%s", help.String())
 	}
 }

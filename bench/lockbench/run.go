@@ -133,9 +133,11 @@ func plan(cfg *Config, libs []Library, nodesAvail int) ([][]*cell, []string) {
 	return groups, notes
 }
 
-func filterLibs(libs []Library, want []string) []Library {
+// filterLibs returns the libraries whose names contain one of want (all
+// when want is empty); a name in want that matches none is an error.
+func filterLibs(libs []Library, want []string) ([]Library, error) {
 	if len(want) == 0 {
-		return libs
+		return libs, nil
 	}
 	var out []Library
 	for _, l := range libs {
@@ -146,7 +148,20 @@ func filterLibs(libs []Library, want []string) []Library {
 			}
 		}
 	}
-	return out
+	for _, w := range want {
+		found := false
+		for _, l := range out {
+			found = found || strings.Contains(l.Name, w)
+		}
+		if !found {
+			names := make([]string, len(libs))
+			for i, l := range libs {
+				names[i] = l.Name
+			}
+			return nil, fmt.Errorf("-libs %q matches no library (known: %s)", w, strings.Join(names, ", "))
+		}
+	}
+	return out, nil
 }
 
 // Run measures libs as cfg says and returns the report. progress, if not
@@ -155,9 +170,12 @@ func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	libs = filterLibs(filterBackend(libs, cfg.Backend), cfg.Libs)
+	libs, err := filterLibs(filterBackend(libs, cfg.Backend), cfg.Libs)
+	if err != nil {
+		return nil, err
+	}
 	if len(libs) == 0 {
-		return nil, errors.New("lockbench: no library selected")
+		return nil, errors.New("no library selected")
 	}
 	t, err := openTarget(ctx, &cfg, cfg.needNodes())
 	if err != nil {
@@ -178,6 +196,14 @@ func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*
 	groups, notes := plan(&cfg, libs, len(t.clients))
 	for _, n := range notes {
 		fmt.Fprintln(os.Stderr, "lockbench:", n)
+	}
+	if len(groups) == 0 {
+		names := make([]string, len(libs))
+		for i, l := range libs {
+			names[i] = l.Name
+		}
+		return nil, fmt.Errorf("the scenarios %s measure none of %s (uncontended, quorum-uncontended and renew measure the primary libraries only)",
+			strings.Join(cfg.Scenarios, ","), strings.Join(names, ", "))
 	}
 	total := 0
 	for _, g := range groups {

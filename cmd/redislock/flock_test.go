@@ -1,52 +1,19 @@
 package main_test
 
 import (
-	"context"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/redislock-go/redislock"
 )
 
-// The flags of run as flock(1) users type them: -n for --nonblock, -w in
-// seconds (fractions allowed) or as a duration, -E for the conflict exit
-// code (of --nonblock and, when given, of --wait).
-func TestRunFlockFlags(t *testing.T) {
-	srv, c, _ := server(t)
-	ctx := context.Background()
-	l, err := c.Obtain(ctx, "busy", time.Minute, redislock.WithHolder("other-host:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
-	marker := filepath.Join(t.TempDir(), "ran")
-	for _, tc := range []struct {
-		flags []string
-		want  int
-	}{
-		{[]string{"-n"}, 75},
-		{[]string{"-n", "-E", "3"}, 3},
-		{[]string{"-nE", "0"}, 0},
-		{[]string{"-w", "0.2"}, 124},
-		{[]string{"-w", "0"}, 124}, // one attempt
-		{[]string{"--wait=.1"}, 124},
-		{[]string{"-w", "150ms"}, 124},
-		{[]string{"-w", "0.2", "-E", "9"}, 9},
-	} {
-		code, _, stderr := result(t, append(append([]string{"--addr", srv.Addr(), "run"}, tc.flags...), "busy", "--", "touch", marker)...)
-		if code != tc.want || !strings.Contains(stderr, "other-host:1") {
-			t.Errorf("%v: exit %d, want %d, and the holder named; stderr: %s", tc.flags, code, tc.want, stderr)
-		}
-		if _, err := os.Stat(marker); err == nil {
-			t.Fatalf("%v: the command ran although the lock was held", tc.flags)
-		}
-	}
+// -w takes seconds or a duration, never a negative, infinite or too large
+// one.
+func TestRunWaitBadValues(t *testing.T) {
+	srv, _, _ := server(t)
 	for _, wait := range []string{"-1", "soon", "NaN", "Inf", "-2s", "1e300"} {
 		if code, _, stderr := result(t, "--addr", srv.Addr(), "run", "-w", wait, "k", "--", "true"); code != 64 || !strings.Contains(stderr, "--wait") {
 			t.Errorf("-w %s: exit %d, want 64 and a --wait message; stderr: %s", wait, code, stderr)

@@ -107,7 +107,7 @@ const runExample = `  # A cron job that runs on several hosts, once at a time; t
 func runCommand(c *conn) *cobra.Command {
 	f := runFlags{ttl: defaultTTL, grace: defaultGrace, conflictCode: exitConflict, slots: 1}
 	cmd := &cobra.Command{
-		Use:     "run [flags] KEY -- COMMAND [ARGS...]",
+		Use:     "run [flags] KEY {-- COMMAND [ARGS...] | -c COMMAND}",
 		Short:   "Run a command while holding a lock",
 		Long:    runLong,
 		Example: runExample,
@@ -132,7 +132,7 @@ func runCommand(c *conn) *cobra.Command {
 	fs.StringVarP(&f.command, "command", "c", "", "run `COMMAND` with sh -c instead of COMMAND ARGS (also as flock has it: KEY -c COMMAND)")
 	fs.StringVar(&f.holder, "holder", "", "holder identity recorded with the lock, shown by inspect (default host:pid)")
 	fs.IntVar(&f.slots, "slots", 1, "hold one of `N` slots of the semaphore named KEY instead of the lock\n(REDISLOCK_SLOT: the slot, 0 to N-1; every user of KEY must give the same N)")
-	fs.BoolVarP(&f.verbose, "verbose", "v", false, "report obtaining, waiting and releasing on stderr")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "report obtaining, waiting and releasing on stderr, and go-redis' own messages (dial failures)")
 	return cmd
 }
 

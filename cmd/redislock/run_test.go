@@ -196,6 +196,17 @@ func TestRunConflictAndTimeout(t *testing.T) {
 		{[]string{"--nonblock", "--conflict-exit-code", "3"}, 3},
 		{[]string{"--nonblock", "--conflict-exit-code", "0"}, 0},
 		{[]string{"--wait", "200ms"}, 124},
+		// As flock(1) users type them: -n, -w in seconds (fractions
+		// allowed) or as a duration, -E (of --nonblock and, when given,
+		// of --wait).
+		{[]string{"-n"}, 75},
+		{[]string{"-n", "-E", "3"}, 3},
+		{[]string{"-nE", "0"}, 0},
+		{[]string{"-w", "0.2"}, 124},
+		{[]string{"-w", "0"}, 124}, // one attempt
+		{[]string{"--wait=.1"}, 124},
+		{[]string{"-w", "150ms"}, 124},
+		{[]string{"-w", "0.2", "-E", "9"}, 9},
 	} {
 		began := time.Now()
 		code, _, stderr := result(t, append(append([]string{"--addr", srv.Addr(), "run"}, tc.flags...), "busy", "--", "touch", marker)...)

@@ -57,6 +57,8 @@ type Node struct {
 	down     atomic.Bool  // the last call that ended did not reach the server (Down)
 	fanned   atomic.Int32 // of them, fan-out calls (MaxLive)
 	cleaning atomic.Int32 // clean-up calls (MaxCleanup)
+	Guarded  Guarded      // its abandoned guarded calls (MaxAbandoned)
+	workers  *Pool        // run the guarded calls, stopped by Close
 
 	apOnce sync.Once
 	ap     redis.Scripter // nil: not a *redis.Client, or go-redis refused
@@ -79,35 +81,81 @@ func IsNil(rdb any) bool {
 // New describes the go-redis client rdb, node index of its client; rdb
 // must not be nil (IsNil).
 func New(index int, rdb redis.UniversalClient) *Node {
-	n := &Node{Index: index, RDB: rdb, Kind: Other, Deadlines: true}
-	switch r := rdb.(type) {
+	n := &Node{Index: index, RDB: rdb, Kind: Other, Deadlines: honours(rdb), workers: NewPool(MaxGuardWorkers)}
+	switch rdb.(type) {
 	case *redis.Client:
-		n.Kind, n.Deadlines = Standalone, r.Options().ContextTimeoutEnabled
+		n.Kind = Standalone
 	case *redis.ClusterClient:
-		n.Kind, n.Deadlines = Cluster, r.Options().ContextTimeoutEnabled
+		n.Kind = Cluster
 	case *redis.Ring:
-		n.Kind, n.Deadlines = Ring, r.Options().ContextTimeoutEnabled
+		n.Kind = Ring
 	}
 	return n
 }
 
-// Call runs f on the node, bounded by timeout: as a context deadline where
-// go-redis honours one (where it does not, the deadline would only cost
-// allocations: go-redis' own Dial/Read/WriteTimeout bound the call, and a
-// fan-out stops waiting for the node at its timeout anyway). With pipeline,
-// calls beyond AutoPipelineAbove in flight are batched.
-func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f func(ctx context.Context, rdb redis.Scripter) error) error {
-	if n.Deadlines {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+// Call runs f on the node, bounded by timeout and ctx, whatever go-redis'
+// options: it is not sent when ctx has already ended (an error matching
+// ctx's, for which NotSent is true); where go-redis applies deadlines it
+// runs on the caller's goroutine with timeout as ctx's deadline; on a ctx
+// that cannot end and is not marked Bounded it runs on the caller's
+// goroutine, bounded by go-redis' own timeouts; otherwise, where go-redis
+// does not apply deadlines (no ContextTimeoutEnabled, or a call batched
+// through the AutoPipeliner), it is guarded: the caller stops waiting when
+// ctx ends or
+// timeout passes, with an error matching ErrAbandoned, and the call goes
+// on until go-redis returns; then settle(sctx, err) runs on its goroutine
+// (nil: nothing to settle), where it may make calls of its own on sctx
+// (ctx without its cancellation). With pipeline, calls beyond
+// AutoPipelineAbove in flight are batched. A node with MaxAbandoned
+// abandoned calls makes a further guarded call (but a settle's) wait for
+// one of them to end, within the same bounds; one that did not get to go
+// out is not sent.
+func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f func(ctx context.Context, rdb redis.Scripter) error,
+	settle func(ctx context.Context, err error)) error {
+	if err := ctx.Err(); err != nil {
+		return &callError{cause: err, kind: errNotSent}
 	}
 	k := n.inflight.Add(1)
-	err := f(ctx, n.scripter(pipeline && k > AutoPipelineAbove))
-	n.inflight.Add(-1)
-	n.noteReached(err)
+	batch := pipeline && k > AutoPipelineAbove
+	rdb := n.scripter(batch)
+	switch {
+	case n.Deadlines && !batch:
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		err := f(ctx, rdb)
+		cancel()
+		n.inflight.Add(-1)
+		n.noteReached(err)
+		return err
+	case ctx.Done() == nil && ctx.Value(bounded{}) == nil:
+		// A ctx that cannot end, not marked Bounded: go-redis' own
+		// timeouts bound the call, on the caller's goroutine.
+		err := f(ctx, rdb)
+		n.inflight.Add(-1)
+		n.noteReached(err)
+		return err
+	}
+	if n.Guarded.abandoned.Load() >= MaxAbandoned && ctx.Value(settling{}) == nil {
+		if err := n.Guarded.wait(ctx, timeout); err != nil {
+			n.inflight.Add(-1)
+			return err
+		}
+	}
+	err := guard(ctx, n.workers, timeout, rdb, func(ctx context.Context, rdb redis.Scripter) error {
+		err := f(ctx, rdb)
+		n.inflight.Add(-1)
+		n.noteReached(err)
+		return err
+	}, settle, &n.Guarded)
+	if IsAbandoned(err) {
+		n.noteReached(err) // a timeout: the node did not answer in time
+	}
 	return err
 }
+
+// Close stops the workers of the node's guarded calls: idle ones exit at
+// once, busy ones (calls abandoned to a stalled server) when go-redis
+// returns their call; later guarded calls get goroutines of their own.
+func (n *Node) Close() { n.workers.Stop() }
 
 // noteReached records whether a call that ended with err reached the
 // server: it did when it succeeded or the server answered with an error

@@ -22,6 +22,7 @@ type Pool struct {
 	mu      sync.Mutex
 	workers int  // guarded by mu
 	closed  bool // guarded by mu
+	stopped bool // guarded by mu
 	wg      sync.WaitGroup
 }
 
@@ -32,7 +33,7 @@ func NewPool(max int) *Pool {
 
 // TryGo runs f on a worker and reports whether it did: an idle worker, or a
 // new one while there are fewer than max. After Close it runs f on the
-// caller's goroutine (and reports true).
+// caller's goroutine (and reports true); after Stop it refuses f.
 func (p *Pool) TryGo(f func()) bool {
 	select {
 	case p.work <- f:
@@ -45,7 +46,7 @@ func (p *Pool) TryGo(f func()) bool {
 		p.mu.Unlock()
 		f()
 		return true
-	case p.workers >= p.max:
+	case p.stopped || p.workers >= p.max:
 		p.mu.Unlock()
 		return false
 	}
@@ -84,10 +85,21 @@ func (p *Pool) worker(f func()) {
 // tasks; tasks given afterwards run on the caller's goroutine.
 func (p *Pool) Close() {
 	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
+	if !p.closed && !p.stopped {
 		close(p.stop)
 	}
+	p.closed = true
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// Stop makes idle workers exit, and busy ones once their task is done,
+// without waiting for them; TryGo refuses every task afterwards.
+func (p *Pool) Stop() {
+	p.mu.Lock()
+	if !p.closed && !p.stopped {
+		close(p.stop)
+	}
+	p.stopped = true
+	p.mu.Unlock()
 }

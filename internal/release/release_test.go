@@ -12,13 +12,10 @@ import (
 	"golang.org/x/mod/zip"
 )
 
-// repo makes a git repository with a workspace of two modules, the root
-// and sub, sub requiring the root, and chdirs into it.
-func repo(t *testing.T) string {
+// writeTree writes files (slash-separated name: contents) under root.
+func writeTree(t *testing.T, root string, files map[string]string) {
 	t.Helper()
-	root := t.TempDir()
-	write := func(name, data string) {
-		t.Helper()
+	for name, data := range files {
 		file := filepath.Join(root, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 			t.Fatal(err)
@@ -27,18 +24,28 @@ func repo(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	write("go.mod", "module example.com/r\n\ngo 1.25.0\n")
-	write("r.go", "package r\n")
-	write("LICENSE", "license\n")
-	write(".gitignore", "/built\n")
-	write("built", "a build output, ignored\n")
-	write("sub/go.mod", "module example.com/r/sub\n\ngo 1.25.0\n\nrequire (\n\texample.com/r v0.1.0 // a comment\n\texample.com/other v1.0.0\n)\n")
-	write("sub/sub.go", "package sub\n")
-	write("go.work", "go 1.25.0\n\nuse (\n\t.\n\t./sub\n)\n\n// kept\nreplace (\n\texample.com/r v0.1.0 => ./\n\texample.com/r/sub v0.1.0 => ./sub\n)\n")
+}
+
+// repo makes a git repository with a workspace of two modules, the root
+// and sub, sub requiring the root, and chdirs into it.
+func repo(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"go.mod":      "module example.com/r\n\ngo 1.25.0\n",
+		"r.go":        "package r\n",
+		"LICENSE":     "license\n",
+		".gitignore":  "/built\n",
+		"built":       "a build output, ignored\n",
+		"sub/go.mod":  "module example.com/r/sub\n\ngo 1.25.0\n\nrequire (\n\texample.com/r v0.1.0 // a comment\n\texample.com/other v1.0.0\n)\n",
+		"sub/sub.go":  "package sub\n",
+		"test/go.mod": "module example.com/r/test\n\ngo 1.25.0\n\nreplace example.com/r => ../\n\nrequire example.com/r v0.1.0\n",
+		"go.work":     "go 1.25.0\n\nuse (\n\t.\n\t./sub\n)\n\n// kept\nreplace (\n\texample.com/r v0.1.0 => ./\n\texample.com/r/sub v0.1.0 => ./sub\n)\n",
+	})
 	git(t, root, "init", "-q")
 	git(t, root, "add", "-A")
 	git(t, root, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first")
-	write("new.go", "package r // untracked, not ignored: part of the next commit\n")
+	writeTree(t, root, map[string]string{"new.go": "package r // untracked, not ignored: part of the next commit\n"})
 	t.Chdir(root)
 	return root
 }
@@ -70,6 +77,10 @@ func TestVersionAndTags(t *testing.T) {
 	sub, _ := os.ReadFile(filepath.Join(root, "sub", "go.mod"))
 	if !strings.Contains(string(sub), "example.com/r v0.2.0 // a comment") || !strings.Contains(string(sub), "example.com/other v1.0.0") {
 		t.Errorf("sub/go.mod:\n%s", sub)
+	}
+	// A module outside the workspace too.
+	if test, _ := os.ReadFile(filepath.Join(root, "test", "go.mod")); !strings.Contains(string(test), "require example.com/r v0.2.0") {
+		t.Errorf("test/go.mod:\n%s", test)
 	}
 	work, _ := os.ReadFile(filepath.Join(root, "go.work"))
 	if !strings.Contains(string(work), "// kept\nreplace (\n\texample.com/r v0.2.0 => ./\n\texample.com/r/sub v0.2.0 => ./sub\n)") {

@@ -38,12 +38,11 @@ func (ws *workspace) tidy(sums bool) error {
 	if err != nil {
 		return err
 	}
-	proxy, modcache := filepath.Join(tmp, "proxy"), filepath.Join(tmp, "modcache")
+	proxy := filepath.Join(tmp, "proxy")
 	env := append(os.Environ(),
 		"GOWORK=off",
 		"GOPROXY="+fileURL(proxy)+","+fileURL(filepath.Join(cache, "cache", "download"))+","+upstream,
 		"GONOSUMDB="+strings.Trim(os.Getenv("GONOSUMDB")+","+ws.modulePath(""), ","),
-		"GOMODCACHE="+modcache,
 		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -modcacherw"),
 	)
 	for round := 1; ; round++ {
@@ -51,10 +50,12 @@ func (ws *workspace) tidy(sums bool) error {
 		if err != nil {
 			return err
 		}
-		for _, dir := range []string{proxy, modcache} {
-			if err := os.RemoveAll(dir); err != nil {
-				return err
-			}
+		// A module cache directory of its own each round: the go command
+		// indexes a module's directory by its path (in GOCACHE), so a path
+		// used again would be read from the index of the round before.
+		modcache := filepath.Join(tmp, fmt.Sprintf("modcache%d", round))
+		if err := os.RemoveAll(proxy); err != nil {
+			return err
 		}
 		if err := ws.publish(proxy); err != nil {
 			return err
@@ -64,7 +65,7 @@ func (ws *workspace) tidy(sums bool) error {
 				return err
 			}
 			cmd := exec.Command("go", "mod", "tidy")
-			cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = m.dir(ws.root), env, os.Stderr, os.Stderr
+			cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = m.dir(ws.root), append(env, "GOMODCACHE="+modcache), os.Stderr, os.Stderr
 			if err := cmd.Run(); err != nil {
 				return fmt.Errorf("go mod tidy in ./%s: %v", m.rel, err)
 			}

@@ -13,7 +13,7 @@ import (
 func chain(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
-	for name, data := range map[string]string{
+	writeTree(t, root, map[string]string{
 		"go.mod":   "module example.com/r\n\ngo 1.25.0\n",
 		"r.go":     "package r\n\nconst R = 1\n",
 		"b/go.mod": "module example.com/r/b\n\ngo 1.25.0\n\nrequire example.com/r v0.1.0\n",
@@ -21,15 +21,7 @@ func chain(t *testing.T) string {
 		"c/go.mod": "module example.com/r/c\n\ngo 1.25.0\n\nrequire example.com/r/b v0.1.0\n",
 		"c/c.go":   "package c\n\nimport \"example.com/r/b\"\n\nconst C = b.B\n",
 		"go.work":  "go 1.25.0\n\nuse (\n\t.\n\t./b\n\t./c\n)\n\nreplace (\n\texample.com/r v0.1.0 => ./\n\texample.com/r/b v0.1.0 => ./b\n\texample.com/r/c v0.1.0 => ./c\n)\n",
-	} {
-		file := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	git(t, root, "init", "-q")
 	t.Chdir(root)
 	return root

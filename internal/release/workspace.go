@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path"
@@ -124,16 +125,24 @@ func (ws *workspace) has(p string) bool {
 	return false
 }
 
-// setVersion makes every go.mod require the workspace's modules at v, and
-// go.work replace them at v.
+// setVersion makes every go.mod of the work tree (the workspace's, and any
+// other, such as a test-only module outside the workspace) require the
+// workspace's modules at v, and go.work replace them at v.
 func (ws *workspace) setVersion(v string) error {
 	for _, m := range ws.modules {
 		if err := module.Check(m.path, v); err != nil {
 			return err
 		}
 	}
-	for _, m := range ws.modules {
-		file := filepath.Join(m.dir(ws.root), "go.mod")
+	files, err := ws.files()
+	if err != nil {
+		return err
+	}
+	for _, name := range files {
+		if path.Base(name) != "go.mod" {
+			continue
+		}
+		file := filepath.Join(ws.root, filepath.FromSlash(name))
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return err
@@ -150,8 +159,10 @@ func (ws *workspace) setVersion(v string) error {
 			}
 		}
 		f.Cleanup()
-		if err := os.WriteFile(file, modfile.Format(f.Syntax), 0o644); err != nil {
-			return err
+		if out := modfile.Format(f.Syntax); !bytes.Equal(out, data) {
+			if err := os.WriteFile(file, out, 0o644); err != nil {
+				return err
+			}
 		}
 	}
 	for _, m := range ws.modules {

@@ -48,9 +48,13 @@ func TestObtainScriptReplay(t *testing.T) {
 			t.Fatal(n, err)
 		}
 		// Quorum proposals: at or below the released record's fence are
-		// refused with it.
+		// refused with it. Equal must be refused too: two racing quorum
+		// proposers can compute the same proposal (the same µs, or the same
+		// counter seen + 1), and a node that accepted it after the first
+		// grant would give a second grant the same fence, which a fenced
+		// resource (fence >= newest) cannot tell from the first.
 		if low := run("q1", first.Fence); low.Status != LowProposal || low.Counter != first.Fence {
-			t.Fatalf("low proposal = %+v", low)
+			t.Fatalf("a proposal equal to the last fence = %+v, want LowProposal: accepted, two grants would share fence %d", low, first.Fence)
 		}
 		if ok := run("q2", first.Fence+5); ok.Status != Granted || ok.Fence != first.Fence+5 {
 			t.Fatalf("high proposal = %+v", ok)

@@ -1,0 +1,218 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// wantCancelled fails t unless an Obtain with a done ctx returned no lock
+// and an error matching ctx's.
+func wantCancelled(t *testing.T, what string, granted bool, err error) bool {
+	t.Helper()
+	if granted || !errors.Is(err, context.Canceled) {
+		t.Errorf("%s with a cancelled ctx: granted %v, %v; want no lock and context.Canceled", what, granted, err)
+		return false
+	}
+	return true
+}
+
+// A call whose context is done never returns a lock, on every path, and a
+// call that never went out sends nothing and releases nothing.
+func TestCancelledObtainNeverGrants(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	t.Run("lone", func(t *testing.T) {
+		srv := redistest.Start(t)
+		admin := srv.Client(nil)
+		var cl cleanups
+		c := newClient(t, srv.Client(nil), redislock.WithObserver(&cl))
+		ctx := ctxT(t, 10*time.Second)
+		warm, err := c.Obtain(ctx, "warm", time.Second) // loads the scripts
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = warm.Release(ctx)
+		before := evalCalls(admin)
+		for i := range 200 {
+			l, err := c.Obtain(cancelled, "lone-"+strconv.Itoa(i), time.Minute)
+			if !wantCancelled(t, "Obtain", l != nil, err) {
+				break
+			}
+			m, err := c.ObtainMulti(cancelled, []string{"m-a" + strconv.Itoa(i), "m-b" + strconv.Itoa(i)}, time.Minute)
+			if !wantCancelled(t, "ObtainMulti", m != nil, err) {
+				break
+			}
+			if err := c.Run(cancelled, "run-"+strconv.Itoa(i), time.Minute, func(context.Context, *redislock.Lock) error {
+				return errors.New("fn ran")
+			}); !wantCancelled(t, "Run", false, err) {
+				break
+			}
+		}
+		_ = c.Close()
+		if n := evalCalls(admin) - before; n != 0 {
+			t.Errorf("calls with a cancelled ctx sent %d scripts, want none", n)
+		}
+		if n := cl.busy.Load() + cl.other.Load(); n != 0 {
+			t.Errorf("%d clean-ups reported failed for calls that never went out", n)
+		}
+	})
+
+	// Past 16 calls in flight, calls go through go-redis' auto-pipeliner,
+	// which does not look at a call's context.
+	t.Run("pipelined", func(t *testing.T) {
+		srv := redistest.Start(t)
+		admin := srv.Client(nil)
+		var cl cleanups
+		c := newClient(t, srv.Client(nil), redislock.WithObserver(&cl))
+		ctx := ctxT(t, 60*time.Second)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 32 {
+			wg.Go(func() {
+				key := "busy-" + strconv.Itoa(w)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if l, err := c.Obtain(ctx, key, time.Minute); err == nil {
+						_ = l.Release(ctx)
+					}
+				}
+			})
+		}
+		granted := 0
+		errsOf := map[string]string{}
+		for i := range 2000 {
+			// A ctx cancelled during the call, or before it.
+			cctx, cancel := context.WithCancel(ctx)
+			if i%2 == 0 {
+				cancel()
+			} else {
+				time.AfterFunc(0, cancel)
+			}
+			l, err := c.Obtain(cctx, "pipe-"+strconv.Itoa(i), time.Minute)
+			errsOf[redislock.LockKey("pipe-"+strconv.Itoa(i))] = fmt.Sprintf("%v %v", l != nil, err)
+			if l != nil {
+				if i%2 == 0 || errors.Is(err, context.Canceled) {
+					granted++ // cancelled before the call: never a lock
+				}
+				_ = l.Release(ctx)
+			}
+			cancel()
+		}
+		close(stop)
+		wg.Wait()
+		_ = c.Close() // waits for the background clean-up
+		if !redislock.Pipelined(c) {
+			t.Fatal("the auto-pipeliner was never used: the test exercised nothing")
+		}
+		t.Logf("cleanups failed: busy %d, other %d", cl.busy.Load(), cl.other.Load())
+		if granted > 0 {
+			t.Errorf("%d of 1000 Obtain calls with a cancelled ctx returned a lock", granted)
+		}
+		keys, err := admin.Keys(ctx, redislock.DefaultPrefix+"{pipe-*}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if held(ctx, admin, k) {
+				t.Errorf("%s still held after Close: a cancelled Obtain's grant was not released: %s", k, errsOf[k])
+				break
+			}
+		}
+	})
+
+	t.Run("quorum", func(t *testing.T) {
+		srvs := redistest.StartN(t, 3)
+		var rdbs []redis.UniversalClient
+		for _, s := range srvs {
+			rdbs = append(rdbs, s.Client(nil))
+		}
+		var cl cleanups
+		c, err := redislock.NewQuorum(rdbs, redislock.WithObserver(&cl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		before := 0
+		for _, s := range srvs {
+			before += evalCalls(s.Client(nil))
+		}
+		for i := range 100 {
+			l, err := c.Obtain(cancelled, "q-"+strconv.Itoa(i), time.Minute)
+			if !wantCancelled(t, "quorum Obtain", l != nil, err) {
+				break
+			}
+		}
+		_ = c.Close()
+		after := 0
+		for _, s := range srvs {
+			after += evalCalls(s.Client(nil))
+		}
+		if after != before {
+			t.Errorf("quorum calls with a cancelled ctx sent %d scripts, want none", after-before)
+		}
+		if n := cl.busy.Load() + cl.other.Load(); n != 0 {
+			t.Errorf("%d clean-ups reported failed for calls that never went out", n)
+		}
+	})
+
+	// A waiter whose ctx ends just before the holder's release hands it the
+	// lock: it returns no lock, and the lock does not stay taken.
+	t.Run("waiting", func(t *testing.T) {
+		srv := redistest.Start(t)
+		admin := srv.Client(nil)
+		c := newClient(t, srv.Client(nil))
+		ctx := ctxT(t, 60*time.Second)
+		for i := range 100 {
+			key := "wait-" + strconv.Itoa(i)
+			h, err := c.Obtain(ctx, key, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			type result struct {
+				l   *redislock.Lock
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				l, err := c.Obtain(wctx, key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(time.Minute)))
+				done <- result{l, err}
+			}()
+			eventually(t, 10*time.Second, "the waiter waits", func() bool { n, ready := redislock.LocalWaiters(c, key); return n == 1 && ready })
+			cancel()
+			if err := h.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if !wantCancelled(t, "waiting Obtain", r.l != nil, r.err) {
+				_ = r.l.Release(ctx)
+				break
+			}
+		}
+		_ = c.Close()
+		keys, err := admin.Keys(ctx, redislock.DefaultPrefix+"{wait-*}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if held(ctx, admin, k) {
+				t.Errorf("%s still held after Close", k)
+				break
+			}
+		}
+	})
+}
