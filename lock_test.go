@@ -262,15 +262,24 @@ func TestRetryBoundedByContext(t *testing.T) {
 		}
 		defer l.Release(ctx)
 
-		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		// (Long enough for the first attempt to find the lock held on a
+		// loaded machine: a ctx that ends the first attempt itself is the
+		// ctx's error, not contention.)
+		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		_, err = c.Obtain(short, "busy", time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
 		if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want ErrNotObtained joined with DeadlineExceeded", err)
 		}
 		cctx, cancel2 := context.WithCancel(ctx)
-		go func() { time.Sleep(20 * time.Millisecond); cancel2() }()
-		_, err = c.Obtain(cctx, "busy", time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Obtain(cctx, "busy", time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
+			done <- err
+		}()
+		eventually(t, 10*time.Second, "the caller waits", func() bool { n, _ := redislock.LocalWaiters(c, "busy"); return n == 1 })
+		cancel2()
+		err = <-done
 		if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want ErrNotObtained joined with Canceled", err)
 		}
