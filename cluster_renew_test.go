@@ -152,7 +152,7 @@ func replicaHolds(t *testing.T, n *redisproc.Node, key, token string) bool {
 func clusterAutoPipeline(t *testing.T, rc realCluster) {
 	ctx := ctxT(t, 30*time.Second)
 	c := newClient(t, rc.Client(nil))
-	redislock.ObtainReleaseLoop(ctx, t, c, t.Name(), 64, 30)
+	ObtainReleaseLoop(ctx, t, c, t.Name(), 64, 30)
 	if !redislock.Pipelined(c) {
 		t.Fatal("64 callers did not set up auto-pipelining")
 	}

@@ -70,36 +70,6 @@ func TestHandoff(t *testing.T) {
 	})
 }
 
-// scriptCalls counts the scripts a server ran (a real server's
-// commandstats); 0 on miniredis.
-func scriptCalls(t *testing.T, b backend) int {
-	t.Helper()
-	if b.real == nil {
-		return 0
-	}
-	return evalCalls(b.rdb)
-}
-
-// evalCalls counts the scripts the server of rdb ran (commandstats).
-func evalCalls(rdb *redis.Client) int {
-	var n int
-	for _, line := range strings.Split(rdb.Info(context.Background(), "commandstats").Val(), "\n") {
-		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
-			var calls int
-			if i := strings.Index(line, "calls="); i >= 0 {
-				for _, r := range line[i+6:] {
-					if r < '0' || r > '9' {
-						break
-					}
-					calls = calls*10 + int(r-'0')
-				}
-			}
-			n += calls
-		}
-	}
-	return n
-}
-
 // TestHandoffChainEnds: callers of one Client that keep a key busy hand it to
 // each other, but not forever: a waiter of another Client still gets it.
 func TestHandoffChainEnds(t *testing.T) {
@@ -261,4 +231,116 @@ func TestHandoffQueue(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestNotifyNoBargingWithinClient: a caller of the Client that arrives while
+// another caller of the same Client waits for the key is granted after it,
+// even when it arrives the moment the lock was released (before the woken
+// waiter could try).
+func TestNotifyNoBargingWithinClient(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newClient(t, b.rdb)
+		ctx := ctxT(t, 20*time.Second)
+		long := redislock.WithRetry(redislock.LinearBackoff(5 * time.Second))
+		held, err := c.Obtain(ctx, "fifo", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []string
+		var wg sync.WaitGroup
+		take := func(name string) {
+			defer wg.Done()
+			l, err := c.Obtain(ctx, "fifo", time.Minute, long)
+			if err != nil {
+				t.Error(name, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+			_ = l.Release(ctx)
+		}
+		wg.Add(1)
+		go take("first")
+		eventually(t, 5*time.Second, "the first waiter subscribed", func() bool {
+			return numSub(t, b.rdb, redislock.DefaultPrefix+"{fifo}:wake") == 1
+		})
+		time.Sleep(50 * time.Millisecond) // its recheck after subscribing is done
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		take("second") // arrives at once, with the lock free
+		wg.Wait()
+		if len(order) != 2 || order[0] != "first" {
+			t.Fatalf("grant order %v, want the waiting caller first", order)
+		}
+	})
+}
+
+// TestQuorumLocalQueue: in quorum mode, callers of one Client queue for a
+// key: only the longest-waiting one makes attempts, however short the
+// others' backoff, and a Release by the Client wakes it at once, so they
+// are granted in arrival order.
+func TestQuorumLocalQueue(t *testing.T) {
+	q := startQuorum(t, 3)
+	c := q.client(t)
+	ctx := ctxT(t, 30*time.Second)
+	held, err := c.Obtain(ctx, "lq", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Obtain returns at a majority: wait until the third node ran its
+	// grant too, so that it is not counted below as a waiter's attempt.
+	eventually(t, 5*time.Second, "the grant on every node", func() bool { return q.holders(t, "lq", held.Token()) == 3 })
+	calls := func() int { return evalCalls(q.rdbs[0].(*redis.Client)) }
+	before := calls()
+	const waiters = 8
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Go(func() {
+			// The first waiter's backoff outlasts the test: only the
+			// release's wake-up gets it the lock in time. The others
+			// would poll often, were they not queued behind it.
+			retry := redislock.LinearBackoff(5 * time.Millisecond)
+			if i == 0 {
+				retry = redislock.LinearBackoff(time.Minute)
+			}
+			l, err := c.Obtain(ctx, "lq", time.Minute, redislock.WithRetry(retry))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := l.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		eventually(t, 5*time.Second, "the waiter queued", func() bool {
+			n, _ := redislock.LocalWaiters(c, "lq")
+			return n == i+1
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := calls() - before; n != 1 {
+		t.Fatalf("%d attempts on node 0 while %d callers waited, want 1 (the first one's): waiters behind it made attempts", n, waiters)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(order) != waiters {
+		t.Fatalf("%d of %d waiters granted", len(order), waiters)
+	}
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("grant order %v, want arrival order", order)
+		}
+	}
 }

@@ -62,3 +62,44 @@ func held(ctx context.Context, rdb redis.Cmdable, lockKey string) bool {
 	v, err := rdb.Get(ctx, lockKey).Result()
 	return err == nil && !strings.HasPrefix(v, "~:")
 }
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not reached within %v: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// scriptCalls counts the scripts a server ran (a real server's
+// commandstats); 0 on miniredis.
+func scriptCalls(t *testing.T, b backend) int {
+	t.Helper()
+	if b.real == nil {
+		return 0
+	}
+	return evalCalls(b.rdb)
+}
+
+// evalCalls counts the scripts the server of rdb ran (commandstats).
+func evalCalls(rdb *redis.Client) int {
+	var n int
+	for _, line := range strings.Split(rdb.Info(context.Background(), "commandstats").Val(), "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			var calls int
+			if i := strings.Index(line, "calls="); i >= 0 {
+				for _, r := range line[i+6:] {
+					if r < '0' || r > '9' {
+						break
+					}
+					calls = calls*10 + int(r-'0')
+				}
+			}
+			n += calls
+		}
+	}
+	return n
+}

@@ -14,7 +14,8 @@ import (
 // (it marked the grant), this Client's own waiters, and the fair queue.
 func TestInspectWaiters(t *testing.T) {
 	srv := redistest.Start(t)
-	holder, others := newClient(t, srv.Client(nil)), newClient(t, srv.Client(nil))
+	starts := newWaitStarts()
+	holder, others := newClient(t, srv.Client(nil)), newClient(t, srv.Client(nil), redislock.WithObserver(starts))
 	ctx := ctxT(t, 20*time.Second)
 	waiters := func(c *redislock.Client, key string) int {
 		info, err := c.Inspect(ctx, key)
@@ -49,6 +50,10 @@ func TestInspectWaiters(t *testing.T) {
 			}
 			eventually(t, 10*time.Second, "the holder's Client sees a waiter", func() bool { return waiters(holder, key) >= 1 })
 			eventually(t, 10*time.Second, "the waiters' Client counts both", func() bool { return waiters(others, key) == 2 })
+			// Both found the lock held (a fair waiter is counted from its
+			// attempt's run on Redis, before its reply came back): their
+			// ctx ends a wait.
+			starts.await(t, 2)
 			cancel()
 			for range 2 {
 				if err := <-done; !errors.Is(err, redislock.ErrNotObtained) {

@@ -3,71 +3,11 @@ package redislock_test
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
-	"github.com/redislock-go/redislock/internal/redistest"
 )
-
-func TestObtainReleaseCycle(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 10*time.Second)
-		start := time.Now()
-		l, err := c.Obtain(ctx, "cycle", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		end := time.Now()
-		if l.Key() != "cycle" || len(l.Token()) < 22 || l.Fence() <= 0 {
-			t.Fatalf("bad grant: key %q token %q fence %d", l.Key(), l.Token(), l.Fence())
-		}
-		// ValidUntil = request start + TTL - (TTL*0.01 + 2ms).
-		if v := l.ValidUntil(); v.Before(start.Add(988*time.Millisecond)) || v.After(end.Add(988*time.Millisecond)) {
-			t.Fatalf("ValidUntil %v not start+TTL-drift (start %v, end %v)", v, start, end)
-		}
-		if _, err := c.Obtain(ctx, "cycle", time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-			t.Fatalf("second Obtain = %v, want ErrNotObtained", err)
-		}
-		ttl, err := l.TTL(ctx)
-		if err != nil || ttl <= 0 || ttl > time.Second {
-			t.Fatalf("TTL = %v, %v", ttl, err)
-		}
-		if err := l.Refresh(ctx, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if ttl, err := l.TTL(ctx); err != nil || ttl <= time.Second {
-			t.Fatalf("TTL after Refresh = %v, %v", ttl, err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if !l.ValidUntil().IsZero() {
-			t.Fatal("ValidUntil not reset after Release")
-		}
-		if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("second Release = %v, want ErrNotHeld", err)
-		}
-		if _, err := l.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("TTL after Release = %v", err)
-		}
-		if err := l.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("Refresh after Release = %v", err)
-		}
-		l2, err := c.Obtain(ctx, "cycle", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l2.Release(ctx)
-		if l2.Token() == l.Token() || l2.Fence() <= l.Fence() {
-			t.Fatalf("second grant: token %q fence %d after %q %d", l2.Token(), l2.Fence(), l.Token(), l.Fence())
-		}
-	})
-}
 
 // A holder whose lease expired cannot refresh, shorten or release the lock of
 // the next holder.
@@ -90,7 +30,9 @@ func TestStaleHolder(t *testing.T) {
 		if cur.Fence() <= old.Fence() {
 			t.Fatalf("fence %d not above the expired grant's %d", cur.Fence(), old.Fence())
 		}
-		if err := old.Refresh(ctx, time.Millisecond*5); !errors.Is(err, redislock.ErrNotHeld) {
+		// (A TTL whose validity fits a round trip on a loaded machine: a
+		// call is bounded by its validity.)
+		if err := old.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
 			t.Fatalf("stale Refresh = %v", err)
 		}
 		if err := old.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
@@ -106,203 +48,44 @@ func TestStaleHolder(t *testing.T) {
 	})
 }
 
-func TestFencesIncreaseAcrossClients(t *testing.T) {
+// A stale holder, whose lease ended and whose key a newer grant took, reads
+// no TTL, extends nothing and releases nothing: the newer lease is
+// untouched.
+func TestStaleHolderAfterNewerGrant(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		clients := []*redislock.Client{newClient(t, b.rdb), newClient(t, b.rdb), newClient(t, b.rdb)}
 		ctx := ctxT(t, 10*time.Second)
-		var last int64
-		for i := range 60 {
-			l, err := clients[i%3].Obtain(ctx, "fences", time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l.Fence() <= last {
-				t.Fatalf("grant %d: fence %d after %d", i, l.Fence(), last)
-			}
-			last = l.Fence()
-			if i%2 == 0 {
-				if err := l.Release(ctx); err != nil {
-					t.Fatal(err)
-				}
-			} else { // the key vanishes without a release (expiry, eviction)
-				b.rdb.Del(ctx, redislock.DefaultPrefix+"{fences}")
-			}
-		}
-	})
-}
-
-// Keys are binary-safe and namespaced; a lock's keys share a hash tag.
-func TestKeys(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 10*time.Second)
-		keys := []string{"plain", "a}b", "}x", "{y}", "%7D", "}", "bin\x00\xff\r\n", strings.Repeat("k", 64<<10)}
-		locks := map[string]*redislock.Lock{}
-		for _, k := range keys {
-			l, err := c.Obtain(ctx, k, time.Second)
-			if err != nil {
-				t.Fatalf("Obtain(%q): %v", k[:min(len(k), 20)], err)
-			}
-			if l.Key() != k {
-				t.Fatal("Key() does not round-trip")
-			}
-			locks[k] = l
-		}
-		all, err := b.rdb.Keys(ctx, "*").Result()
+		stale, err := c.Obtain(ctx, "stale", 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(all) != len(keys) { // one key per lock: no two collided
-			t.Fatalf("%d Redis keys for %d locks", len(all), len(keys))
-		}
-		for _, k := range all {
-			if !strings.HasPrefix(k, redislock.DefaultPrefix+"{") {
-				t.Fatalf("key %q not namespaced", k[:min(len(k), 40)])
-			}
-			if tag := hashTag(k); tag == "" {
-				t.Fatalf("key %q has no hash tag", k[:min(len(k), 40)])
-			}
-		}
-		for k, l := range locks {
-			lockKey := redislock.DefaultPrefix + "{" + strings.NewReplacer("%", "%25", "}", "%7D").Replace(k) + "}"
-			if hashTag(lockKey) != hashTag(lockKey+":wake") || b.rdb.Exists(ctx, lockKey).Val() != 1 {
-				t.Fatalf("lock %q: key missing or its channel in another slot", k[:min(len(k), 20)])
-			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c2 := newClient(t, b.rdb, redislock.WithPrefix("other:"))
-		l, err := c2.Obtain(ctx, "plain", time.Second)
+		// Its lease ends (as if expired: the key is gone), and a newer
+		// grant, with a much longer lease, takes the key.
+		b.rdb.Del(ctx, redislock.DefaultPrefix+"{stale}")
+		fresh, err := c.Obtain(ctx, "stale", time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.Release(ctx)
-		if b.rdb.Exists(ctx, "other:{plain}").Val() != 1 {
-			t.Fatal("WithPrefix not applied")
+		if d, err := stale.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+			t.Fatalf("stale holder's TTL = %v, %v, want ErrNotHeld (not the newer lease)", d, err)
 		}
-	})
-}
-
-// hashTag is the part of key that Redis Cluster hashes.
-func hashTag(key string) string {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return ""
-	}
-	j := strings.IndexByte(key[i+1:], '}')
-	if j <= 0 {
-		return ""
-	}
-	return key[i+1 : i+1+j]
-}
-
-// 16 goroutines increment a counter with a non-atomic read-modify-write that
-// only the lock makes safe: no increment may be lost.
-func TestMutualExclusion(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		c := newClient(t, b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
-		ctx := ctxT(t, 60*time.Second)
-		const workers = 16
-		rounds := 15
-		if b.real == nil {
-			rounds = 3 // miniredis serialises everything: keep it short
+		if err := stale.Refresh(ctx, time.Minute); !errors.Is(err, redislock.ErrNotHeld) {
+			t.Fatalf("stale holder's Refresh = %v, want ErrNotHeld", err)
 		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var fences []int64
-		errs := make(chan error, workers)
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range rounds {
-					l, err := c.Obtain(ctx, "mutex", 5*time.Second, redislock.WithMaxWait(30*time.Second))
-					if err != nil {
-						errs <- err
-						return
-					}
-					v, _ := b.rdb.Get(ctx, "counter").Int()
-					time.Sleep(100 * time.Microsecond) // widen the race window
-					b.rdb.Set(ctx, "counter", v+1, 0)
-					mu.Lock()
-					fences = append(fences, l.Fence())
-					mu.Unlock()
-					if err := l.Release(ctx); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
+		if err := stale.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+			t.Fatalf("stale holder's Release = %v, want ErrNotHeld", err)
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
+		if d, err := fresh.TTL(ctx); err != nil || d <= 10*time.Second {
+			t.Fatalf("newer holder's TTL = %v, %v, want its hour", d, err)
+		}
+		// And once the newer grant is released, the stale one still
+		// reads nothing from the released record.
+		if err := fresh.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := b.rdb.Get(ctx, "counter").Int(); n != workers*rounds {
-			t.Fatalf("counter = %d, want %d: an increment was lost", n, workers*rounds)
+		if d, err := stale.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+			t.Fatalf("stale holder's TTL after the release = %v, %v, want ErrNotHeld", d, err)
 		}
-		for i := 1; i < len(fences); i++ {
-			if fences[i] <= fences[i-1] {
-				t.Fatalf("fences out of grant order: %d then %d", fences[i-1], fences[i])
-			}
-		}
-	})
-}
-
-// The retry loop ends with the ctx, reporting both causes.
-func TestRetryBoundedByContext(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 10*time.Second)
-		l, err := c.Obtain(ctx, "busy", 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Release(ctx)
-
-		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		defer cancel()
-		_, err = c.Obtain(short, "busy", time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
-		if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("got %v, want ErrNotObtained joined with DeadlineExceeded", err)
-		}
-		cctx, cancel2 := context.WithCancel(ctx)
-		go func() { time.Sleep(20 * time.Millisecond); cancel2() }()
-		_, err = c.Obtain(cctx, "busy", time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
-		if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
-			t.Fatalf("got %v, want ErrNotObtained joined with Canceled", err)
-		}
-		// Without a ctx deadline, WithMaxWait bounds the loop.
-		_, err = c.Obtain(context.Background(), "busy", time.Second,
-			redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)), redislock.WithMaxWait(30*time.Millisecond))
-		if !errors.Is(err, redislock.ErrNotObtained) {
-			t.Fatalf("got %v, want ErrNotObtained", err)
-		}
-		// LimitRetry bounds it too.
-		_, err = c.Obtain(ctx, "busy", time.Second, redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 3)))
-		if !errors.Is(err, redislock.ErrNotObtained) || errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("got %v, want plain ErrNotObtained", err)
-		}
-	})
-}
-
-// A retrying waiter gets the lock once the holder releases it.
-func TestRetryObtainsAfterRelease(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 10*time.Second)
-		l, err := c.Obtain(ctx, "handoff", 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.AfterFunc(30*time.Millisecond, func() { _ = l.Release(ctx) })
-		l2, err := c.Obtain(ctx, "handoff", time.Second, redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 10*time.Millisecond)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = l2.Release(ctx)
 	})
 }
 
@@ -325,81 +108,19 @@ func TestReleaseAfterCancel(t *testing.T) {
 	})
 }
 
-func TestFencedSet(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := ctxT(t, 10*time.Second)
-		if err := redislock.FencedSet(ctx, b.rdb, "res", "a", 10, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := redislock.FencedSet(ctx, b.rdb, "res", "b", 10, 0); err != nil {
-			t.Fatal("same fence rejected:", err)
-		}
-		if err := redislock.FencedSet(ctx, b.rdb, "res", "stale", 9, 0); !errors.Is(err, redislock.ErrStaleFence) {
-			t.Fatalf("stale write = %v", err)
-		}
-		if err := redislock.FencedSet(ctx, b.rdb, "res", "c", 11, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-		v, f, err := redislock.FencedGet(ctx, b.rdb, "res")
-		if err != nil || v != "c" || f != 11 {
-			t.Fatalf("FencedGet = %q %d %v", v, f, err)
-		}
-		if _, _, err := redislock.FencedGet(ctx, b.rdb, "nothing"); !errors.Is(err, redis.Nil) {
-			t.Fatalf("missing = %v", err)
-		}
-	})
-	var g redislock.FenceGate
-	for _, f := range []int64{5, 5, 7} { // the same fence twice, then a newer one
-		if err := g.Admit(f); err != nil {
-			t.Fatalf("gate rejected fence %d: %v", f, err)
-		}
+func TestNilLock(t *testing.T) {
+	var l *redislock.Lock
+	ctx := context.Background()
+	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatal(err)
 	}
-	if err := g.Admit(6); !errors.Is(err, redislock.ErrStaleFence) {
-		t.Fatal("gate admitted a stale fence")
+	if err := l.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatal(err)
 	}
-	wrote := false
-	if err := g.Do(6, func() error { wrote = true; return nil }); err == nil || wrote {
-		t.Fatal("gate ran a stale write")
+	if _, err := l.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatal(err)
 	}
-}
-
-// ---- real redis-server only ----
-
-// Fences keep increasing when the server restarts without persistence and
-// when its data is flushed.
-func TestFencesSurviveDataLoss(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(nil)
-	c := newClient(t, rdb)
-	ctx := ctxT(t, 20*time.Second)
-	obtain := func() int64 {
-		t.Helper()
-		var l *redislock.Lock
-		var err error
-		for range 50 { // the restarted server may take a moment to accept
-			if l, err = c.Obtain(ctx, "durable", time.Second); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = l.Release(ctx)
-		return l.Fence()
-	}
-	f1 := obtain()
-	f2 := obtain()
-	srv.Restart()
-	rdb2 := srv.Client(nil)
-	c = newClient(t, rdb2)
-	if n, _ := rdb2.DBSize(ctx).Result(); n != 0 {
-		t.Fatalf("restart kept %d keys", n)
-	}
-	f3 := obtain()
-	rdb2.FlushAll(ctx)
-	f4 := obtain()
-	if !(f1 < f2 && f2 < f3 && f3 < f4) {
-		t.Fatalf("fences not increasing across data loss: %d %d %d %d", f1, f2, f3, f4)
+	if l.Key() != "" || l.Token() != "" || l.Fence() != 0 || !l.ValidUntil().IsZero() {
+		t.Fatal("nil lock accessors not zero")
 	}
 }

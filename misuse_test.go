@@ -7,96 +7,108 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
-// A typed nil (a nil *redis.Client in a non-nil interface) is a nil client:
-// every call of New's Client is ErrInvalidArgument, NewQuorum refuses it,
-// and nothing panics.
-func TestTypedNilClients(t *testing.T) {
-	srv := redistest.Start(t)
-	good := []redis.UniversalClient{srv.Client(nil), srv.Client(nil)}
-	ctx := ctxT(t, 10*time.Second)
-	fn := func(context.Context, *redislock.Lock) error { return nil }
-	fnMulti := func(context.Context, *redislock.MultiLock) error { return nil }
-	for name, rdb := range map[string]redis.UniversalClient{
-		"client":  (*redis.Client)(nil),
-		"cluster": (*redis.ClusterClient)(nil),
-		"ring":    (*redis.Ring)(nil),
-	} {
+// Bad input is refused with ErrInvalidArgument before any call to Redis.
+func TestInvalidInput(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := newClient(t, rdb)
+	ctx := ctxT(t, 5*time.Second)
+
+	cases := map[string]func() error{
+		"empty key":        func() error { _, err := c.Obtain(ctx, "", time.Second); return err },
+		"zero TTL":         func() error { _, err := c.Obtain(ctx, "k", 0); return err },
+		"negative TTL":     func() error { _, err := c.Obtain(ctx, "k", -time.Second); return err },
+		"sub-ms TTL":       func() error { _, err := c.Obtain(ctx, "k", 999*time.Microsecond); return err },
+		"TTL within drift": func() error { _, err := c.Obtain(ctx, "k", 2*time.Millisecond); return err },
+		"nil ctx":          func() error { var nilCtx context.Context; _, err := c.Obtain(nilCtx, "k", time.Second); return err },
+		"nil retry":        func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(nil)); return err },
+		"zero linear backoff": func() error {
+			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.LinearBackoff(0)))
+			return err
+		},
+		"bad exponential": func() error {
+			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.ExponentialBackoff(time.Second, time.Millisecond)))
+			return err
+		},
+		"negative limit": func() error {
+			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithRetry(redislock.LimitRetry(redislock.NoRetry(), -1)))
+			return err
+		},
+		"prefix with brace": func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithPrefix("a{")); return err },
+		"drift factor 1":    func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithDriftFactor(1)); return err },
+		"drift factor NaN": func() error {
+			_, err := c.Obtain(ctx, "k", time.Second, redislock.WithDriftFactor(func() float64 { var z float64; return z / z }()))
+			return err
+		},
+		"zero node timeout":     func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithNodeTimeout(0)); return err },
+		"zero release timeout":  func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithReleaseTimeout(0)); return err },
+		"zero max wait":         func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithMaxWait(-1)); return err },
+		"zero refresh interval": func() error { _, err := c.Obtain(ctx, "k", time.Second, redislock.WithRefreshInterval(0)); return err },
+		"nil client":            func() error { _, err := redislock.New(nil).Obtain(ctx, "k", time.Second); return err },
+		"client with bad option": func() error {
+			_, err := redislock.New(rdb, redislock.WithDriftFactor(-1)).Obtain(ctx, "k", time.Second)
+			return err
+		},
+		"run nil fn": func() error { return c.Run(ctx, "k", time.Second, nil) },
+		"run interval too long": func() error {
+			return c.Run(ctx, "k", time.Second, func(context.Context, *redislock.Lock) error { return nil }, redislock.WithRefreshInterval(time.Second))
+		},
+		"run zero TTL": func() error {
+			return c.Run(ctx, "k", 0, func(context.Context, *redislock.Lock) error { return nil })
+		},
+		"quorum empty": func() error { _, err := redislock.NewQuorum(nil); return err },
+		"quorum nil":   func() error { _, err := redislock.NewQuorum([]redis.UniversalClient{rdb, nil}); return err },
+		"quorum twice": func() error { _, err := redislock.NewQuorum([]redis.UniversalClient{rdb, rdb}); return err },
+		"quorum bad option": func() error {
+			_, err := redislock.NewQuorum([]redis.UniversalClient{rdb}, redislock.WithNodeTimeout(-1))
+			return err
+		},
+		"fenced set empty key":  func() error { return redislock.FencedSet(ctx, rdb, "", "v", 1, 0) },
+		"fenced set zero fence": func() error { return redislock.FencedSet(ctx, rdb, "r", "v", 0, 0) },
+		"fenced set bad TTL":    func() error { return redislock.FencedSet(ctx, rdb, "r", "v", 1, time.Microsecond) },
+	}
+	before := m.CommandCount()
+	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := redislock.New(rdb)
-			calls := map[string]func() error{
-				"Obtain":      func() error { _, err := c.Obtain(ctx, "k", time.Second); return err },
-				"ObtainMulti": func() error { _, err := c.ObtainMulti(ctx, []string{"a", "b"}, time.Second); return err },
-				"Run":         func() error { return c.Run(ctx, "k", time.Second, fn) },
-				"RunMulti":    func() error { return c.RunMulti(ctx, []string{"a", "b"}, time.Second, fnMulti) },
-				"Inspect":     func() error { _, err := c.Inspect(ctx, "k"); return err },
-				"Store.Put":   func() error { return c.Store().Put(ctx, "k", []byte("v"), 1, 0) },
-				"Store.Get":   func() error { _, err := c.Store().Get(ctx, "k"); return err },
-				"Locker":      func() error { _, err := c.Locker().Obtain(ctx, "k", time.Second); return err },
-				"NewQuorum": func() error {
-					_, err := redislock.NewQuorum([]redis.UniversalClient{good[0], rdb, good[1]})
-					return err
-				},
-				"FencedSet": func() error { return redislock.FencedSet(ctx, rdb, "r", "v", 1, 0) },
-				"FencedGet": func() error { _, _, err := redislock.FencedGet(ctx, rdb, "r"); return err },
+			err := f()
+			if !errors.Is(err, redislock.ErrInvalidArgument) {
+				t.Fatalf("got %v, want ErrInvalidArgument", err)
 			}
-			for call, f := range calls {
-				t.Run(call, func(t *testing.T) {
-					if err := noPanic(f); !errors.Is(err, redislock.ErrInvalidArgument) {
-						t.Fatalf("got %v, want ErrInvalidArgument", err)
-					}
-				})
-			}
-			if err := noPanic(c.Close); err != nil {
-				t.Fatalf("Close: %v", err)
+			if errors.Is(err, redislock.ErrNotObtained) {
+				t.Fatalf("invalid input reported as contention: %v", err)
 			}
 		})
 	}
-}
+	if n := m.CommandCount() - before; n != 0 {
+		t.Fatalf("invalid input sent %d commands to Redis", n)
+	}
 
-// noPanic runs f and returns its error, or the panic as an error.
-func noPanic(f func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = errors.New("panic: " + strings.Split(strings.TrimSpace(toString(p)), "\n")[0])
+	t.Run("refresh", func(t *testing.T) {
+		l, err := c.Obtain(ctx, "r", time.Second)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	return f()
-}
-
-func toString(p any) string {
-	if e, ok := p.(error); ok {
-		return e.Error()
-	}
-	if s, ok := p.(string); ok {
-		return s
-	}
-	return "non-error panic"
-}
-
-// An option the Client's mode cannot honour is refused by the constructor,
-// not by every call later.
-func TestConstructorRefusesWhatTheModeCannotHonour(t *testing.T) {
-	var rdbs []redis.UniversalClient
-	for _, s := range redistest.StartN(t, 3) {
-		rdbs = append(rdbs, s.Client(nil))
-	}
-	for name, opt := range map[string]redislock.Option{
-		"WithFair":     redislock.WithFair(true),
-		"WithReplicas": redislock.WithReplicas(1, time.Second),
-	} {
-		c, err := redislock.NewQuorum(rdbs, opt)
-		if !errors.Is(err, redislock.ErrInvalidArgument) || c != nil {
-			if c != nil {
-				_ = c.Close()
+		defer l.Release(ctx)
+		before := m.CommandCount()
+		for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond} {
+			if err := l.Refresh(ctx, ttl); !errors.Is(err, redislock.ErrInvalidArgument) {
+				t.Fatalf("Refresh(%v) = %v, want ErrInvalidArgument", ttl, err)
 			}
-			t.Errorf("NewQuorum(%s) = %v, %v, want ErrInvalidArgument", name, c, err)
 		}
-	}
+		if n := m.CommandCount() - before; n != 0 {
+			t.Fatalf("invalid Refresh sent %d commands", n)
+		}
+		if ttl, err := l.TTL(ctx); err != nil || ttl <= 0 {
+			t.Fatalf("lock damaged by invalid Refresh: %v %v", ttl, err)
+		}
+	})
 }
 
 // Obtain and Run (ObtainMulti and RunMulti) judge a call's TTL and options

@@ -14,7 +14,6 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -99,7 +98,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 	}
 	attempts := 0
 	if obs := c.obs; obs != nil {
-		start, key := time.Now(), strings.Join(keyList, ",")
+		start, key := time.Now(), m.key()
 		ctx = obs.obtainStart(ctx, observe.ObtainStartEvent{Key: key, TTL: ttl})
 		defer func() {
 			obs.obtainDone(ctx, observe.ObtainDoneEvent{Key: key, TTL: ttl, Attempts: attempts, Wait: time.Since(start), Err: err})
@@ -113,12 +112,12 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		err := m.obtainOnce(ctx, ttl)
 		if !errors.Is(err, ErrNotObtained) {
 			if err != nil && ctx.Err() != nil {
-				return nil, backend.Join(err, ctx.Err())
+				return nil, ended(ctx, m.key(), attempts > 1, err)
 			}
 			if err != nil {
 				return nil, err
 			}
-			return m.deliver(ctx)
+			return m.deliver(ctx, attempts > 1)
 		}
 		wait, werr := o.nextWait(&deadline, attempts, err)
 		if werr != nil {
@@ -126,7 +125,7 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		}
 		switch granted, err := ws.waitRetry(ctx, wait, err); {
 		case granted:
-			return m.deliver(ctx)
+			return m.deliver(ctx, true)
 		case err != nil:
 			return nil, err
 		}
@@ -135,14 +134,17 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 
 // deliver returns m, granted to an ObtainMulti call, unless the call's ctx
 // ended meanwhile (as Client.deliver): then m is given back in the
-// background and the error matches ctx's.
-func (m *MultiLock) deliver(ctx context.Context) (*MultiLock, error) {
-	if err := ctx.Err(); err != nil {
+// background and the error is ended's.
+func (m *MultiLock) deliver(ctx context.Context, waited bool) (*MultiLock, error) {
+	if ctx.Err() != nil {
 		m.releaseInBackground(ctx, m.groups)
-		return nil, backend.Wrap(err, "obtain %q", strings.Join(m.keys, ","))
+		return nil, ended(ctx, m.key(), waited, nil)
 	}
 	return m, nil
 }
+
+// key names the lock's keys as one, in errors and events.
+func (m *MultiLock) key() string { return strings.Join(m.keys, ",") }
 
 // slotGroups sorts the keys' Redis keys into canonical order and groups
 // them into script calls: one group, unless the node is a Redis Cluster

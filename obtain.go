@@ -18,7 +18,9 @@ import (
 //
 // While the lock is held by someone else Obtain retries per WithRetry
 // (default: no retry) and then returns ErrNotObtained, also matching
-// ctx.Err() when ctx ended the wait. A context without deadline bounds
+// ctx.Err() when ctx ended the wait (whichever call to Redis it cut short;
+// a ctx that ends the first attempt, before the lock was found held, gives
+// that attempt's error joined with ctx.Err()). A context without deadline bounds
 // retries by WithMaxWait (see there for the default, and the rule when the
 // limit passes; the error is then a *WaitLimitError). An unreachable Redis,
 // a Redis error reply or a lost quorum is returned as such (a *NodeError, a *QuorumError
@@ -77,12 +79,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}
 		switch {
 		case err == nil:
-			return c.deliver(ctx, l)
-		case ctx.Err() != nil && attempts > 1:
-			// The ctx ended while waiting for a contended lock.
-			return nil, backend.Join(ErrNotObtained, ctx.Err())
+			return c.deliver(ctx, l, attempts > 1)
 		case ctx.Err() != nil:
-			return nil, backend.Join(err, ctx.Err())
+			return nil, ended(ctx, key, attempts > 1, err)
 		case !errors.Is(err, ErrNotObtained):
 			return nil, err
 		}
@@ -95,13 +94,13 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		// the end of ctx.
 		if ws == nil {
 			ws = c.obtainWaiter(req)
-			if obs := c.obs; obs != nil {
-				obs.waitStart(ctx, observe.WaitEvent{Key: key, Waiters: c.waiters(&o, req.keys)})
-			}
+		}
+		if obs := c.obs; obs != nil && attempts == 1 {
+			obs.waitStart(ctx, observe.WaitEvent{Key: key, Waiters: c.waiters(&o, req.keys)})
 		}
 		switch granted, err := ws.waitRetry(ctx, wait, err); {
 		case granted:
-			return c.deliver(ctx, ws.granted)
+			return c.deliver(ctx, ws.granted, true)
 		case err != nil:
 			return nil, err
 		}
@@ -154,11 +153,29 @@ func (r *request) markQueued() {
 // ended meanwhile (a call whose ctx is done never returns a lock: a reply
 // that came through go-redis' AutoPipeliner, which does not look at the
 // ctx, or a handoff that raced the ctx's end); then l is given back in the
-// background and the error matches ctx's.
-func (c *Client) deliver(ctx context.Context, l *Lock) (*Lock, error) {
-	if err := ctx.Err(); err != nil {
+// background and the error is ended's (waited: the call had found the
+// lock held).
+func (c *Client) deliver(ctx context.Context, l *Lock, waited bool) (*Lock, error) {
+	if ctx.Err() != nil {
 		c.giveBack(ctx, l)
-		return nil, backend.Wrap(err, "obtain %q", l.key)
+		return nil, ended(ctx, l.key, waited, nil)
 	}
 	return l, nil
+}
+
+// ended is the error of an Obtain or ObtainMulti call on key whose ctx
+// ended before it could return a grant; err is its last attempt's error
+// (nil: the attempt made a grant, which the caller gives back). Once the
+// call has found the lock held (waited), the ctx ended its wait:
+// contention, ErrNotObtained joined with the ctx's error, whatever call
+// the ctx cut short. Before, the ctx cut short the first attempt, which
+// reports its own error (for a grant, the call's), joined with the ctx's.
+func ended(ctx context.Context, key string, waited bool, err error) error {
+	switch {
+	case waited:
+		return backend.Join(ErrNotObtained, ctx.Err())
+	case err == nil:
+		return backend.Wrap(ctx.Err(), "obtain %q", key)
+	}
+	return backend.Join(err, ctx.Err())
 }

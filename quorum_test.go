@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -17,22 +18,6 @@ type cluster struct {
 	srvs []*redistest.Server
 	rdbs []redis.UniversalClient
 }
-
-func startQuorum(t *testing.T, n int) *cluster {
-	t.Helper()
-	q := &cluster{srvs: redistest.StartN(t, n)}
-	for _, s := range q.srvs {
-		q.rdbs = append(q.rdbs, s.Client(func(o *redis.Options) {
-			o.MaxRetries = -1
-			o.DialTimeout = 100 * time.Millisecond
-		}))
-	}
-	return q
-}
-
-// slackNodeTimeout keeps the tests' verdicts about the nodes, not about a
-// machine loaded by -race and parallel builds.
-var slackNodeTimeout = redislock.WithNodeTimeout(time.Second)
 
 func (q *cluster) client(t *testing.T, opts ...redislock.ClientOption) *redislock.Client {
 	t.Helper()
@@ -55,6 +40,22 @@ func (q *cluster) holders(t *testing.T, key, tok string) int {
 	}
 	return n
 }
+
+func startQuorum(t *testing.T, n int) *cluster {
+	t.Helper()
+	q := &cluster{srvs: redistest.StartN(t, n)}
+	for _, s := range q.srvs {
+		q.rdbs = append(q.rdbs, s.Client(func(o *redis.Options) {
+			o.MaxRetries = -1
+			o.DialTimeout = 100 * time.Millisecond
+		}))
+	}
+	return q
+}
+
+// slackNodeTimeout keeps the tests' verdicts about the nodes, not about a
+// machine loaded by -race and parallel builds.
+var slackNodeTimeout = redislock.WithNodeTimeout(time.Second)
 
 func TestQuorumContention(t *testing.T) {
 	q := startQuorum(t, 5)
@@ -108,222 +109,6 @@ func TestQuorumContention(t *testing.T) {
 	for i := 1; i < len(fences); i++ {
 		if fences[i] <= fences[i-1] {
 			t.Fatalf("grant %d: fence %d after %d", i, fences[i], fences[i-1])
-		}
-	}
-}
-
-func TestQuorumMinorityDown(t *testing.T) {
-	q := startQuorum(t, 5)
-	c := q.client(t)
-	ctx := ctxT(t, 20*time.Second)
-	q.srvs[0].Kill()
-	q.srvs[1].Kill()
-	l, err := c.Obtain(ctx, "m", time.Second)
-	if err != nil {
-		t.Fatalf("Obtain with 2 of 5 down: %v", err)
-	}
-	if n := q.holders(t, "m", l.Token()); n != 3 {
-		t.Fatalf("held on %d nodes", n)
-	}
-	if err := l.Refresh(ctx, 2*time.Second); err != nil {
-		t.Fatalf("Refresh with 2 of 5 down: %v", err)
-	}
-	if ttl, err := l.TTL(ctx); err != nil || ttl <= time.Second {
-		t.Fatalf("TTL = %v, %v", ttl, err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatalf("Release with 2 of 5 down: %v", err)
-	}
-	if n := q.holders(t, "m", l.Token()); n != 0 {
-		t.Fatalf("still held on %d nodes", n)
-	}
-	// A third node down: no majority, an error of its own.
-	q.srvs[2].Kill()
-	short, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	start := time.Now()
-	_, err = c.Obtain(short, "m", time.Second, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
-	if !errors.Is(err, redislock.ErrNoQuorum) || errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("Obtain with 3 of 5 down = %v, want ErrNoQuorum", err)
-	}
-	var ne *redislock.NodeError
-	if !errors.As(err, &ne) {
-		t.Fatalf("no per-node detail in %v", err)
-	}
-	if time.Since(start) > 2*time.Second {
-		t.Fatal("Obtain outlived its ctx")
-	}
-}
-
-// A stalled node does not hold up the grant; its late grant is kept as part
-// of the lock, and Release releases it.
-func TestQuorumStalledNode(t *testing.T) {
-	q := startQuorum(t, 5)
-	// A node timeout far above the test's own deadline: an Obtain that
-	// waited for the stalled node would not return before the test fails,
-	// and the late reply arrives in time however loaded the machine (one
-	// that timed out would be released).
-	var patient []redis.UniversalClient // calls wait for a stopped node
-	for _, s := range q.srvs {
-		patient = append(patient, s.Client(func(o *redis.Options) { o.ReadTimeout = time.Minute }))
-	}
-	c, err := redislock.NewQuorum(patient, redislock.WithNodeTimeout(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := ctxT(t, 20*time.Second)
-	if _, err := c.Obtain(ctx, "warm", time.Second); err != nil { // connections up
-		t.Fatal(err)
-	}
-	q.srvs[4].Pause()
-	// Obtain returns while the node is still stopped: an Obtain that waited
-	// for it would wait until the node is resumed, after this.
-	got := make(chan *redislock.Lock, 1)
-	go func() {
-		l, err := c.Obtain(ctx, "s", 10*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	var l *redislock.Lock
-	select {
-	case l = <-got:
-	case <-time.After(10 * time.Second):
-		q.srvs[4].Resume()
-		t.Fatal("the grant waited for the stopped node")
-	}
-	if l == nil {
-		return
-	}
-	q.srvs[4].Resume()
-	eventually(t, 5*time.Second, "the late grant", func() bool { return q.holders(t, "s", l.Token()) == 5 })
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.Close() // Release returned at the majority: wait for the rest
-	if n := q.holders(t, "s", l.Token()); n != 0 {
-		t.Fatalf("Release left the grant on %d nodes", n)
-	}
-}
-
-// Release does not wait for a node whose grant has not answered, and its
-// release does not run there before the grant (a slow node may run the two
-// in either order and leave the grant behind): that node is released once
-// its grant answers.
-func TestQuorumLateGrantAfterRelease(t *testing.T) {
-	q := startQuorum(t, 5)
-	// Node 4 holds the obtain script (1 key; the release has 3) of key
-	// "lr" until the test lets it go.
-	hold := make(chan struct{})
-	q.rdbs[4].AddHook(holdHook{hold: hold, key: redislock.DefaultPrefix + "{lr}"})
-	c, err := redislock.NewQuorum(q.rdbs, slackNodeTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t, 20*time.Second)
-	l, err := c.Obtain(ctx, "lr", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Release returns while node 4's grant is still held back.
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	close(hold) // the grant runs on node 4, then its release
-	_ = c.Close()
-	if n := q.holders(t, "lr", l.Token()); n != 0 {
-		t.Fatalf("the grant is left on %d nodes", n)
-	}
-}
-
-// holdHook delays the obtain script calls of key until hold is closed.
-type holdHook struct {
-	hold chan struct{}
-	key  string
-}
-
-func (holdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if a := cmd.Args(); len(a) > 3 && fmt.Sprint(a[2]) == "1" && a[3] == h.key {
-			select {
-			case <-h.hold:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (holdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// TestQuorumLocalQueue: in quorum mode, callers of one Client queue for a
-// key: only the longest-waiting one makes attempts, however short the
-// others' backoff, and a Release by the Client wakes it at once, so they
-// are granted in arrival order.
-func TestQuorumLocalQueue(t *testing.T) {
-	q := startQuorum(t, 3)
-	c := q.client(t)
-	ctx := ctxT(t, 30*time.Second)
-	held, err := c.Obtain(ctx, "lq", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Obtain returns at a majority: wait until the third node ran its
-	// grant too, so that it is not counted below as a waiter's attempt.
-	eventually(t, 5*time.Second, "the grant on every node", func() bool { return q.holders(t, "lq", held.Token()) == 3 })
-	calls := func() int { return evalCalls(q.rdbs[0].(*redis.Client)) }
-	before := calls()
-	const waiters = 8
-	var mu sync.Mutex
-	var order []int
-	var wg sync.WaitGroup
-	for i := range waiters {
-		wg.Go(func() {
-			// The first waiter's backoff outlasts the test: only the
-			// release's wake-up gets it the lock in time. The others
-			// would poll often, were they not queued behind it.
-			retry := redislock.LinearBackoff(5 * time.Millisecond)
-			if i == 0 {
-				retry = redislock.LinearBackoff(time.Minute)
-			}
-			l, err := c.Obtain(ctx, "lq", time.Minute, redislock.WithRetry(retry))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			if err := l.Release(ctx); err != nil {
-				t.Error(err)
-			}
-		})
-		eventually(t, 5*time.Second, "the waiter queued", func() bool {
-			n, _ := redislock.LocalWaiters(c, "lq")
-			return n == i+1
-		})
-	}
-	time.Sleep(100 * time.Millisecond)
-	if n := calls() - before; n != 1 {
-		t.Fatalf("%d attempts on node 0 while %d callers waited, want 1 (the first one's): waiters behind it made attempts", n, waiters)
-	}
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if len(order) != waiters {
-		t.Fatalf("%d of %d waiters granted", len(order), waiters)
-	}
-	for i, w := range order {
-		if w != i {
-			t.Fatalf("grant order %v, want arrival order", order)
 		}
 	}
 }
@@ -451,20 +236,76 @@ func TestQuorumRun(t *testing.T) {
 	}
 }
 
-// A failing node does not turn contention into ErrNoQuorum: with a majority
-// answering and others holding the lock, Obtain reports contention (and
-// retries), with the failing node's cause attached.
-func TestQuorumContentionWithAFailedNode(t *testing.T) {
+// Fences keep increasing when a node restarts empty between grants.
+func TestQuorumFencesAfterRestart(t *testing.T) {
 	q := startQuorum(t, 5)
+	ctx := ctxT(t, 30*time.Second)
+	var last int64
+	for round := range 5 {
+		// A fresh client each round: no fence memory on the client side.
+		c, err := redislock.NewQuorum(q.rdbs, slackNodeTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Obtain(ctx, "r", time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("round %d: fence %d after %d", round, l.Fence(), last)
+		}
+		last = l.Fence()
+		_ = l.Release(ctx)
+		_ = c.Close()
+		q.srvs[round].Restart() // one node comes back empty
+	}
+}
+
+// Fences stay ordered when proposals race on nodes with higher counters.
+func TestQuorumFenceReproposal(t *testing.T) {
+	q := startQuorum(t, 3)
 	ctx := ctxT(t, 10*time.Second)
-	for _, rdb := range q.rdbs[:2] {
-		rdb.Set(ctx, redislock.DefaultPrefix+"{mixed}", "other:1", time.Minute)
+	future := time.Now().Add(time.Hour).UnixMicro()
+	for _, rdb := range q.rdbs[:2] { // two nodes have seen a fence from a fast clock
+		rdb.Set(ctx, redislock.DefaultPrefix+"{p}", fmt.Sprintf("~:%d:", future), time.Hour) // a released record
 	}
-	q.srvs[4].Kill()
 	c := q.client(t)
-	_, err := c.Obtain(ctx, "mixed", time.Second, redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 2)))
-	var ne *redislock.NodeError
-	if !errors.Is(err, redislock.ErrNotObtained) || errors.Is(err, redislock.ErrNoQuorum) || !errors.As(err, &ne) || ne.Node != 4 {
-		t.Fatalf("Obtain = %v, want ErrNotObtained with node 4's error", err)
+	l, err := c.Obtain(ctx, "p", time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if l.Fence() <= future {
+		t.Fatalf("fence %d not above the majority's counter %d", l.Fence(), future)
+	}
+	_ = l.Release(ctx)
+}
+
+// Validity is positive, below TTL - elapsed, and leaves room for drift.
+func TestQuorumValidity(t *testing.T) {
+	q := startQuorum(t, 5)
+	c := q.client(t)
+	ctx := ctxT(t, 10*time.Second)
+	var vs []time.Duration
+	for range 20 {
+		start := time.Now()
+		l, err := c.Obtain(ctx, "v", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := time.Now()
+		v := l.ValidUntil().Sub(start)
+		if v <= 0 || l.ValidUntil().After(end.Add(time.Second-12*time.Millisecond)) {
+			t.Fatalf("validity %v (request took %v)", v, end.Sub(start))
+		}
+		vs = append(vs, v)
+		// Every node that holds it has at least the validity left.
+		for i, rdb := range q.rdbs {
+			if pttl := rdb.PTTL(ctx, redislock.DefaultPrefix+"{v}").Val(); pttl > 0 && pttl < time.Until(l.ValidUntil()) {
+				t.Fatalf("node %d PTTL %v below remaining validity %v", i, pttl, time.Until(l.ValidUntil()))
+			}
+		}
+		_ = l.Release(ctx)
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	t.Logf("validity min %v max %v", vs[0], vs[len(vs)-1])
 }

@@ -185,17 +185,6 @@ func numChannels(t *testing.T, rdb *redis.Client, pattern string) int {
 	return len(chs)
 }
 
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestNotifyOneConnection: 1,000 waiters on 100 keys share one subscription
 // connection, subscribe each channel once, and all get the lock in turn.
 func TestNotifyOneConnection(t *testing.T) {
@@ -448,51 +437,4 @@ func TestNotifySilentSubscription(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("waiter not woken on the replacement connection: %v", err)
 	}
-}
-
-// TestNotifyNoBargingWithinClient: a caller of the Client that arrives while
-// another caller of the same Client waits for the key is granted after it,
-// even when it arrives the moment the lock was released (before the woken
-// waiter could try).
-func TestNotifyNoBargingWithinClient(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 20*time.Second)
-		long := redislock.WithRetry(redislock.LinearBackoff(5 * time.Second))
-		held, err := c.Obtain(ctx, "fifo", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var mu sync.Mutex
-		var order []string
-		var wg sync.WaitGroup
-		take := func(name string) {
-			defer wg.Done()
-			l, err := c.Obtain(ctx, "fifo", time.Minute, long)
-			if err != nil {
-				t.Error(name, err)
-				return
-			}
-			mu.Lock()
-			order = append(order, name)
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-			_ = l.Release(ctx)
-		}
-		wg.Add(1)
-		go take("first")
-		eventually(t, 5*time.Second, "the first waiter subscribed", func() bool {
-			return numSub(t, b.rdb, redislock.DefaultPrefix+"{fifo}:wake") == 1
-		})
-		time.Sleep(50 * time.Millisecond) // its recheck after subscribing is done
-		if err := held.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		take("second") // arrives at once, with the lock free
-		wg.Wait()
-		if len(order) != 2 || order[0] != "first" {
-			t.Fatalf("grant order %v, want the waiting caller first", order)
-		}
-	})
 }

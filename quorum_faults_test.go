@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,175 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
+
+func TestQuorumMinorityDown(t *testing.T) {
+	q := startQuorum(t, 5)
+	c := q.client(t)
+	ctx := ctxT(t, 20*time.Second)
+	q.srvs[0].Kill()
+	q.srvs[1].Kill()
+	l, err := c.Obtain(ctx, "m", time.Second)
+	if err != nil {
+		t.Fatalf("Obtain with 2 of 5 down: %v", err)
+	}
+	if n := q.holders(t, "m", l.Token()); n != 3 {
+		t.Fatalf("held on %d nodes", n)
+	}
+	if err := l.Refresh(ctx, 2*time.Second); err != nil {
+		t.Fatalf("Refresh with 2 of 5 down: %v", err)
+	}
+	if ttl, err := l.TTL(ctx); err != nil || ttl <= time.Second {
+		t.Fatalf("TTL = %v, %v", ttl, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release with 2 of 5 down: %v", err)
+	}
+	if n := q.holders(t, "m", l.Token()); n != 0 {
+		t.Fatalf("still held on %d nodes", n)
+	}
+	// A third node down: no majority, an error of its own.
+	q.srvs[2].Kill()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Obtain(short, "m", time.Second, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
+	if !errors.Is(err, redislock.ErrNoQuorum) || errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("Obtain with 3 of 5 down = %v, want ErrNoQuorum", err)
+	}
+	var ne *redislock.NodeError
+	if !errors.As(err, &ne) {
+		t.Fatalf("no per-node detail in %v", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatal("Obtain outlived its ctx")
+	}
+}
+
+// A failing node does not turn contention into ErrNoQuorum: with a majority
+// answering and others holding the lock, Obtain reports contention (and
+// retries), with the failing node's cause attached.
+func TestQuorumContentionWithAFailedNode(t *testing.T) {
+	q := startQuorum(t, 5)
+	ctx := ctxT(t, 10*time.Second)
+	for _, rdb := range q.rdbs[:2] {
+		rdb.Set(ctx, redislock.DefaultPrefix+"{mixed}", "other:1", time.Minute)
+	}
+	q.srvs[4].Kill()
+	c := q.client(t)
+	_, err := c.Obtain(ctx, "mixed", time.Second, redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 2)))
+	var ne *redislock.NodeError
+	if !errors.Is(err, redislock.ErrNotObtained) || errors.Is(err, redislock.ErrNoQuorum) || !errors.As(err, &ne) || ne.Node != 4 {
+		t.Fatalf("Obtain = %v, want ErrNotObtained with node 4's error", err)
+	}
+}
+
+// A stalled node does not hold up the grant; its late grant is kept as part
+// of the lock, and Release releases it.
+func TestQuorumStalledNode(t *testing.T) {
+	q := startQuorum(t, 5)
+	// A node timeout far above the test's own deadline: an Obtain that
+	// waited for the stalled node would not return before the test fails,
+	// and the late reply arrives in time however loaded the machine (one
+	// that timed out would be released).
+	var patient []redis.UniversalClient // calls wait for a stopped node
+	for _, s := range q.srvs {
+		patient = append(patient, s.Client(func(o *redis.Options) { o.ReadTimeout = time.Minute }))
+	}
+	c, err := redislock.NewQuorum(patient, redislock.WithNodeTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := c.Obtain(ctx, "warm", time.Second); err != nil { // connections up
+		t.Fatal(err)
+	}
+	q.srvs[4].Pause()
+	// Obtain returns while the node is still stopped: an Obtain that waited
+	// for it would wait until the node is resumed, after this.
+	got := make(chan *redislock.Lock, 1)
+	go func() {
+		l, err := c.Obtain(ctx, "s", 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	var l *redislock.Lock
+	select {
+	case l = <-got:
+	case <-time.After(10 * time.Second):
+		q.srvs[4].Resume()
+		t.Fatal("the grant waited for the stopped node")
+	}
+	if l == nil {
+		return
+	}
+	q.srvs[4].Resume()
+	eventually(t, 5*time.Second, "the late grant", func() bool { return q.holders(t, "s", l.Token()) == 5 })
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close() // Release returned at the majority: wait for the rest
+	if n := q.holders(t, "s", l.Token()); n != 0 {
+		t.Fatalf("Release left the grant on %d nodes", n)
+	}
+}
+
+// Release does not wait for a node whose grant has not answered, and its
+// release does not run there before the grant (a slow node may run the two
+// in either order and leave the grant behind): that node is released once
+// its grant answers.
+func TestQuorumLateGrantAfterRelease(t *testing.T) {
+	q := startQuorum(t, 5)
+	// Node 4 holds the obtain script (1 key; the release has 3) of key
+	// "lr" until the test lets it go.
+	hold := make(chan struct{})
+	q.rdbs[4].AddHook(holdHook{hold: hold, key: redislock.DefaultPrefix + "{lr}"})
+	c, err := redislock.NewQuorum(q.rdbs, slackNodeTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 20*time.Second)
+	l, err := c.Obtain(ctx, "lr", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Release returns while node 4's grant is still held back.
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(hold) // the grant runs on node 4, then its release
+	_ = c.Close()
+	if n := q.holders(t, "lr", l.Token()); n != 0 {
+		t.Fatalf("the grant is left on %d nodes", n)
+	}
+}
+
+// holdHook delays the obtain script calls of key until hold is closed.
+type holdHook struct {
+	hold chan struct{}
+	key  string
+}
+
+func (holdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 3 && fmt.Sprint(a[2]) == "1" && a[3] == h.key {
+			select {
+			case <-h.hold:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (holdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
 
 // A dead or stalled minority of the nodes never slows Obtain, Refresh,
 // TTL or Release, and never turns a lock that the majority holds into

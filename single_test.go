@@ -1,4 +1,4 @@
-package redislock
+package redislock_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
@@ -23,7 +25,7 @@ func TestAutoPipeline(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, on := range []bool{true, false} {
 		t.Run("on="+strconv.FormatBool(on), func(t *testing.T) {
-			c := New(srv.Client(nil), WithAutoPipeline(on))
+			c := redislock.New(srv.Client(nil), redislock.WithAutoPipeline(on))
 			defer c.Close()
 			ctx := context.Background()
 			lone, err := c.Obtain(ctx, "lone", time.Minute)
@@ -33,11 +35,11 @@ func TestAutoPipeline(t *testing.T) {
 			if err := lone.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if c.nodes[0].Pipelined() {
+			if redislock.Pipelined(c) {
 				t.Fatal("a lone call set up auto-pipelining")
 			}
 			ObtainReleaseLoop(ctx, t, c, "ap-"+strconv.FormatBool(on), 64, 50)
-			if used := c.nodes[0].Pipelined(); used != on {
+			if used := redislock.Pipelined(c); used != on {
 				t.Fatalf("auto-pipeliner in use: %v, want %v", used, on)
 			}
 		})
@@ -56,7 +58,7 @@ func TestAutoPipelineFaults(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	admin := srv.Client(nil)
-	c := New(rdb, WithRetry(LinearBackoff(time.Millisecond)))
+	c := redislock.New(rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	const keys = 64 // mostly one key per worker: many calls in flight
@@ -79,8 +81,8 @@ func TestAutoPipelineFaults(t *testing.T) {
 				l, err := c.Obtain(octx, "fault-"+strconv.Itoa(k), 5*time.Second)
 				ocancel()
 				if err != nil {
-					var ne *NodeError
-					if !errors.Is(err, ErrNotObtained) && !errors.As(err, &ne) {
+					var ne *redislock.NodeError
+					if !errors.Is(err, redislock.ErrNotObtained) && !errors.As(err, &ne) {
 						t.Errorf("unnamed error: %v", err)
 					}
 					failures.Add(1)
@@ -91,13 +93,13 @@ func TestAutoPipelineFaults(t *testing.T) {
 				}
 				grants.Add(1)
 				holders[k].Store(0)
-				if err := l.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
-					var ne *NodeError
+				if err := l.Release(ctx); err != nil && !errors.Is(err, redislock.ErrNotHeld) {
+					var ne *redislock.NodeError
 					if !errors.As(err, &ne) {
 						t.Errorf("unnamed release error: %v", err)
 					}
 					mu.Lock()
-					unreleased[l.keys.Lock] = true // reported: it may stay until its TTL
+					unreleased[redislock.LockKey("fault-"+strconv.Itoa(k))] = true // reported: it may stay until its TTL
 					mu.Unlock()
 				}
 			}
@@ -116,13 +118,13 @@ func TestAutoPipelineFaults(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	_ = c.Close()
-	if !c.nodes[0].Pipelined() {
+	if !redislock.Pipelined(c) {
 		t.Fatal("the auto-pipeliner was never used: the test exercised nothing")
 	}
 	if grants.Load() == 0 {
 		t.Fatal("no grants")
 	}
-	left, err := admin.Keys(context.Background(), DefaultPrefix+"{fault-*}").Result()
+	left, err := admin.Keys(context.Background(), redislock.DefaultPrefix+"{fault-*}").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestAutoPipelineFaults(t *testing.T) {
 // ObtainReleaseLoop runs rounds Obtain+Release pairs on each of workers
 // goroutines, each on its own key (prefix-i), and checks that every grant
 // succeeds, every release too, and that each key's fences increase.
-func ObtainReleaseLoop(ctx context.Context, t *testing.T, c *Client, prefix string, workers, rounds int) {
+func ObtainReleaseLoop(ctx context.Context, t *testing.T, c *redislock.Client, prefix string, workers, rounds int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -162,4 +164,29 @@ func ObtainReleaseLoop(ctx context.Context, t *testing.T, c *Client, prefix stri
 		})
 	}
 	wg.Wait()
+}
+
+func TestReplicasInvalid(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(nil)
+	ctx := ctxT(t, 5*time.Second)
+	c := newClient(t, rdb)
+	for _, opt := range []redislock.Option{redislock.WithReplicas(-1, time.Second), redislock.WithReplicas(1, 0),
+		redislock.WithReplicas(1, time.Microsecond)} {
+		if _, err := c.Obtain(ctx, "k", time.Second, opt); !errors.Is(err, redislock.ErrInvalidArgument) {
+			t.Errorf("Obtain = %v, want ErrInvalidArgument", err)
+		}
+	}
+	if _, err := c.ObtainMulti(ctx, []string{"a", "b"}, time.Second, redislock.WithReplicas(1, time.Second)); !errors.Is(err, redislock.ErrInvalidArgument) {
+		t.Errorf("ObtainMulti = %v, want ErrInvalidArgument", err)
+	}
+	if _, err := redislock.NewQuorum([]redis.UniversalClient{rdb}, redislock.WithReplicas(1, time.Second)); !errors.Is(err, redislock.ErrInvalidArgument) {
+		t.Errorf("NewQuorum = %v, want ErrInvalidArgument", err)
+	}
+	// 0: off, whatever the timeout.
+	l, err := c.Obtain(ctx, "k", time.Second, redislock.WithReplicas(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctx)
 }

@@ -13,10 +13,99 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
+
+// After Release, a lock leaves exactly one key: its released record, with
+// a TTL of the lock's TTL, at least the release timeout; plain, fair and
+// multi-key locks alike, and no key is ever without expiry.
+func TestKeysLeftAfterRelease(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t, 10*time.Second)
+		const rt = 300 * time.Millisecond
+		c := newClient(t, b.rdb, redislock.WithReleaseTimeout(rt))
+		if d := redislock.RecordTTL(50*time.Millisecond, rt); d != rt {
+			t.Fatalf("record TTL of a 50 ms lock = %v, want the release timeout", d)
+		}
+		if d := redislock.RecordTTL(time.Minute, rt); d != time.Minute {
+			t.Fatalf("record TTL of a 1 min lock = %v, want its TTL", d)
+		}
+		// left checks the keys in Redis: want of them, each with a TTL in
+		// (0, bound]; released: each a released record.
+		left := func(how string, want int, bound time.Duration, released bool) {
+			t.Helper()
+			ks, err := b.rdb.Keys(ctx, "*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ks) != want {
+				t.Fatalf("%s: keys %q, want %d", how, ks, want)
+			}
+			for _, k := range ks {
+				if d := b.rdb.PTTL(ctx, k).Val(); d <= 0 || d > bound {
+					t.Errorf("%s: key %q has PTTL %v, want in (0, %v]", how, k, d, bound)
+				}
+				if v := b.rdb.Get(ctx, k).Val(); released && !strings.HasPrefix(v, "~:") {
+					t.Errorf("%s: key %q holds %q, want a released record", how, k, v)
+				}
+			}
+		}
+		for _, tc := range []struct {
+			name  string
+			ttl   time.Duration
+			bound time.Duration
+			opts  []redislock.Option
+		}{
+			{"plain", 5 * time.Second, 5 * time.Second, nil},
+			{"short", 50 * time.Millisecond, rt, nil},
+			{"fair", 5 * time.Second, 5 * time.Second, []redislock.Option{redislock.WithFair(true)}},
+			{"holder", 5 * time.Second, 5 * time.Second, []redislock.Option{redislock.WithHolder("w:1;*")}},
+		} {
+			b.rdb.FlushAll(ctx)
+			l, err := c.Obtain(ctx, tc.name, tc.ttl, tc.opts...)
+			if err != nil {
+				t.Fatal(tc.name, err)
+			}
+			left(tc.name+" held", 1, tc.ttl, false)
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(tc.name, err)
+			}
+			left(tc.name+" released", 1, tc.bound, true)
+			// The next grant reuses the key: still one.
+			l, err = c.Obtain(ctx, tc.name, tc.ttl, tc.opts...)
+			if err != nil {
+				t.Fatal(tc.name, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(tc.name, err)
+			}
+			left(tc.name+" released twice", 1, tc.bound, true)
+		}
+
+		b.rdb.FlushAll(ctx)
+		m, err := c.ObtainMulti(ctx, []string{"m1", "m2", "m3"}, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		left("multi released", 3, 5*time.Second, true)
+
+		// A released record expires: nothing is left.
+		b.rdb.FlushAll(ctx)
+		l, err := c.Obtain(ctx, "gone", 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.elapse(rt + 100*time.Millisecond)
+		left("after the record's TTL", 0, 0, true)
+	})
+}
 
 // soakKeys is what the key-hygiene soak may find left in Redis, by the
 // suffix after a key's hash tag, with the longest TTL the README states
