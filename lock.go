@@ -280,11 +280,11 @@ func releaseLater(ctx context.Context, m mode, n *nodes.Node, l *Lock, done func
 // releaseScript gives the grant back on one node (release.lua): the key
 // becomes a released record (see recordTTL).
 func releaseScript(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
-	ks := l.keys.Boxed[:]
+	ks := l.keys.Boxed[:1]
 	if l.opts.fair {
 		ks = script.Box(l.keys.FairRelease()...)
 	}
-	return script.Release(ctx, rdb, ks, l.arg, l.c.m.publish(&l.opts), recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg), l.opts.queueArg())
+	return script.Release(ctx, rdb, ks, l.arg, recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg), l.c.m.publish(&l.opts), l.opts.fair)
 }
 
 // recordTTL is how long a released lock's key stays, as a released record

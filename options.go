@@ -4,7 +4,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
@@ -360,13 +359,4 @@ func (o *options) checkCall(ttl time.Duration) (interval time.Duration, err erro
 		return 0, err
 	}
 	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
-}
-
-// queueArg tells release.lua whether to name the fair queue's head in its
-// wake-up: only fair clients pay for the queue read (one mode per key).
-func (o *options) queueArg() script.Queue {
-	if o.fair {
-		return script.QueueYes
-	}
-	return script.QueueNo
 }

@@ -53,33 +53,31 @@ func (s *single) obtain(ctx context.Context, r request) (*Lock, error) {
 func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 	c := s.c
 	l.start = time.Now()
-	var rep script.ObtainReply
-	run := func(ctx context.Context, rdb redis.Scripter) (err error) {
-		if r.ticket != nil {
-			rep, err = script.FairObtain{Keys: r.keys.FairObtain(), Token: l.arg, TTL: l.ttlArg,
-				QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: r.ticket.id, Holder: l.opts.holder}.Run(ctx, rdb)
-			return err
-		}
-		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
-		return err
+	// One struct for what the call writes, so that a single allocation
+	// holds it (each captured variable would be one).
+	var at struct {
+		rep     script.ObtainReply
+		unacked *ReplicaError // WithReplicas: a grant too few replicas acknowledged
 	}
-	var unacked *ReplicaError // WithReplicas: a grant too few replicas acknowledged
+	tk, ttl := r.ticket, r.ttl // not r: the request stays on the caller's stack
 	err := c.call(ctx, s.n, s.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline && l.opts.replicas == 0, "obtain",
-		func(ctx context.Context, rdb redis.Scripter) error {
+		func(ctx context.Context, rdb redis.Scripter) (err error) {
 			if l.opts.replicas == 0 {
-				return run(ctx, rdb)
+				at.rep, err = obtainScript(ctx, rdb, tk, l)
+				return err
 			}
-			return s.n.OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) error {
-				if err := run(ctx, conn); err != nil || rep.Status != script.Granted {
+			return s.n.OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
+				if at.rep, err = obtainScript(ctx, conn, tk, l); err != nil || at.rep.Status != script.Granted {
 					return err
 				}
-				err := awaitReplicas(ctx, conn, &l.opts, l.start, l.opts.validUntil(l.start, r.ttl))
-				if errors.As(err, &unacked) {
+				err = awaitReplicas(ctx, conn, &l.opts, l.start, l.opts.validUntil(l.start, ttl))
+				if errors.As(err, &at.unacked) {
 					return nil
 				}
 				return err
 			})
 		}, (*settleRelease)(l).settle)
+	rep, unacked := at.rep, at.unacked
 	switch {
 	case err != nil:
 		// The script may have run (a reply lost to a timeout or a cut
@@ -158,6 +156,16 @@ func (s *single) release(ctx context.Context, l *Lock) (ok int, errs []error) {
 		return 0, []error{err} // released may still be written (abandoned)
 	}
 	return one(released, nil)
+}
+
+// obtainScript sends l's attempt: obtain.lua, or fair_obtain.lua in fair
+// mode (tk: the call's ticket).
+func obtainScript(ctx context.Context, rdb redis.Scripter, tk *ticket, l *Lock) (script.ObtainReply, error) {
+	if tk != nil {
+		return script.FairObtain{Keys: l.keys.FairObtain(), Token: l.arg, TTL: l.ttlArg,
+			QueueTTL: l.opts.queueTTL.Milliseconds(), Ticket: tk.id, Holder: l.opts.holder}.Run(ctx, rdb)
+	}
+	return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
 }
 
 // settleRelease is a Lock whose attempt's call was abandoned: once the

@@ -17,7 +17,7 @@ quick=(--duration 250ms --warmup 50ms --reps 1 --workers 1,8 --hot-workers 4
 go -C bench build -o "$out/lockbench" .
 
 echo "ci-smoke: redislock, single node (go -C bench run .)"
-"$out/lockbench" --spawn 1 --scenarios uncontended,hotkey,renew --libs redislock "${quick[@]}" \
+"$out/lockbench" --spawn 1 --scenarios uncontended,hotkey,renew --libs redislock --pin "${quick[@]}" \
 	--json-out "$out/bench.json" --svg "$out/bench.svg" --html "$out/bench.html"
 grep -q '"ops_per_sec"' "$out/bench.json"
 grep -q '</svg>' "$out/bench.svg"
@@ -33,7 +33,7 @@ echo "ci-smoke: cache stampede (the stampede package and the hand-rolled pattern
 
 echo "ci-smoke: redislock vs peers"
 "$out/lockbench" --spawn 3 "${quick[@]}" \
-	--scenarios uncontended,hotkey,quorum --libs redislock/linear,bsm/linear,redsync/1ms
+	--scenarios uncontended,hotkey,quorum --libs redislock/linear,bsm/linear,redsync/1ms,rueidislock/km1
 
 # Servers the tool spawned run in a lockbench-redis-* temp dir.
 for pid in $(pgrep -x redis-server || true); do

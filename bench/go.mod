@@ -8,9 +8,11 @@ require (
 	github.com/go-redsync/redsync/v4 v4.17.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/rueidis v1.0.79
 	github.com/redislock-go/redislock v0.1.0
 	github.com/redislock-go/redislock/pglock v0.1.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.47.0
 )
 
 require (
@@ -21,6 +23,5 @@ require (
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )

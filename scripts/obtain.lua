@@ -5,9 +5,10 @@
 -- KEYS[1]  lock key, the only key of a lock
 -- ARGV[1]  token (never contains ':' or ' ', never "~")
 -- ARGV[2]  lock TTL in milliseconds (> 0)
--- ARGV[3]  proposed fence (quorum mode); 0 = mint here: the last fence + 1,
---          or the server time in µs when the key is absent
--- ARGV[4]  holder identity to record, "" for none
+-- ARGV[3]  optional, proposed fence (quorum mode); 0 or absent = mint here:
+--          the last fence + 1, or the server time in µs when the key is
+--          absent
+-- ARGV[4]  optional, holder identity to record; "" or absent for none
 -- ARGV[5]  optional, handoff: the token of a grant being released (as
 --          release.lua does, without its wake-up: the lock stays held). When
 --          KEYS[1] holds it, the lock passes to ARGV[1] at once.
@@ -86,7 +87,7 @@ if v then
     end
   end
 end
-local p = tonumber(ARGV[3])
+local p = tonumber(ARGV[3] or 0)
 if p ~= 0 then
   if p <= fence then
     return {-1, fence}
@@ -102,7 +103,7 @@ else
   local t = redis.call('TIME')
   fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', fence) .. ':' .. rel .. ':' .. ARGV[4] .. ';' .. mark, 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', fence) .. ':' .. rel .. ':' .. (ARGV[4] or '') .. ';' .. mark, 'PX', ARGV[2])
 if from then
   return {fence, handed}
 end

@@ -138,7 +138,7 @@ func runPairs(ctx context.Context, cfg *Config, t *target, lk Locker, live int, 
 			}
 		}
 	})
-	s0, s1, err := window(ctx, cfg, t, live, &phase)
+	s0, s1, err := window(ctx, cfg, t, live, &phase, nil)
 	wg.Wait()
 	if err != nil {
 		return pairStats{}, err

@@ -35,6 +35,10 @@ type Config struct {
 	RenewLocks  int           `json:"renew_locks"`
 	RenewTTL    time.Duration `json:"renew_ttl"`
 	PoolSize    int           `json:"pool_size"` // go-redis PoolSize; 0 = go-redis default
+	// Pin runs the cells of one worker with GOMAXPROCS 1, the tool and the
+	// spawned redis-servers on CPU 0 (Linux), so that client and server
+	// share one CPU as they take turns.
+	Pin bool `json:"pin,omitempty"`
 	// stampede (stampede.go)
 	StampedeCallers int           `json:"stampede_callers"`
 	StampedeProcs   int           `json:"stampede_procs"`
@@ -93,6 +97,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Spawn > 0 && (c.Addr != "" || len(c.Quorum) > 0) {
 		errs = append(errs, errors.New("--spawn excludes --addr/--quorum"))
+	}
+	if c.Pin && (!pinCanWork || c.Addr != "" || len(c.Quorum) > 0 || c.Miniredis || c.Backend == BackendPostgres) {
+		errs = append(errs, errors.New("--pin needs Linux and redis-servers the tool spawns"))
 	}
 	for _, l := range [][]int{c.Workers, c.HotWorkers, c.QuorumSizes} {
 		for _, n := range l {
@@ -174,6 +181,7 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.IntVar(&c.StampedeCallers, "stampede-callers", c.StampedeCallers, "stampede: concurrent requests per cold key")
 	fs.IntVar(&c.StampedeProcs, "stampede-procs", c.StampedeProcs, "stampede: Groups (processes, each with its own Client) the requests are spread over")
 	fs.DurationVar(&c.StampedeFill, "stampede-fill", c.StampedeFill, "stampede: how long a fill takes")
+	fs.BoolVar(&c.Pin, "pin", c.Pin, "run the one-worker cells with GOMAXPROCS=1, the tool and the spawned redis-servers on CPU 0 (Linux)")
 	fs.IntVar(&c.PoolSize, "pool-size", c.PoolSize, "go-redis PoolSize per node (0 = go-redis default, 10 x GOMAXPROCS)")
 	fs.Func("libs", "comma-separated substrings of library names to run (default all)", func(s string) error {
 		c.Libs = splitList(s)

@@ -113,3 +113,12 @@ func summarize(vals []float64) Stat {
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// at is the q-quantile in µs, NaN when nothing was recorded (a metric
+// left out of the medians rather than a 0).
+func (h *hist) at(q float64) float64 {
+	if h.n == 0 {
+		return math.NaN()
+	}
+	return us(h.quantile(q))
+}

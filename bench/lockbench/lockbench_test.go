@@ -178,6 +178,18 @@ func TestRunRealRedis(t *testing.T) {
 			if s := r.Metrics[MCallsPerOp].Median; s < 1.9 || s > 5 { // 4, plus the INFO polling of a short run
 				t.Errorf("redis calls/op = %v", s)
 			}
+			// Per command: one SET NX, one EVALSHA, its GET and DEL.
+			for _, cmd := range []string{"set", "evalsha", "get", "del"} {
+				if s := r.Metrics[MCmdCalls+cmd].Median; s < 0.9 || s > 1.1 {
+					t.Errorf("%s calls/op = %v, want 1", cmd, s)
+				}
+				if s := r.Metrics[MCmdUsec+cmd].Median; s <= 0 {
+					t.Errorf("%s µs/call = %v", cmd, s)
+				}
+			}
+			if s := r.Metrics[MRedisCPUPerOp].Median; s <= 0 {
+				t.Errorf("redis CPU µs/op = %v", s)
+			}
 		}
 	}
 }

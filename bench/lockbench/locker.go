@@ -56,6 +56,11 @@ type Library struct {
 	// New binds the library to nodes: one node for single-instance mode,
 	// N for quorum mode.
 	New func(nodes []redis.UniversalClient) (Locker, error)
+	// Dial, set instead of New, binds a library that brings its own Redis
+	// client to the nodes at addrs (host:port); it reports the commands
+	// that client sends to sent, as the run's go-redis clients count
+	// theirs.
+	Dial func(addrs []string, sent func(n int)) (Locker, error)
 	// Postgres, set instead of New, binds a PostgreSQL library (run with
 	// --backend postgres) to the run's pool and lease table.
 	Postgres func(pool *pgxpool.Pool, table string) (Locker, error)

@@ -10,31 +10,31 @@ import (
 // metrics of each scenario, median (min–max) over the repetitions.
 func WriteMarkdown(w io.Writer, rep *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Target: %s, go-redis pool size %d; %s, %d CPU. %d interleaved repetitions of %s (after %s warm-up); median (min–max). Latencies in µs.\n",
-		rep.Target.Label, rep.Target.PoolSize, rep.Machine.GoVersion, rep.Machine.NumCPU, rep.Config.Reps, rep.Config.Duration, rep.Config.Warmup)
+	fmt.Fprintf(&b, "Target: %s, go-redis pool size %d; %s, %d CPU. %d interleaved repetitions of %s (after %s warm-up); median (min–max). Latencies in µs%s.\n",
+		rep.Target.Label, rep.Target.PoolSize, rep.Machine.GoVersion, rep.Machine.NumCPU, rep.Config.Reps, rep.Config.Duration, rep.Config.Warmup, loadNote(rep.Machine))
 	if !rep.Target.Real {
 		b.WriteString("\n**miniredis: NOT a real measurement.**\n")
 	}
 	unc, hot, ren := scenarioGroups(rep)
 	if len(unc) > 0 {
 		fmt.Fprintf(&b, "\n**Uncontended** (each worker: Obtain + Release, %s)\n\n", keyMode(rep.Config))
-		b.WriteString("| nodes | workers | library | pairs/s | × first | p50 | p99 | allocs/pair | Redis calls/pair | sent/pair | keys left/lock |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| nodes | workers | library | pairs/s | × first | p50 | p99 | allocs/pair | Redis calls/pair | Redis CPU µs/pair | sent/pair | keys left/lock |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, g := range unc {
 			ref := metric(g[0], MOpsPerSec)
 			for _, r := range g {
-				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Nodes, r.Workers, mdLib(r), spread(r, MOpsPerSec),
-					fmtNum(metric(r, MOpsPerSec)/ref), med(r, MLatP50), med(r, MLatP99), med(r, MAllocsPerOp), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MKeysLeft))
+				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Nodes, workersOf(r), mdLib(r), spread(r, MOpsPerSec),
+					fmtNum(metric(r, MOpsPerSec)/ref), med(r, MLatP50), med(r, MLatP99), med(r, MAllocsPerOp), med(r, MCallsPerOp), med(r, MRedisCPUPerOp), med(r, MSentPerOp), med(r, MKeysLeft))
 			}
 		}
 	}
 	if len(hot) > 0 {
 		fmt.Fprintf(&b, "\n**Hot key** (workers contend on one key; hold %s, think %s)\n\n", rep.Config.Hold, rep.Config.Think)
-		b.WriteString("| nodes | workers | library | grants/s | handoffs/s | handoff p50 | wait p50 | wait p99 | wait max | fairness | Redis calls/grant | sent/grant |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| nodes | workers | library | grants/s | handoffs/s | handoff p50 | handoff p99 | wait p50 | wait p99 | wait max | fairness | allocs/grant | Redis calls/grant | Redis CPU µs/grant | sent/grant |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, g := range hot {
 			for _, r := range g {
-				fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Nodes, r.Workers, mdLib(r), spread(r, MOpsPerSec),
-					med(r, MHandoffsPerSec), med(r, MHandoffP50), med(r, MWaitP50), spread(r, MWaitP99), med(r, MWaitMax),
-					med(r, MFairness), med(r, MCallsPerOp), med(r, MSentPerOp))
+				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Nodes, workersOf(r), mdLib(r), spread(r, MOpsPerSec),
+					med(r, MHandoffsPerSec), spread(r, MHandoffP50), spread(r, MHandoffP99), med(r, MWaitP50), spread(r, MWaitP99), med(r, MWaitMax),
+					med(r, MFairness), med(r, MAllocsPerOp), med(r, MCallsPerOp), med(r, MRedisCPUPerOp), med(r, MSentPerOp))
 			}
 		}
 	}
@@ -50,13 +50,14 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	}
 	writeStampedeMarkdown(&b, rep)
 	writeBlackholeTable(&b, rep, true)
+	writeCommandTable(&b, rep, true)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 func mdLib(r *Result) string {
-	if r.Note != "" {
-		return r.Library + " (" + r.Note + ")"
+	if n := noteOf(r); n != "" {
+		return r.Library + " (" + n + ")"
 	}
 	return r.Library
 }

@@ -123,8 +123,8 @@ func groupsOf(rep *Report) [][]*Result {
 func WriteTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "target: %s; pool size %d; %s %s/%s, %d CPU, GOMAXPROCS %d\n",
 		rep.Target.Label, rep.Target.PoolSize, rep.Machine.GoVersion, rep.Machine.GOOS, rep.Machine.GOARCH, rep.Machine.NumCPU, rep.Machine.GOMAXPROCS)
-	fmt.Fprintf(w, "duration %s, warm-up %s, %d rep(s), libraries interleaved; median (min–max); latencies in µs\n",
-		rep.Config.Duration, rep.Config.Warmup, rep.Config.Reps)
+	fmt.Fprintf(w, "duration %s, warm-up %s, %d rep(s), libraries interleaved; median (min–max); latencies in µs%s\n",
+		rep.Config.Duration, rep.Config.Warmup, rep.Config.Reps, loadNote(rep.Machine))
 	if !rep.Target.Real {
 		fmt.Fprintln(w, "*** miniredis: NOT a real measurement ***")
 	}
@@ -132,13 +132,13 @@ func WriteTable(w io.Writer, rep *Report) {
 	if len(unc) > 0 {
 		fmt.Fprintf(w, "\nUncontended: Obtain+Release pairs, %s; keys left = keys on the nodes after the run per released lock and node (no TTL: how many had no expiry)\n", keyMode(rep.Config))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tops/s\tx first\tp50\tp99\tmax\tallocs/op\tB/op\tredis calls/op\tsent/op\tkeys left\tno TTL\terrors\tnote\t")
+		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tops/s\tx first\tp50\tp99\tmax\tallocs/op\tB/op\tredis calls/op\tredis CPU µs/op\tsent/op\tkeys left\tno TTL\terrors\tnote\t")
 		for _, g := range unc {
 			ref := metric(g[0], MOpsPerSec)
 			for _, r := range g {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, workersOf(r), r.Library,
 					spread(r, MOpsPerSec), fmtNum(metric(r, MOpsPerSec)/ref), med(r, MLatP50), med(r, MLatP99), med(r, MLatMax),
-					med(r, MAllocsPerOp), med(r, MBytesPerOp), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MKeysLeft), med(r, MKeysNoTTL), med(r, MErrors), r.Note)
+					med(r, MAllocsPerOp), med(r, MBytesPerOp), med(r, MCallsPerOp), med(r, MRedisCPUPerOp), med(r, MSentPerOp), med(r, MKeysLeft), med(r, MKeysNoTTL), med(r, MErrors), noteOf(r))
 			}
 		}
 		tw.Flush()
@@ -146,13 +146,13 @@ func WriteTable(w io.Writer, rep *Report) {
 	if len(hot) > 0 {
 		fmt.Fprintf(w, "\nHot key: workers contend on one key (hold %s, think %s); wait = wanting -> holding; handoff = release -> grant to another worker\n", rep.Config.Hold, rep.Config.Think)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tgrants/s\thandoffs/s\thandoff p50\thandoff p99\twait p50\twait p99\twait max\tfairness\tgave up/s\tredis calls/grant\tsent/grant\tallocs/grant\terrors\tnote\t")
+		fmt.Fprintln(tw, "scenario\tnodes\tworkers\tlibrary\tgrants/s\thandoffs/s\thandoff p50\thandoff p99\twait p50\twait p99\twait max\tfairness\tgave up/s\tredis calls/grant\tredis CPU µs/grant\tsent/grant\tallocs/grant\terrors\tnote\t")
 		for _, g := range hot {
 			for _, r := range g {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, r.Workers, r.Library,
-					spread(r, MOpsPerSec), med(r, MHandoffsPerSec), med(r, MHandoffP50), med(r, MHandoffP99),
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Nodes, workersOf(r), r.Library,
+					spread(r, MOpsPerSec), med(r, MHandoffsPerSec), spread(r, MHandoffP50), spread(r, MHandoffP99),
 					med(r, MWaitP50), spread(r, MWaitP99), med(r, MWaitMax), med(r, MFairness), med(r, MGaveUp),
-					med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MAllocsPerOp), med(r, MErrors), r.Note)
+					med(r, MCallsPerOp), med(r, MRedisCPUPerOp), med(r, MSentPerOp), med(r, MAllocsPerOp), med(r, MErrors), noteOf(r))
 			}
 		}
 		tw.Flush()
@@ -171,6 +171,7 @@ func WriteTable(w io.Writer, rep *Report) {
 	}
 	writeStampedeTable(w, rep)
 	writeBlackholeTable(w, rep, false)
+	writeCommandTable(w, rep, false)
 	fmt.Fprintln(w, "\nlibraries:")
 	names := make([]string, 0, len(rep.Libraries))
 	for _, r := range rep.Results {

@@ -31,6 +31,9 @@ type Result struct {
 	Metrics map[string]Stat      `json:"metrics"`
 	Samples []map[string]float64 `json:"samples"`
 	Note    string               `json:"note,omitempty"`
+	// Pinned: the cell ran with GOMAXPROCS 1, the tool and the servers on
+	// one CPU (Config.Pin).
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -40,6 +43,10 @@ type Machine struct {
 	NumCPU     int    `json:"num_cpu"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	GoVersion  string `json:"go_version"`
+	// LoadBefore and LoadAfter are the load averages (1, 5, 15 minutes)
+	// when the run started and ended, where the system tells them.
+	LoadBefore string `json:"load_before,omitempty"`
+	LoadAfter  string `json:"load_after,omitempty"`
 }
 
 // Report is everything one run produced.
@@ -51,6 +58,12 @@ type Report struct {
 	Config    Config            `json:"config"`
 	Libraries map[string]string `json:"libraries"` // name -> how it is configured
 	Results   []*Result         `json:"results"`
+}
+
+// pinned reports whether the cell runs pinned (Config.Pin): a cell of one
+// worker, in a scenario where the worker count is the callers of the lock.
+func (c *cell) pinned(cfg *Config) bool {
+	return cfg.Pin && c.workers == 1 && c.scenario != Renew && c.scenario != Stampede
 }
 
 type cell struct {
@@ -173,8 +186,9 @@ func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*
 	rep := &Report{
 		Started: time.Now().UTC(),
 		Target:  t.info,
-		Machine: Machine{runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version()},
-		Config:  cfg, Libraries: map[string]string{},
+		Machine: Machine{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+			GoVersion: runtime.Version(), LoadBefore: loadAverage()},
+		Config: cfg, Libraries: map[string]string{},
 	}
 	for _, l := range libs {
 		rep.Libraries[l.Name] = l.Note
@@ -195,7 +209,7 @@ func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*
 	for _, g := range groups {
 		total += len(g) * cfg.Reps
 		for _, c := range g {
-			c.res = &Result{Scenario: c.scenario, Library: c.lib.Name, Workers: c.workers, Nodes: c.nodes}
+			c.res = &Result{Scenario: c.scenario, Library: c.lib.Name, Workers: c.workers, Nodes: c.nodes, Pinned: c.pinned(&cfg)}
 			rep.Results = append(rep.Results, c.res)
 		}
 	}
@@ -236,6 +250,7 @@ func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*
 	if progress != nil {
 		fmt.Fprint(progress, "\r\033[K")
 	}
+	rep.Machine.LoadAfter = loadAverage()
 	for _, res := range rep.Results {
 		res.Metrics = map[string]Stat{}
 		for i, s := range res.Samples {
@@ -271,6 +286,13 @@ func runID() string {
 }
 
 func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]float64, error) {
+	if c.pinned(cfg) {
+		unpin, err := t.pin()
+		if err != nil {
+			return nil, err
+		}
+		defer unpin()
+	}
 	if c.scenario == Blackhole { // lockers of its own (blackhole.go)
 		var f failures
 		s, err := runBlackhole(ctx, cfg, t, c, runID(), &f)
@@ -281,9 +303,12 @@ func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]f
 	}
 	var lk Locker
 	var err error
-	if c.lib.Postgres != nil {
+	switch {
+	case c.lib.Postgres != nil:
 		lk, err = c.lib.Postgres(t.pg.pool, t.pg.table())
-	} else {
+	case c.lib.Dial != nil:
+		lk, err = c.lib.Dial(t.info.Nodes[:c.nodes], func(n int) { t.sent.Add(int64(n)) })
+	default:
 		lk, err = c.lib.New(t.nodes(c.nodes))
 	}
 	if err != nil {

@@ -37,9 +37,17 @@ const (
 	MRenewSent      = "renew_sent_per_sec"
 	MGoroutines     = "goroutines_per_lock" // extra goroutines per held lock, beyond the caller's
 	MHeapPerLock    = "heap_bytes_per_lock"
-	MLost           = "lost"               // renew: holds that ended before the run did
-	MKeysLeft       = "keys_left_per_lock" // uncontended: keys left on the nodes per released lock and node
-	MKeysNoTTL      = "keys_without_ttl"   // uncontended: of them, keys without expiry
+	MLost           = "lost"                // renew: holds that ended before the run did
+	MKeysLeft       = "keys_left_per_lock"  // uncontended: keys left on the nodes per released lock and node
+	MKeysNoTTL      = "keys_without_ttl"    // uncontended: of them, keys without expiry
+	MRedisCPUPerOp  = "redis_cpu_us_per_op" // the servers' CPU (INFO cpu, user + system) per op, all nodes
+	MUnfinished     = "waits_unfinished"    // hotkey: workers still waiting at the window's end (their wait so far is counted)
+	MIdle           = "idle"                // hotkey: 1 when the repetition granted nothing (its medians leave it out)
+	// MCmdCalls and MCmdUsec, followed by a command's name as INFO
+	// commandstats spells it (evalsha, set, client|tracking...), are that
+	// command's calls per op and µs per call, all nodes.
+	MCmdCalls = "cmd_calls_per_op:"
+	MCmdUsec  = "cmd_usec_per_call:"
 )
 
 var errSkip = errors.New("skip")
@@ -51,14 +59,33 @@ type snapshot struct {
 	bytes   uint64
 	calls   int64
 	sent    int64
+	server  serverStats
 }
 
 func (t *target) snap(ctx context.Context, nodes int) snapshot {
 	var ms runtime.MemStats
-	s := snapshot{calls: t.serverCalls(ctx, nodes), sent: t.sent.Load()}
+	st := t.serverStats(ctx, nodes)
+	s := snapshot{calls: st.calls, sent: t.sent.Load(), server: st}
 	runtime.ReadMemStats(&ms)
 	s.mallocs, s.bytes, s.at = ms.Mallocs, ms.TotalAlloc, time.Now()
 	return s
+}
+
+// serverMetrics are the servers' costs per op between two snapshots: CPU
+// time, and per command its calls per op and µs per call (MCmdCalls,
+// MCmdUsec).
+func serverMetrics(m map[string]float64, s0, s1 snapshot, ops float64) map[string]float64 {
+	if s0.server.cpu >= 0 && s1.server.cpu >= 0 && ops > 0 {
+		m[MRedisCPUPerOp] = (s1.server.cpu - s0.server.cpu) / ops
+	}
+	for cmd, b := range s1.server.cmds {
+		a := s0.server.cmds[cmd]
+		if n := b.calls - a.calls; n > 0 && ops > 0 {
+			m[MCmdCalls+cmd] = float64(n) / ops
+			m[MCmdUsec+cmd] = float64(b.usec-a.usec) / float64(n)
+		}
+	}
+	return m
 }
 
 func perOp(a, b int64, ops float64) float64 {
@@ -89,8 +116,9 @@ const (
 )
 
 // window runs the warm-up and the measured window while workers run, and
-// returns the snapshots at both edges. It stops the workers at the end.
-func window(ctx context.Context, cfg *Config, t *target, nodes int, phase *atomic.Int32) (snapshot, snapshot, error) {
+// returns the snapshots at both edges. It stops the workers at the end;
+// atEnd, if not nil, is called at the end of the window, before they stop.
+func window(ctx context.Context, cfg *Config, t *target, nodes int, phase *atomic.Int32, atEnd func(time.Time)) (snapshot, snapshot, error) {
 	defer phase.Store(phaseStop)
 	if err := sleepCtx(ctx, cfg.Warmup); err != nil {
 		return snapshot{}, snapshot{}, err
@@ -101,6 +129,9 @@ func window(ctx context.Context, cfg *Config, t *target, nodes int, phase *atomi
 		return snapshot{}, snapshot{}, err
 	}
 	s1 := t.snap(ctx, nodes)
+	if atEnd != nil {
+		atEnd(s1.at)
+	}
 	return s0, s1, nil
 }
 
@@ -146,7 +177,7 @@ func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, work
 			}
 		})
 	}
-	s0, s1, err := window(ctx, cfg, t, nodes, &phase)
+	s0, s1, err := window(ctx, cfg, t, nodes, &phase, nil)
 	wg.Wait()
 	if err != nil {
 		return nil, err
@@ -164,19 +195,19 @@ func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, work
 	}
 	left, noTTL := t.keysLeft(ctx, nodes, "*lockbench:"+runID+":u:*")
 	secs := s1.at.Sub(s0.at).Seconds()
-	return map[string]float64{
+	return serverMetrics(map[string]float64{
 		MKeysLeft:    perOp(0, left, float64(locks*int64(nodes))),
 		MKeysNoTTL:   float64(noTTL),
 		MOpsPerSec:   float64(n) / secs,
-		MLatP50:      us(all.quantile(0.5)),
-		MLatP99:      us(all.quantile(0.99)),
+		MLatP50:      all.at(0.5),
+		MLatP99:      all.at(0.99),
 		MLatMax:      us(all.max),
 		MAllocsPerOp: perOp(int64(s0.mallocs), int64(s1.mallocs), float64(n)),
 		MBytesPerOp:  perOp(int64(s0.bytes), int64(s1.bytes), float64(n)),
 		MCallsPerOp:  perOp(s0.calls, s1.calls, float64(n)),
 		MSentPerOp:   perOp(s0.sent, s1.sent, float64(n)),
 		MErrors:      float64(errs.Load()),
-	}, nil
+	}, s0, s1, float64(n)), nil
 }
 
 // hotState is the shared record of who holds the hot key.
@@ -195,6 +226,11 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 	key := "lockbench:" + runID + ":hot"
 	waits := make([]hist, workers)
 	grants := make([]int64, workers)
+	// waiting[w] is when worker w began to want the lock (UnixNano), 0
+	// while it holds it: at the window's end, the waits still going on
+	// count as long as they have lasted, so that a worker that never got
+	// the lock (or a repetition that granted nothing) is not left out.
+	waiting := make([]atomic.Int64, workers)
 	var errs, gaveUp atomic.Int64
 	st := &hotState{lastHolder: -1}
 	var wg sync.WaitGroup
@@ -203,6 +239,7 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 			defer f.catch()
 			wait := &waits[w]
 			want := time.Now()
+			waiting[w].Store(want.UnixNano())
 			for phase.Load() != phaseStop && ctx.Err() == nil {
 				octx, cancel := context.WithTimeout(ctx, cfg.WaitTimeout)
 				l, err := lk.Obtain(octx, key, cfg.TTL)
@@ -222,6 +259,7 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 					continue
 				}
 				got := time.Now()
+				waiting[w].Store(0)
 				measuring := phase.Load() == phaseMeasure
 				st.mu.Lock()
 				if st.lastHolder >= 0 && st.lastHolder != w && measuring {
@@ -243,15 +281,23 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 				}
 				_ = sleepCtx(ctx, cfg.Think)
 				want = time.Now()
+				waiting[w].Store(want.UnixNano())
 			}
 		})
 	}
-	s0, s1, err := window(ctx, cfg, t, nodes, &phase)
+	var unfinished hist
+	s0, s1, err := window(ctx, cfg, t, nodes, &phase, func(end time.Time) {
+		for w := range waiting {
+			if since := waiting[w].Load(); since != 0 {
+				unfinished.record(end.Sub(time.Unix(0, since)))
+			}
+		}
+	})
 	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	var all hist
+	all := unfinished
 	var n int64
 	gmin, gmax := int64(math.MaxInt64), int64(0)
 	for w := range workers {
@@ -260,17 +306,19 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 		gmin, gmax = min(gmin, grants[w]), max(gmax, grants[w])
 	}
 	secs := s1.at.Sub(s0.at).Seconds()
-	fair := math.NaN()
+	fair, idle := math.NaN(), 1.0
 	if gmax > 0 {
-		fair = float64(gmin) / float64(gmax)
+		fair, idle = float64(gmin)/float64(gmax), 0
 	}
-	return map[string]float64{
+	return serverMetrics(map[string]float64{
+		MIdle:           idle,
+		MUnfinished:     float64(unfinished.n),
 		MOpsPerSec:      float64(n) / secs,
 		MHandoffsPerSec: float64(st.handoffs) / secs,
-		MHandoffP50:     us(st.handoff.quantile(0.5)),
-		MHandoffP99:     us(st.handoff.quantile(0.99)),
-		MWaitP50:        us(all.quantile(0.5)),
-		MWaitP99:        us(all.quantile(0.99)),
+		MHandoffP50:     st.handoff.at(0.5),
+		MHandoffP99:     st.handoff.at(0.99),
+		MWaitP50:        all.at(0.5),
+		MWaitP99:        all.at(0.99),
 		MWaitMax:        us(all.max),
 		MFairness:       fair,
 		MGrantsMin:      float64(gmin),
@@ -280,7 +328,7 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 		MCallsPerOp:     perOp(s0.calls, s1.calls, float64(n)),
 		MSentPerOp:      perOp(s0.sent, s1.sent, float64(n)),
 		MErrors:         float64(errs.Load()),
-	}, nil
+	}, s0, s1, float64(n)), nil
 }
 
 // runRenew: hold k locks with auto-renewal and measure what holding costs.

@@ -167,7 +167,7 @@ func runStampede(ctx context.Context, cfg *Config, t *target, lk Locker, callers
 	}
 	s1 := t.snap(ctx, nodes)
 	n := float64(keys)
-	return map[string]float64{
+	return serverMetrics(map[string]float64{
 		MOpsPerSec:   n / s1.at.Sub(s0.at).Seconds(),
 		MFillsPerKey: float64(fillsN) / n,
 		MValueP50:    us(vals.quantile(0.5)),
@@ -176,7 +176,7 @@ func runStampede(ctx context.Context, cfg *Config, t *target, lk Locker, callers
 		MCallsPerOp:  perOp(s0.calls, s1.calls, n),
 		MSentPerOp:   perOp(s0.sent, s1.sent, n),
 		MErrors:      float64(errs.Load()),
-	}, nil
+	}, s0, s1, n), nil
 }
 
 // stampedeGroups makes procs Groups, each on a Client of its own.

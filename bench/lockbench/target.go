@@ -162,36 +162,71 @@ func (t *target) nodes(n int) []redis.UniversalClient {
 	return out
 }
 
-// serverCalls sums INFO commandstats calls over the first n nodes, leaving out
-// the runner's own INFO/FLUSHALL/PING. Commands run inside scripts are
-// included (Redis counts them), so this is the server-side work per op.
-// It returns -1 if the server does not report commandstats (miniredis).
-func (t *target) serverCalls(ctx context.Context, n int) int64 {
+// serverStats is what the first nodes of a run did, from INFO: commands
+// (commandstats), per command, and CPU.
+type serverStats struct {
+	calls int64              // every command, those inside scripts too; -1: unknown
+	cpu   float64            // the servers' CPU time in µs (user + system); -1: unknown
+	cmds  map[string]cmdStat // per command (commandstats)
+}
+
+// cmdStat is one command's INFO commandstats: calls and µs spent in them.
+type cmdStat struct{ calls, usec int64 }
+
+// runnerCommands are the commands of the runner itself, left out.
+var runnerCommands = map[string]bool{"info": true, "flushall": true, "ping": true, "hello": true,
+	"client|setinfo": true, "client|setname": true}
+
+// serverStats sums INFO commandstats and cpu over the first n nodes,
+// leaving out the runner's own INFO/FLUSHALL/PING. Commands run inside
+// scripts are included (Redis counts them, and counts their time in the
+// script's too), so calls is the server-side work per op. calls and cpu
+// are -1 where the server does not report them (miniredis, PostgreSQL).
+func (t *target) serverStats(ctx context.Context, n int) serverStats {
+	out := serverStats{calls: -1, cpu: -1}
 	if n > len(t.admin) {
-		return -1 // not Redis (--backend postgres)
+		return out // not Redis (--backend postgres)
 	}
-	var total int64
+	cmds := map[string]cmdStat{}
+	var calls int64
+	var cpu float64
 	for _, a := range t.admin[:n] {
-		s, err := a.Info(ctx, "commandstats").Result()
+		s, err := a.Info(ctx, "commandstats", "cpu").Result()
 		if err != nil || !strings.Contains(s, "cmdstat_") {
-			return -1
+			return out
 		}
 		for _, line := range strings.Split(s, "\n") {
 			line = strings.TrimSpace(line)
 			name, rest, ok := strings.Cut(line, ":")
-			if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			switch {
+			case !ok:
+				continue
+			case name == "used_cpu_sys" || name == "used_cpu_user":
+				v, _ := strconv.ParseFloat(rest, 64)
+				cpu += v * 1e6
+				continue
+			case !strings.HasPrefix(name, "cmdstat_"):
 				continue
 			}
-			switch strings.TrimPrefix(name, "cmdstat_") {
-			case "info", "flushall", "ping", "hello", "client|setinfo", "client|setname":
+			cmd := strings.TrimPrefix(name, "cmdstat_")
+			if runnerCommands[cmd] {
 				continue
 			}
-			calls := infoField(strings.ReplaceAll(rest, ",", "\n"), "calls")
-			v, _ := strconv.ParseInt(calls, 10, 64)
-			total += v
+			fields := strings.ReplaceAll(rest, ",", "\n")
+			c, _ := strconv.ParseInt(infoField(fields, "calls"), 10, 64)
+			u, _ := strconv.ParseInt(infoField(fields, "usec"), 10, 64)
+			st := cmds[cmd]
+			st.calls += c
+			st.usec += u
+			cmds[cmd] = st
+			calls += c
 		}
 	}
-	return total
+	out.calls, out.cmds = calls, cmds
+	if cpu > 0 {
+		out.cpu = cpu
+	}
+	return out
 }
 
 // keysLeft counts the keys matching pattern on the first n nodes, and of

@@ -17,10 +17,12 @@ import (
 	"github.com/redislock-go/redislock/bench/lockbench"
 )
 
-// Libraries returns the peer adapters: bsm/redislock v0.9.4 (single node)
-// and go-redsync/redsync v4 (one or more pools).
+// Libraries returns the peer adapters: bsm/redislock v0.9.4 (single node),
+// go-redsync/redsync v4 (one or more pools) and rueidislock (single node,
+// on its own rueidis client, v1.0.79: its rueidislock is the code of
+// v1.0.80, which needs Go 1.26).
 func Libraries() []lockbench.Library {
-	return []lockbench.Library{
+	return append([]lockbench.Library{
 		{
 			Name: "bsm/linear-1ms", Primary: true,
 			Note: "bsm/redislock LinearBackoff(1ms); renew: Refresh every TTL/3",
@@ -41,7 +43,7 @@ func Libraries() []lockbench.Library {
 			Note: "redsync WithRetryDelay(1ms) (32 tries)",
 			New:  redsyncWith(redsync.WithRetryDelay(lockbench.LinearDelay)),
 		},
-	}
+	}, rueidislockLibraries()...)
 }
 
 // ---- bsm/redislock ----

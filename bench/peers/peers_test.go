@@ -8,15 +8,39 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redislock-go/redislock/bench/lockbench"
+	"github.com/redislock-go/redislock/internal/redistest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestPeersMiniredis runs every adapter through every single-node scenario
-// once, briefly, on miniredis: it checks the adapters, not the numbers.
+// TestPeersMiniredis runs every adapter on a go-redis client through every
+// single-node scenario once, briefly, on miniredis: it checks the adapters,
+// not the numbers. (rueidislock needs client-side caching, which miniredis
+// lacks: TestRueidislock.)
 func TestPeersMiniredis(t *testing.T) {
-	cfg := lockbench.DefaultConfig()
+	var libs []lockbench.Library
+	for _, l := range Libraries() {
+		if l.Dial == nil {
+			libs = append(libs, l)
+		}
+	}
+	cfg := quick()
 	cfg.Miniredis = true
+	checkRun(t, cfg, libs)
+}
+
+// TestRueidislock runs the rueidislock adapters the same way, on a
+// redis-server that the tool starts.
+func TestRueidislock(t *testing.T) {
+	redistest.Binary(t)
+	cfg := quick()
+	cfg.Spawn = 1
+	checkRun(t, cfg, rueidislockLibraries())
+}
+
+// quick is a short run of the single-node scenarios.
+func quick() lockbench.Config {
+	cfg := lockbench.DefaultConfig()
 	cfg.Scenarios = []string{lockbench.Uncontended, lockbench.Hotkey, lockbench.Renew}
 	cfg.Workers = []int{2}
 	cfg.HotWorkers = []int{3}
@@ -25,7 +49,14 @@ func TestPeersMiniredis(t *testing.T) {
 	cfg.Reps = 1
 	cfg.RenewLocks = 5
 	cfg.RenewTTL = 90 * time.Millisecond
-	rep, err := lockbench.Run(context.Background(), cfg, append(lockbench.Ours(), Libraries()...), nil)
+	return cfg
+}
+
+// checkRun runs libs beside ours and checks that each made progress in
+// each scenario without errors or lost locks.
+func checkRun(t *testing.T, cfg lockbench.Config, libs []lockbench.Library) {
+	t.Helper()
+	rep, err := lockbench.Run(context.Background(), cfg, append(lockbench.Ours(), libs...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +78,7 @@ func TestPeersMiniredis(t *testing.T) {
 			t.Errorf("%s %s: no ops", r.Scenario, r.Library)
 		}
 	}
-	for _, l := range Libraries() {
+	for _, l := range libs {
 		if !seen[l.Name] {
 			t.Errorf("%s not run", l.Name)
 		}

@@ -12,11 +12,9 @@ type Lock struct {
 	Lock string // the lock key: a grant or a released record
 	Wake string // the pub/sub channel on which a release announces itself
 
-	// Pair is {Lock, Wake}: release's KEYS, and Pair[:1] every other
-	// script's, as one array so that passing them allocates nothing.
-	Pair [2]string
-	// Boxed is Pair as script arguments, boxed once.
-	Boxed [2]any
+	// Boxed is {Lock}, the KEYS of the scripts of one lock, boxed once as
+	// a script argument (an array: slicing it allocates nothing).
+	Boxed [1]any
 }
 
 // tagEscaper makes any key a valid hash-tag body: Redis ends a tag at the
@@ -50,7 +48,7 @@ func New(prefix, key string) Lock {
 	b.WriteByte('}')
 	b.WriteString(wake)
 	w := b.String()
-	return Lock{Lock: w[:n], Wake: w, Pair: [2]string{w[:n], w}, Boxed: [2]any{w[:n], w}}
+	return Lock{Lock: w[:n], Wake: w, Boxed: [1]any{w[:n]}}
 }
 
 // Queue is fair mode's queue of waiters' tickets by arrival.
@@ -62,8 +60,8 @@ func (k Lock) QExp() string { return k.Lock + ":qexp" }
 // FairObtain is the KEYS of fair_obtain.lua: {Lock, Queue, QExp}.
 func (k Lock) FairObtain() []string { return []string{k.Lock, k.Queue(), k.QExp()} }
 
-// FairRelease is the KEYS of release.lua in fair mode: {Lock, Wake, Queue}.
-func (k Lock) FairRelease() []string { return []string{k.Lock, k.Wake, k.Queue()} }
+// FairRelease is the KEYS of release.lua in fair mode: {Lock, Queue}.
+func (k Lock) FairRelease() []string { return []string{k.Lock, k.Queue()} }
 
 // FairLeave is the KEYS of fair_leave.lua: {Lock, Wake, Queue, QExp}.
 func (k Lock) FairLeave() []string { return []string{k.Lock, k.Wake, k.Queue(), k.QExp()} }

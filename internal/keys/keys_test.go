@@ -5,7 +5,7 @@ import "testing"
 func TestNew(t *testing.T) {
 	k := New("p:", "a}b%")
 	const l = "p:{a%7Db%25}"
-	want := Lock{Lock: l, Wake: l + ":wake", Pair: [2]string{l, l + ":wake"}, Boxed: [2]any{l, l + ":wake"}}
+	want := Lock{Lock: l, Wake: l + ":wake", Boxed: [1]any{l}}
 	if k != want {
 		t.Fatalf("New = %+v, want %+v", k, want)
 	}

@@ -18,7 +18,7 @@ import (
 // while the caller waits for them only until its context ends or the
 // call's timeout passes, whichever comes first. A call the caller stopped
 // waiting for is abandoned to go-redis: it goes on on its worker until
-// go-redis returns, and then its late function settles what it may have
+// go-redis returns, and then its settle function settles what it may have
 // done (a grant to release).
 
 // MaxAbandoned is how many abandoned calls one node may have before a
@@ -37,7 +37,7 @@ const MaxGuardWorkers = 256
 
 // ErrAbandoned is matched by the error of a call whose caller stopped
 // waiting for it (its context ended, or its timeout passed): the call goes
-// on in the background, and its late function runs when it returns. The
+// on in the background, and its settle function runs when it returns. The
 // error also matches the cause, the context's error or
 // context.DeadlineExceeded.
 var ErrAbandoned = errors.New("redislock: stopped waiting for the node")
@@ -159,10 +159,6 @@ func (g *Guarded) settled() {
 	}
 	g.mu.Unlock()
 }
-
-// Abandoned is how many abandoned calls have not returned and been
-// settled.
-func (g *Guarded) Abandoned() int { return int(g.abandoned.Load()) }
 
 // Wait waits until every abandoned call has returned and been settled, or
 // until deadline, and reports whether they all had.

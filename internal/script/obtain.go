@@ -42,21 +42,31 @@ type Obtain struct {
 	Token    any   // the new grant's token (a string, boxed once)
 	TTL      any   // lease in ms (an int64, boxed once)
 	Proposal int64 // quorum: the proposed fence; 0: mint it on the node
-	Holder   any   // holder identity (a string, "" for none), boxed once
+	Holder   any   // holder identity (a string, "" for none), boxed once; nil: none
 	From     any   // handoff: the token of the grant handed over; nil: none
 }
 
-// Run sends the request (obtain.lua).
+// Run sends the request (obtain.lua): the token and TTL, and the proposal
+// and holder only when there is one or a handoff follows them (each
+// argument costs the server and the client).
 func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error) {
-	a := append(obtainFast.args(o.Keys, 5), o.Token, o.TTL, o.Proposal, o.Holder)
 	if o.From == nil && o.Proposal == 0 {
 		// The reply is one integer.
+		a := append(obtainFast.args(o.Keys, 3), o.Token, o.TTL)
+		if o.Holder != nil && o.Holder != "" {
+			a = append(a, 0, o.Holder)
+		}
 		n, err := obtainFast.runInt(ctx, rdb, len(o.Keys), a)
 		if err != nil {
 			return ObtainReply{}, err
 		}
 		return obtainInt(n), nil
 	}
+	holder := o.Holder
+	if holder == nil {
+		holder = ""
+	}
+	a := append(obtainFast.args(o.Keys, 5), o.Token, o.TTL, o.Proposal, holder)
 	if o.From != nil {
 		a = append(a, o.From)
 	}

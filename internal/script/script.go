@@ -34,8 +34,9 @@ var (
 	recordDelete = redis.NewScript(scripts.RecordDelete.Source())
 )
 
-// Publish is how a release wakes waiters (release.lua's ARGV[2]), boxed
-// once: it is an argument of every release.
+// Publish is how a release wakes waiters (release.lua's ARGV[3],
+// multi_release.lua's and fair_leave.lua's ARGV[2]), boxed once: it is an
+// argument of every release.
 type Publish = any
 
 // The ways a release wakes waiters.
@@ -45,14 +46,10 @@ var (
 	PublishSharded Publish = "s" // SPUBLISH (Redis 7+)
 )
 
-// Queue tells release.lua whether to name the fair queue's head in its
-// wake-up, boxed once.
-type Queue = any
-
-// The queue modes of a release.
+// release.lua's ways to wake the waiters of a fair lock: its queue's head.
 var (
-	QueueNo  Queue = ""
-	QueueYes Queue = "q"
+	publishPlainFair   any = "pq"
+	publishShardedFair any = "sq"
 )
 
 // unexpected is the error of a reply that no version of a script sends.
@@ -87,12 +84,23 @@ func Refresh(ctx context.Context, rdb redis.Scripter, key []any, token any, ms i
 }
 
 // Release gives the lock back if it holds token and wakes its waiters
-// (release.lua): the key becomes a released record for recordTTL ms (an
-// int64, boxed once); keys are {lock, wake}, in fair mode {lock, wake,
-// queue}, boxed. released reports whether the grant was released by this
-// call or an earlier run of it.
-func Release(ctx context.Context, rdb redis.Scripter, keys []any, token any, publish Publish, recordTTL any, queue Queue) (released bool, err error) {
-	n, err := releaseFast.runInt(ctx, rdb, len(keys), append(releaseFast.args(keys, 4), token, publish, recordTTL, queue))
+// (release.lua) as publish says, naming the fair queue's head when fair:
+// the key becomes a released record for recordTTL ms (an int64, boxed
+// once); keys are {lock}, in fair mode {lock, queue}, boxed. released
+// reports whether the grant was released by this call or an earlier run of
+// it.
+func Release(ctx context.Context, rdb redis.Scripter, keys []any, token, recordTTL any, publish Publish, fair bool) (released bool, err error) {
+	a := append(releaseFast.args(keys, 3), token, recordTTL)
+	switch {
+	case publish == PublishNone:
+	case fair && publish == PublishSharded:
+		a = append(a, publishShardedFair)
+	case fair:
+		a = append(a, publishPlainFair)
+	default:
+		a = append(a, publish)
+	}
+	n, err := releaseFast.runInt(ctx, rdb, len(keys), a)
 	return n == 1, err
 }
 

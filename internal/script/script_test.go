@@ -44,7 +44,7 @@ func TestObtainScriptReplay(t *testing.T) {
 		if other := run("to", 0); other.Status != Held {
 			t.Fatalf("prefix token = %+v, want held", other)
 		}
-		if n, err := releaseScript.Run(ctx, rdb, k.Pair[:], "tok", "p", 60000, "").Int64(); n != 1 || err != nil {
+		if n, err := releaseScript.Run(ctx, rdb, []string{k.Lock}, "tok", 60000, "p").Int64(); n != 1 || err != nil {
 			t.Fatal(n, err)
 		}
 		// Quorum proposals: at or below the released record's fence are
@@ -61,10 +61,10 @@ func TestObtainScriptReplay(t *testing.T) {
 		}
 		// Zero or negative TTLs are refused by the script itself.
 		rdb.Del(ctx, k.Lock)
-		if err := obtainScript.Run(ctx, rdb, k.Pair[:1], "t", 0, 0, "").Err(); err == nil {
+		if err := obtainScript.Run(ctx, rdb, []string{k.Lock}, "t", 0, 0, "").Err(); err == nil {
 			t.Fatal("obtain with TTL 0 accepted")
 		}
-		if err := refreshScript.Run(ctx, rdb, k.Pair[:1], "t", -1).Err(); err == nil {
+		if err := refreshScript.Run(ctx, rdb, []string{k.Lock}, "t", -1).Err(); err == nil {
 			t.Fatal("refresh with TTL -1 accepted")
 		}
 		if n := rdb.Exists(ctx, k.Lock).Val(); n != 0 {
@@ -96,7 +96,7 @@ func TestReleaseScriptReplay(t *testing.T) {
 		}
 		release := func(token string) bool {
 			t.Helper()
-			ok, err := Release(ctx, rdb, k.Boxed[:], token, PublishPlain, 5000, QueueNo)
+			ok, err := Release(ctx, rdb, k.Boxed[:1], token, 5000, PublishPlain, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func TestHandoffScript(t *testing.T) {
 		if v := rdb.Get(ctx, k.Lock).Val(); v != "w:"+strconv.FormatInt(want.Fence, 10)+": r:;" {
 			t.Fatalf("lock holds %q", v)
 		}
-		if ok, _ := Release(ctx, rdb, k.Boxed[:], "r", PublishPlain, 60000, QueueNo); !ok {
+		if ok, _ := Release(ctx, rdb, k.Boxed[:1], "r", 60000, PublishPlain, false); !ok {
 			t.Fatal("a replayed release of the handed-over grant answered not held")
 		}
 		if got := run("x", "y"); got.Status != Held || got.PTTL <= 0 || got.Released {
@@ -245,7 +245,7 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		}
 		release := func(token string) {
 			t.Helper()
-			if n, err := releaseScript.Run(ctx, rdb, k.Pair[:], token, "p", 60000, "").Int64(); n != 1 || err != nil {
+			if n, err := releaseScript.Run(ctx, rdb, []string{k.Lock}, token, 60000, "p").Int64(); n != 1 || err != nil {
 				t.Fatal(n, err)
 			}
 		}
@@ -289,7 +289,7 @@ func TestObtainScriptUnknownValue(t *testing.T) {
 			if err != nil || r.Status != Held || r.PTTL <= 0 {
 				t.Fatalf("value %q: obtain = %+v, %v, want held", v, r, err)
 			}
-			if ok, err := Release(ctx, rdb, k.Boxed[:], "t", PublishPlain, 1000, QueueNo); ok || err != nil {
+			if ok, err := Release(ctx, rdb, k.Boxed[:1], "t", 1000, PublishPlain, false); ok || err != nil {
 				t.Fatalf("value %q: release = %v, %v", v, ok, err)
 			}
 			if ms, held, err := TTL(ctx, rdb, k.Boxed[:1], "t"); held || err != nil {
