@@ -77,18 +77,20 @@ func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 				return err
 			})
 		}, (*settleRelease)(l).settle)
-	rep, unacked := at.rep, at.unacked
-	switch {
-	case err != nil:
+	if err != nil {
 		// The script may have run (a reply lost to a timeout or a cut
 		// connection): release whatever it may have granted, unless it
 		// never went out, or is abandoned (its settle releases it once it
 		// has returned, so that the release cannot reach Redis first).
+		// at may still be written (abandoned).
 		r.markQueued()
 		if !nodes.NotSent(err) && !nodes.IsAbandoned(err) {
 			c.releaseOn(ctx, l, s.n)
 		}
 		return err
+	}
+	rep, unacked := at.rep, at.unacked
+	switch {
 	case rep.Status == script.Held && rep.PTTL == script.NoExpiry:
 		r.markQueued()
 		return c.nodeErr(ctx, 0, "obtain", errNoExpiry)
