@@ -89,10 +89,16 @@ func (h *Held) Err() error {
 	return context.Cause(h.ctx)
 }
 
-// lost returns the cause of a loss, or nil if the lock was not lost.
+// lost returns the cause of a loss, or nil if the lock was not lost. A
+// lock whose last confirmed validity has passed is lost, whether or not
+// its renewal has said so yet (the process was paused past it, say, and
+// its timers have not run).
 func (h *Held) lost() error {
 	if cause := context.Cause(h.ctx); errors.Is(cause, ErrLockLost) {
 		return cause
+	}
+	if vu := h.lock.ValidUntil(); !vu.IsZero() && !keep.Now(h.lock).Before(vu) {
+		return errs.Join(ErrLockLost, ErrLeaseExpired)
 	}
 	return nil
 }

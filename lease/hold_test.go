@@ -42,6 +42,7 @@ func (u *unreachable) Refresh(context.Context, time.Duration) error { return err
 // 1% of the TTL) before ValidUntil, not at it: a timer due at ValidUntil
 // fires after it.
 func TestRefresherReportsBeforeValidUntil(t *testing.T) {
+	t.Parallel()
 	clock := leasetest.NewFakeClock(time.Time{})
 	const ttl, interval = time.Second, 300 * time.Millisecond
 	l := &unreachable{until: clock.Now().Add(ttl)}
@@ -73,6 +74,7 @@ func TestRefresherReportsBeforeValidUntil(t *testing.T) {
 // call of its holder: ValidUntil becomes the zero Time) is reported lost
 // at the Refresher's next watchdog, not never.
 func TestRefresherLockForgotten(t *testing.T) {
+	t.Parallel()
 	clock := leasetest.NewFakeClock(time.Time{})
 	const ttl, interval = time.Second, 300 * time.Millisecond
 	l := &unreachable{until: clock.Now().Add(ttl)}
@@ -89,6 +91,7 @@ func TestRefresherLockForgotten(t *testing.T) {
 }
 
 func TestLossLead(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ ttl, interval, want time.Duration }{
 		{100 * time.Millisecond, 30 * time.Millisecond, 5 * time.Millisecond}, // at least 5 ms
 		{10 * time.Millisecond, 3 * time.Millisecond, 750 * time.Microsecond}, // at most interval/4
@@ -98,5 +101,35 @@ func TestLossLead(t *testing.T) {
 		if got := backend.LossLead(c.ttl, c.interval); got != c.want {
 			t.Errorf("LossLead(%v, %v) = %v, want %v", c.ttl, c.interval, got, c.want)
 		}
+	}
+}
+
+// idleKeeper renews nothing and reports nothing, as the timers of a process
+// that was stopped (SIGSTOP) and has just resumed.
+type idleKeeper struct{}
+
+func (idleKeeper) Keep(time.Duration, time.Duration, func(error)) func() { return func() {} }
+
+// paused is a Lock whose holder was paused past its lease while fn ran.
+type paused struct {
+	*unreachable
+	backend.Keeping
+}
+
+func (p *paused) Release(context.Context) error { return lease.ErrNotHeld } // another holder has it
+
+// RunLock reports the loss of a lock whose validity passed while fn ran,
+// though no renewal had told it yet when fn returned.
+func TestRunLockLeaseEndedDuringFn(t *testing.T) {
+	t.Parallel()
+	l := &paused{unreachable: &unreachable{until: time.Now().Add(time.Minute)}, Keeping: backend.KeepWith(idleKeeper{})}
+	err := lease.RunLock(context.Background(), l, time.Minute, func(context.Context) error {
+		l.mu.Lock()
+		l.until = time.Now().Add(-time.Millisecond) // paused past the lease
+		l.mu.Unlock()
+		return nil
+	})
+	if !errors.Is(err, lease.ErrLockLost) || !errors.Is(err, lease.ErrLeaseExpired) {
+		t.Fatalf("RunLock after the lease ended during fn = %v, want ErrLockLost with ErrLeaseExpired", err)
 	}
 }

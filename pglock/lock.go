@@ -358,6 +358,9 @@ func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop 
 	return backend.Refresher(k.l.c.clock, k.l, ttl, interval, lost)
 }
 
+// Now is the time on the Client's clock, that of the Lock's ValidUntil.
+func (k keeper) Now() time.Time { return k.l.c.clock.Now() }
+
 // Run obtains the lock on key, runs fn while renewing the lease in the
 // background, and releases the lock when fn returns; see lease.RunLock. If
 // a renewal finds the lease gone, or renewals cannot get through before

@@ -18,6 +18,12 @@ type Keeper interface {
 	// lease.ErrLeaseExpired, naming the last renewal's error); never later
 	// than the ValidUntil last confirmed. After stop returns, lost is not
 	// called and no renewal is in flight.
+	//
+	// A Keeper whose Lock's ValidUntil is on a clock other than the real
+	// time (a test clock, a clock with an offset) also has a method
+	// Now() time.Time that reads it: lease.Run uses it to tell whether the
+	// validity passed while fn ran (its process paused past it, its timers
+	// not run yet).
 	Keep(ttl, interval time.Duration, lost func(cause error)) (stop func())
 }
 

@@ -329,3 +329,6 @@ type memKeeper struct{ l *memLock }
 func (k memKeeper) Keep(ttl, interval time.Duration, lost func(error)) (stop func()) {
 	return backend.Refresher(k.l.m.clock, k.l, ttl, interval, lost)
 }
+
+// Now is the time on the Memory's clock, that of the Lock's ValidUntil.
+func (k memKeeper) Now() time.Time { return k.l.m.clock.Now() }

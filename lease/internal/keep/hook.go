@@ -20,6 +20,15 @@ func (h Hook) keeper() Keeper { return h.k }
 // hooked is a Lock that embeds a Hook.
 type hooked interface{ keeper() Keeper }
 
+// Now is the time on the clock of l's ValidUntil: its Keeper's Now, if it
+// has one (a backend on a clock of its own), else the real time.
+func Now(l any) time.Time {
+	if c, ok := Of(l).(interface{ Now() time.Time }); ok {
+		return c.Now()
+	}
+	return time.Now()
+}
+
 // Of returns the Keeper of l, nil when its backend does not renew it
 // itself.
 func Of(l any) Keeper {
