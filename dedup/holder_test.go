@@ -30,6 +30,7 @@ const holderRole = "dedup-holder"
 // success whatever the write's result; then it emits "DONE <Do's error>"
 // and waits for the parent to close its stdin.
 func TestHolderProcess(t *testing.T) {
+	t.Parallel()
 	spec, ok := proctest.Child(holderRole)
 	if !ok {
 		t.Skip("only runs as a child process of TestPausedHolderFencedOut")
@@ -83,6 +84,7 @@ func next(t *testing.T, p *proctest.Proc, kind string) string {
 // whose record is refused too; its Do reports the lost lock and the stale
 // fence. Repeats get the successor's outcome.
 func TestPausedHolderFencedOut(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const (
 		id       = "invoice-42"

@@ -110,6 +110,7 @@ func recv[T any](t *testing.T, ctx context.Context, ch <-chan T, what string) T 
 }
 
 func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	m := leasetest.NewMemory()
 	for _, c := range []struct {
 		name   string
@@ -151,6 +152,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 
 // A job runs once; its repeats get its recorded value and fence.
 func TestDoRunsOnce(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	g := env.group()
@@ -181,6 +183,7 @@ func TestDoRunsOnce(t *testing.T) {
 }
 
 func TestScopes(t *testing.T) {
+	t.Parallel()
 	errJob := errors.New("card declined")
 	failing := func(runs *int) dedup.Job {
 		return func(context.Context, int64) ([]byte, error) { *runs++; return nil, errJob }
@@ -261,6 +264,7 @@ func TestScopes(t *testing.T) {
 // A duplicate that arrives while the job runs gets an InProgressError
 // naming the holder; with WithRetry it waits and gets the run's outcome.
 func TestInProgress(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	g := env.group(dedup.WithHolder("worker-1"))
@@ -325,6 +329,7 @@ func TestInProgress(t *testing.T) {
 
 // The lease is renewed while the job runs, for many leases.
 func TestLeaseRenewedWhileRunning(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	g := env.group()
@@ -359,6 +364,7 @@ func TestLeaseRenewedWhileRunning(t *testing.T) {
 // A worker that crashed mid-job (its lock is never renewed nor released)
 // leaves the job retryable once its lease ends, not before.
 func TestCrashedWorkerRetryableAfterLease(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	g := env.group()
@@ -384,6 +390,7 @@ func TestCrashedWorkerRetryableAfterLease(t *testing.T) {
 // job with a higher fence; the stale run's late fenced write is refused,
 // and so is its record.
 func TestLostRunIsFencedOut(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.group()
@@ -429,6 +436,7 @@ func TestLostRunIsFencedOut(t *testing.T) {
 
 // A panicking job leaves nothing locked and nothing recorded.
 func TestPanicLeavesJobRetryable(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	g := env.group()
@@ -446,6 +454,7 @@ func TestPanicLeavesJobRetryable(t *testing.T) {
 }
 
 func TestBadRecord(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	g := env.group()

@@ -28,6 +28,7 @@ func (downStore) Get(context.Context, string) (lease.Record, error) {
 // A Group reports how each Do ended: ran, duplicate (of a success or of a
 // recorded failure), in progress elsewhere, or a backend error.
 func TestObserverOutcomes(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := context.Background()
 	r := &jobLog{}
@@ -79,6 +80,7 @@ func TestObserverOutcomes(t *testing.T) {
 
 // A value that is no JobObserver is refused.
 func TestObserverInvalid(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	if _, err := dedup.New(env.m, env.m, dedup.WithObserver("not an observer")); !errors.Is(err, lease.ErrInvalidArgument) {
 		t.Errorf("WithObserver(string): %v, want ErrInvalidArgument", err)

@@ -19,6 +19,7 @@ import (
 // Duplicates that find a job running are redelivered (the default) or
 // wait (WithRetry).
 func TestWorkerPoolMemory(t *testing.T) {
+	t.Parallel()
 	for _, wait := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
 			env := newMemEnv(t)

@@ -47,6 +47,7 @@ func redisWorkers(t *testing.T, srvs []*redistest.Server, n int, opts ...dedup.O
 // Eight workers, 1,000 jobs, each delivered three times: every job's side
 // effect (an INCR in Redis, made by the job) happens exactly once.
 func TestWorkerPoolRedis(t *testing.T) {
+	t.Parallel()
 	for _, wait := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -62,6 +63,7 @@ func TestWorkerPoolRedis(t *testing.T) {
 
 // Quorum mode on three servers, with fewer jobs.
 func TestWorkerPoolQuorum(t *testing.T) {
+	t.Parallel()
 	srvs := redistest.StartN(t, 3)
 	workers := redisWorkers(t, srvs, 4, dedup.WithRetry(lease.LinearBackoff(20*time.Millisecond)))
 	poolWithEffects(t, srvs[0], workers, 200, 3)

@@ -30,6 +30,7 @@ func (env memEnv) step(n int) {
 // its validity ends; the next candidate wins exactly when the lease ends
 // on the backend, one lease after the last renewal, and not before.
 func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	la := env.link()
@@ -108,6 +109,7 @@ func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
 // after its last renewal), terms strictly increase, and the fenced sink
 // refuses the old leader's late write and never sees two valid leaders.
 func TestFailoverStormMemory(t *testing.T) {
+	t.Parallel()
 	const candidates, rounds = 5, 500
 	env := newMemEnv(t)
 	ctx := ctxFor(t)

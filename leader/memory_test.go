@@ -69,6 +69,7 @@ func (env memEnv) candidate(t *testing.T, locker lease.Locker, id string, opts .
 }
 
 func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	m := leasetest.NewMemory()
 	for _, c := range []struct {
 		name   string
@@ -110,6 +111,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 // A resignation hands over at once: the waiting candidate wins at the same
 // instant of the fake clock, with a higher term, and Leader follows.
 func TestResignHandsOverAtOnce(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.link(), "a")
@@ -166,6 +168,7 @@ func TestResignHandsOverAtOnce(t *testing.T) {
 }
 
 func TestCampaignEndsWithContext(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	a := env.candidate(t, env.link(), "a")
 	b := env.candidate(t, env.link(), "b")
@@ -196,6 +199,7 @@ func TestCampaignEndsWithContext(t *testing.T) {
 
 // A renewal that finds the lock gone ends the term with ErrNotHeld.
 func TestBrokenLockEndsTerm(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.m, "a")
@@ -220,6 +224,7 @@ func TestBrokenLockEndsTerm(t *testing.T) {
 // Observe reports the vacancy, then each new term; it closes the channel
 // when its ctx ends.
 func TestObserve(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.m, "a")
@@ -272,6 +277,7 @@ func TestObserve(t *testing.T) {
 // clock), so that synctest.Wait lets every goroutine Run started act on
 // the cancellation before the test looks at the lock.
 func TestRunWaitsForWork(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		m := leasetest.NewMemory()
 		ctx := ctxFor(t)
@@ -343,6 +349,7 @@ func TestRunWaitsForWork(t *testing.T) {
 
 // A lost term cancels the work's ctx with ErrLockLost, and Run reports it.
 func TestRunReportsLoss(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.m, "a")
@@ -367,6 +374,7 @@ func TestRunReportsLoss(t *testing.T) {
 // A panicking leader gives the lock back and OnStoppedLeading runs before
 // the panic goes on.
 func TestRunReleasesOnPanic(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.m, "a")
@@ -392,6 +400,7 @@ func TestRunReleasesOnPanic(t *testing.T) {
 }
 
 func TestRunEndsWithContext(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	a := env.candidate(t, env.m, "a")
 	b := env.candidate(t, env.m, "b")

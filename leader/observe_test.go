@@ -32,6 +32,7 @@ func (r termLog) TermEnded(_ context.Context, e observe.TermEvent) {
 // resignation (Resign returns after the report), and for a term lost when
 // a renewal finds the lock gone.
 func TestObserverTerms(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	r := termLog{ch: make(chan string, 10)}
@@ -78,6 +79,7 @@ func TestObserverTerms(t *testing.T) {
 
 // A value that is no TermObserver is refused.
 func TestObserverInvalid(t *testing.T) {
+	t.Parallel()
 	env := newMemEnv(t)
 	if _, err := leader.New(env.m, "x", leader.WithObserver("not an observer")); !errors.Is(err, lease.ErrInvalidArgument) {
 		t.Errorf("WithObserver(string): %v, want ErrInvalidArgument", err)

@@ -19,7 +19,9 @@ import (
 )
 
 // The election on real redis-servers: five candidates, each with its own
-// Client and its own connections through a proxy that can cut them.
+// Client and its own connections through a proxy that can cut them. These
+// tests run one at a time, not in parallel: their 50 ms leases and 500 ms
+// read timeouts leave no room for the load of other tests.
 
 const (
 	redisLease  = 50 * time.Millisecond
@@ -214,13 +216,17 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p))]
 }
 
-// Five candidates; the leader's connections are cut again and again, so
+// Five candidates; the leader's connections are cut again and again (200
+// times, 20 under -short), so
 // that its renewals cannot get through. Each time a new leader takes over
 // (within about one lease), no two leaders' claimed validity windows
 // overlap, terms strictly increase, and the fenced sink never takes a
 // write made within a claimed validity after a higher term wrote.
 func TestFailoverRedis(t *testing.T) {
-	const rounds = 200
+	rounds := 200
+	if testing.Short() {
+		rounds = 20 // the soak's checks on fewer failovers
+	}
 	srv := redistest.Start(t)
 	cs := newCandidates(t, []*redistest.Server{srv}, 5)
 	ctx, cancel := context.WithCancel(ctxFor(t))

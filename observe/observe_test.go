@@ -25,6 +25,7 @@ type losses struct{}
 func (losses) LockLost(context.Context, observe.LossEvent) {}
 
 func TestSelect(t *testing.T) {
+	t.Parallel()
 	a, b := &obtains{}, &obtains{}
 	list := []observe.Observer{a, losses{}, b, "not an observer"}
 	got := observe.Select[observe.ObtainObserver](list)
@@ -40,6 +41,7 @@ func TestSelect(t *testing.T) {
 }
 
 func TestOutcome(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		err  error
 		want observe.Outcome
@@ -56,6 +58,7 @@ func TestOutcome(t *testing.T) {
 }
 
 func TestLogger(t *testing.T) {
+	t.Parallel()
 	if observe.NewLogger(nil) != nil {
 		t.Fatal("NewLogger(nil) is not nil")
 	}

@@ -38,7 +38,7 @@ func failDial(t *testing.T) {
 
 // go-redis' own lines go to the slog.Logger given, at the level given;
 // with a nil logger they are dropped.
-func TestRedisLogger(t *testing.T) {
+func TestRedisLogger(t *testing.T) { // not parallel: go-redis' logger is global
 	t.Cleanup(logging.Enable) // go-redis' default logger again
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))

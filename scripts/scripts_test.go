@@ -12,6 +12,7 @@ var all = []Script{Obtain, Refresh, Release, TTL, Inspect, FairObtain, FairLeave
 
 // Every script has a source with a header, and every file is a Script.
 func TestSources(t *testing.T) {
+	t.Parallel()
 	named := map[string]bool{}
 	for _, s := range all {
 		src := s.Source()

@@ -75,6 +75,7 @@ func wantLines(t *testing.T, r *recorder, want ...string) {
 // A Semaphore reports every Acquire (its outcome, slot and fence), the
 // wait of a call that queues, and each permit's renewal and release.
 func TestObserverEvents(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	r := &recorder{}
@@ -126,6 +127,7 @@ func TestObserverEvents(t *testing.T) {
 
 // A value that observes nothing of a Semaphore is refused.
 func TestObserverInvalid(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{}) // New makes no call
 	defer rdb.Close()
 	for _, o := range []observe.Observer{nil, "not an observer", observe.NewLogger(nil)} {

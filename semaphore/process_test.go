@@ -47,6 +47,7 @@ import (
 const workerRole = "sem-worker"
 
 func TestWorkerProcess(t *testing.T) {
+	t.Parallel()
 	spec, ok := proctest.Child(workerRole)
 	if !ok {
 		t.Skip("only runs as a child process of the semaphore process test")
@@ -188,6 +189,7 @@ func parse(proc int, l string) (event, bool) {
 // check), and every write the stopped holders make with their old fences
 // after they resume is refused.
 func TestProcessesStoppedHolders(t *testing.T) {
+	t.Parallel()
 	const limit, perProc = 4, 10
 	ttl := 300 * time.Millisecond
 	srv := redistest.Start(t)

@@ -40,6 +40,7 @@ func try(t testing.TB, s *semaphore.Semaphore, ttl time.Duration) *semaphore.Per
 // N permits, each with its own slot, token and increasing fence; the
 // N+1st is refused until one is released, and then gets that slot.
 func TestLimit(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "limit", 4)
 	ctx := context.Background()
@@ -119,6 +120,7 @@ func (q *queued) wait(t testing.TB, n int) {
 // Waiters, in any number of processes, get the slot in arrival order, each
 // woken by the release before it.
 func TestFIFO(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	q := watchQueued()
 	holder := try(t, newSem(t, srv.Client(nil), "fifo", 1), time.Minute)
@@ -165,6 +167,7 @@ func TestFIFO(t *testing.T) {
 // A holder that dies (stops renewing) frees its slot when its lease ends
 // on the server; its permit can then be neither renewed nor released.
 func TestDeadHolderFreesSlot(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	dead := try(t, newSem(t, srv.Client(nil), "dead", 1), 200*time.Millisecond)
@@ -208,6 +211,7 @@ func (c *countingLock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // lease.Hold keeps a permit past many of its TTLs.
 func TestHoldRenews(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "hold", 1)
 	ctx := context.Background()
@@ -240,6 +244,7 @@ func TestHoldRenews(t *testing.T) {
 // Inspect lists the holders by slot with their identities and leases, and
 // the waiters.
 func TestInspect(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	q := watchQueued()
 	ctx := context.Background()
@@ -281,6 +286,7 @@ func TestInspect(t *testing.T) {
 // one holds or waits (except the fence counter, kept for the last lease's
 // TTL, at least 1 s).
 func TestKeysExpire(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	q := watchQueued()
@@ -330,6 +336,7 @@ func TestKeysExpire(t *testing.T) {
 
 // A flushed script cache is reloaded (EVALSHA falls back to EVAL).
 func TestScriptFlush(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "flush", 1)
 	p := try(t, s, time.Minute)
@@ -343,6 +350,7 @@ func TestScriptFlush(t *testing.T) {
 
 // Users of one name must agree on its limit while it is in use.
 func TestLimitMismatch(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	p := try(t, newSem(t, srv.Client(nil), "mismatch", 2), time.Minute)
@@ -362,6 +370,7 @@ func TestLimitMismatch(t *testing.T) {
 
 // A waiting Acquire ends at Close, withdrawn from the queue.
 func TestClose(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	q := watchQueued()
 	ctx := context.Background()
@@ -391,6 +400,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestInvalidInput(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	for name, f := range map[string]func() error{
@@ -440,6 +450,7 @@ func TestInvalidInput(t *testing.T) {
 
 // An unreachable Redis is an error, never ErrNotObtained.
 func TestUnreachable(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(func(o *redis.Options) { o.MaxRetries = -1 })
 	s := newSem(t, rdb, "down", 1)
@@ -453,6 +464,7 @@ func TestUnreachable(t *testing.T) {
 // A permit whose lease ended on the server cannot be renewed, even when no
 // one has taken its slot yet (nothing purged it).
 func TestExpiredPermitCannotRefresh(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "expired", 2)
 	ctx := context.Background()
@@ -473,6 +485,7 @@ func TestExpiredPermitCannotRefresh(t *testing.T) {
 // A permit taken away behind its holder's back (an operator's DEL) is
 // reported lost by lease.RunLock: the work's ctx ends with ErrLockLost.
 func TestRunLockReportsLoss(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "lost", 2)
 	ctx := context.Background()

@@ -56,6 +56,7 @@ var errFill = errors.New("database down")
 // A failed fill is handed to every caller that waited for it, here and in
 // the other processes, and is not cached: the next Do fills again.
 func TestFailureReachesWaiters(t *testing.T) {
+	t.Parallel()
 	m := memory()
 	fills, rs := crowd(t, m, 10, func(context.Context) ([]byte, error) { return nil, errFill })
 	if n := fills.Load(); n != 1 {
@@ -85,7 +86,7 @@ func TestFailureReachesWaiters(t *testing.T) {
 
 // A panicking fill: every caller gets an error, the lock is released, and
 // no goroutine is left.
-func TestPanicReachesWaiters(t *testing.T) {
+func TestPanicReachesWaiters(t *testing.T) { // not parallel: it counts the goroutines left
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	m := memory()
 	fills, rs := crowd(t, m, 10, func(context.Context) ([]byte, error) { panic("boom") })
@@ -113,6 +114,7 @@ func TestPanicReachesWaiters(t *testing.T) {
 // A fill that calls runtime.Goexit (t.FailNow in a fill, say) ends its
 // flight with an error instead of hanging its callers.
 func TestGoexit(t *testing.T) {
+	t.Parallel()
 	m := memory()
 	g := newGroup(t, m, m)
 	rs := collect(t, callers(context.Background(), g, 5, "k", time.Minute, func(context.Context) ([]byte, error) {
@@ -132,6 +134,7 @@ func TestGoexit(t *testing.T) {
 
 // WithFillRetries: the waiters fill again instead of taking the failure.
 func TestFillRetries(t *testing.T) {
+	t.Parallel()
 	m := memory()
 	var n atomic.Int32
 	fills, rs := crowd(t, m, 5, func(context.Context) ([]byte, error) {
@@ -153,6 +156,7 @@ func TestFillRetries(t *testing.T) {
 // A miss is an error like any other by default; WithNegativeTTL caches it
 // for its TTL.
 func TestNegativeCaching(t *testing.T) {
+	t.Parallel()
 	clock := leasetest.NewFakeClock(time.Time{})
 	m := memory(leasetest.WithClock(clock))
 	ctx := context.Background()
@@ -190,6 +194,7 @@ func TestNegativeCaching(t *testing.T) {
 // A fill that outlives the fill timeout sees its ctx end; its callers get
 // the deadline error and nothing is stored.
 func TestFillTimeout(t *testing.T) {
+	t.Parallel()
 	m := memory()
 	g := newGroup(t, m, m, stampede.WithFillTimeout(time.Millisecond))
 	_, err := g.Do(context.Background(), "k", time.Minute, func(ctx context.Context) ([]byte, error) {

@@ -61,6 +61,7 @@ func (r *cacheLog) want(t *testing.T, want ...string) {
 // another process's fill, error) and each fill, whose function runs on the
 // context FillStart returned.
 func TestObserverCacheAndFills(t *testing.T) {
+	t.Parallel()
 	ev := watch()
 	m := memory()
 	ctx := context.Background()
@@ -108,6 +109,7 @@ func TestObserverCacheAndFills(t *testing.T) {
 // An early refresh is reported as a fill with Refresh set; the Do that
 // started it was a hit.
 func TestObserverRefresh(t *testing.T) {
+	t.Parallel()
 	ev := watch()
 	clock := leasetest.NewFakeClock(time.Time{})
 	m := memory(leasetest.WithClock(clock))
@@ -134,6 +136,7 @@ func TestObserverRefresh(t *testing.T) {
 
 // A value that observes nothing of a Group is refused.
 func TestObserverInvalid(t *testing.T) {
+	t.Parallel()
 	m := memory()
 	if _, err := stampede.New(m, m, stampede.WithObserver("not an observer")); !errors.Is(err, lease.ErrInvalidArgument) {
 		t.Errorf("WithObserver(string): %v, want ErrInvalidArgument", err)

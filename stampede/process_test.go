@@ -35,6 +35,7 @@ import (
 const callerRole = "stampede-caller"
 
 func TestCallerProcess(t *testing.T) {
+	t.Parallel()
 	spec, ok := proctest.Child(callerRole)
 	if !ok {
 		t.Skip("only runs as a child process of the stampede process tests")
@@ -250,6 +251,7 @@ func finish(t *testing.T, procs []*proctest.Proc) {
 // 100 concurrent requests for a cold key from 3 processes run the fill
 // once; the latency from the fill's end to each caller's return is logged.
 func TestProcessesFillOnce(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	key := "cold:" + t.Name()
 	procs, lines, _ := startCallers(t, srv, key, 5*time.Second, 34, 33, 33)
@@ -268,6 +270,7 @@ func TestProcessesFillOnce(t *testing.T) {
 // The filling process is SIGKILLed mid-fill: exactly one of the others
 // fills once its lock expires, and every surviving caller gets that value.
 func TestProcessesKilledFiller(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	key := "cold:" + t.Name()
 	procs, lines, filler := startCallers(t, srv, key, 500*time.Millisecond, 34, 33, 33)

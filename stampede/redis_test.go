@@ -41,6 +41,7 @@ func (s *countingStore) Get(ctx context.Context, key string) (lease.Record, erro
 // which they hear through pub/sub: each reads the cache twice (the miss,
 // and under the lock after the wake-up), however long the fill takes.
 func TestRedisOneFillNoPolling(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var stores []*countingStore
 	backend := redisBackend(t, srv)
@@ -72,7 +73,7 @@ func TestRedisOneFillNoPolling(t *testing.T) {
 
 // On real Redis: a panicking fill gives every caller in every Group an
 // error, and leaves no goroutine behind once the Groups are closed.
-func TestRedisPanic(t *testing.T) {
+func TestRedisPanic(t *testing.T) { // not parallel: it counts the goroutines left
 	srv := redistest.Start(t)
 	before := goleak.IgnoreCurrent()
 	// Runs after the Groups and Clients are closed (cleanups run last in,
@@ -92,6 +93,7 @@ func TestRedisPanic(t *testing.T) {
 // A backend error names what failed once: "redislock: stampede: get ...",
 // not "redislock: stampede: ...: redislock: ...".
 func TestRedisBackendErrorText(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	locker, store := redisBackend(t, srv)()
 	g := newGroup(t, locker, store)

@@ -15,6 +15,7 @@ import (
 // A value in its early-refresh window is returned as it is, and one
 // refresher across the Groups fills it again; the others keep the value.
 func TestEarlyRefreshOneRefresher(t *testing.T) {
+	t.Parallel()
 	ev := watch()
 	clock := leasetest.NewFakeClock(time.Time{})
 	m := memory(leasetest.WithClock(clock))
@@ -67,6 +68,7 @@ func TestEarlyRefreshOneRefresher(t *testing.T) {
 
 // A refresh that fails keeps the current value and reports the error.
 func TestEarlyRefreshFailure(t *testing.T) {
+	t.Parallel()
 	clock := leasetest.NewFakeClock(time.Time{})
 	m := memory(leasetest.WithClock(clock))
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 // A cached value is returned without a fill; a cold one is filled and
 // stored under the namespaced key with the lock's fence.
 func TestCachedValue(t *testing.T) {
+	t.Parallel()
 	m := memory()
 	g := newGroup(t, m, m)
 	ctx := context.Background()
@@ -40,6 +41,7 @@ func TestCachedValue(t *testing.T) {
 
 // Callers of one Group share one flight: one read, one lock, one fill.
 func TestOneFlightPerProcess(t *testing.T) {
+	t.Parallel()
 	ev := watch()
 	m := memory()
 	g := newGroup(t, m, m, ev.option())
@@ -63,6 +65,7 @@ func TestOneFlightPerProcess(t *testing.T) {
 // Groups on one backend (processes, in effect) fill once: the others wait
 // for the lock and read the stored value.
 func TestOneFillAcrossGroups(t *testing.T) {
+	t.Parallel()
 	ev := watch()
 	m := memory()
 	fill := newGate("v", nil)
@@ -89,6 +92,7 @@ func TestOneFillAcrossGroups(t *testing.T) {
 // A caller that gives up returns its ctx error at once; the fill goes on
 // with its own ctx and stores the value.
 func TestCallerCancelKeepsFill(t *testing.T) {
+	t.Parallel()
 	m := memory()
 	g := newGroup(t, m, m)
 	fill := newGate("v", nil)
@@ -115,6 +119,7 @@ func TestCallerCancelKeepsFill(t *testing.T) {
 // up; nothing is left running (goleak in TestMain), and the lock is not
 // taken behind the callers' backs.
 func TestAllCallersLeaveWhileWaiting(t *testing.T) {
+	t.Parallel()
 	ev := watch()
 	m := memory()
 	g := newGroup(t, m, m, ev.option())
@@ -146,6 +151,7 @@ func TestAllCallersLeaveWhileWaiting(t *testing.T) {
 // A fill whose lock is lost sees its ctx end with a cause matching
 // ErrLockLost; its callers get the loss and nothing is stored.
 func TestLockLostEndsFill(t *testing.T) {
+	t.Parallel()
 	clock := leasetest.NewFakeClock(time.Time{})
 	m := memory(leasetest.WithClock(clock))
 	g := newGroup(t, m, m, stampede.WithLease(300*time.Millisecond))
@@ -173,6 +179,7 @@ func TestLockLostEndsFill(t *testing.T) {
 // Close ends a waiting flight: its callers get ErrClosed, and Do after
 // Close too.
 func TestClose(t *testing.T) {
+	t.Parallel()
 	ev := watch()
 	m := memory()
 	g, err := stampede.New(m, m, ev.option())
@@ -203,6 +210,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestInvalidInput(t *testing.T) {
+	t.Parallel()
 	m := memory()
 	if _, err := stampede.New(nil, m); !errors.Is(err, lease.ErrInvalidArgument) {
 		t.Errorf("New(nil locker) = %v", err)
@@ -249,6 +257,7 @@ func (failingStore) Get(context.Context, string) (lease.Record, error) {
 
 // A backend error is the callers' error, not a fill.
 func TestBackendError(t *testing.T) {
+	t.Parallel()
 	m := memory()
 	g := newGroup(t, m, failingStore{m})
 	fill := newGate("v", nil)

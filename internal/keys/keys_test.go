@@ -3,6 +3,7 @@ package keys
 import "testing"
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	k := New("p:", "a}b%")
 	const l = "p:{a%7Db%25}"
 	want := Lock{Lock: l, Wake: l + ":wake", Boxed: [1]any{l}}
@@ -24,6 +25,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestSlot(t *testing.T) {
+	t.Parallel()
 	// Values from Redis' CLUSTER KEYSLOT.
 	for key, want := range map[string]uint16{
 		"foo":                12182,

@@ -160,6 +160,7 @@ func check(pkgs map[string]pkg) []string {
 }
 
 func TestDependencyRules(t *testing.T) {
+	t.Parallel()
 	patterns := []string{"/..."}
 	if workspace(t) {
 		patterns = append(patterns, "/cmd/redislock/...", "/extra/redislockprom/...", "/extra/redislockotel/...", "/pglock/...")
@@ -179,6 +180,7 @@ func TestDependencyRules(t *testing.T) {
 
 // Each rule catches what it forbids.
 func TestRulesFail(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ from, dep string }{
 		{mod + "/lease", "github.com/redis/go-redis/v9"},
 		{mod + "/lease/backend", mod + "/observe"},

@@ -11,6 +11,8 @@ import (
 // coordinated failover swaps a master and its replica without losing the
 // key; a cluster client follows both.
 func TestCluster(t *testing.T) {
+	t.Parallel()
+	skipShort(t)
 	ctx, c, masters := startCluster(t, ClusterConfig{}, 1)
 	cc := c.Client(nil)
 	defer cc.Close()
@@ -57,6 +59,8 @@ func TestCluster(t *testing.T) {
 
 // NoReplicas forms a cluster of masters alone, which serves every slot.
 func TestClusterNoReplicas(t *testing.T) {
+	t.Parallel()
+	skipShort(t)
 	ctx, c, _ := startCluster(t, ClusterConfig{Replicas: NoReplicas}, 0)
 	cc := c.Client(nil)
 	defer cc.Close()

@@ -29,3 +29,12 @@ func need(t *testing.T, names ...string) {
 		}
 	}
 }
+
+// skipShort skips t under -short: a Cluster or a Sentinel deployment takes
+// seconds to start.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a topology test: skipped under -short")
+	}
+}

@@ -33,6 +33,7 @@ func helperProcess() {
 // binary is re-executed, starts a server, and is killed with SIGKILL (no
 // cleanup runs); the server must die too.
 func TestDiesWithParent(t *testing.T) {
+	t.Parallel()
 	need(t, "redis-server")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+t.TempDir()) // its data directory

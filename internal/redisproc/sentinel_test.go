@@ -10,6 +10,8 @@ import (
 // key), the old primary follows it, and a failover client finds the new
 // primary.
 func TestSentinel(t *testing.T) {
+	t.Parallel()
+	skipShort(t)
 	need(t, "redis-server")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 )
 
 func TestServer(t *testing.T) {
+	t.Parallel()
 	need(t, "redis-server")
 	ctx := context.Background()
 	s, err := Start(Config{})
@@ -59,6 +60,7 @@ func TestServer(t *testing.T) {
 
 // A server that cannot start is an error quoting what it said.
 func TestServerBadConfig(t *testing.T) {
+	t.Parallel()
 	need(t, "redis-server")
 	_, err := Start(Config{Args: []string{"--no-such-option", "1"}})
 	if err == nil || !strings.Contains(err.Error(), "no-such-option") {
@@ -67,6 +69,7 @@ func TestServerBadConfig(t *testing.T) {
 }
 
 func TestLookPath(t *testing.T) {
+	t.Parallel()
 	if _, err := LookPath("redis-no-such-binary"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("LookPath = %v, want ErrNotFound", err)
 	}

@@ -14,6 +14,7 @@ import (
 // why each other one is not held, and refuses bad arguments before
 // touching any key.
 func TestBatchRefreshScript(t *testing.T) {
+	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		key := func(s string) string { return "redislock:{batch}:" + s }
@@ -77,6 +78,7 @@ func TestBatchRefreshScript(t *testing.T) {
 
 // One call renews 500 locks of one slot.
 func TestBatchRefreshScript500(t *testing.T) {
+	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		var keys, tokens []string
@@ -103,6 +105,7 @@ func TestBatchRefreshScript500(t *testing.T) {
 }
 
 func TestSlotBatches(t *testing.T) {
+	t.Parallel()
 	ks := []string{"{a}", "{b}", "{a}x", "{c}", "{b}y"}
 	toks := []string{"ta", "tb", "tax", "tc", "tby"}
 	one, index := SlotBatches(ks, toks, false)

@@ -13,6 +13,7 @@ import (
 // release answers released, also after a later grant, and each released
 // key is one record with the given TTL.
 func TestMultiScripts(t *testing.T) {
+	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		locks := []string{"redislock:{m}a", "redislock:{m}b"}

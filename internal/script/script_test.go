@@ -21,6 +21,7 @@ var obtainScript, refreshScript, releaseScript = obtain, refresh, release
 // obtain.lua is idempotent under go-redis' own re-sends: a replay of the
 // same request reports the grant with the fence it minted the first time.
 func TestObtainScriptReplay(t *testing.T) {
+	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "replay")
@@ -83,6 +84,7 @@ func TestObtainScriptReplay(t *testing.T) {
 // grants came in between; another token still gets "not held". Each
 // release leaves the one key with the record TTL, and the fence goes on.
 func TestReleaseScriptReplay(t *testing.T) {
+	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "rel")
@@ -182,6 +184,7 @@ func eachScriptTarget(t *testing.T, fn func(t *testing.T, rdb *redis.Client)) {
 // token in one step (fence + 1, the old token remembered as released), is
 // idempotent under re-sends, and hands over nothing it does not hold.
 func TestHandoffScript(t *testing.T) {
+	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "handoff")
@@ -223,6 +226,7 @@ func TestHandoffScript(t *testing.T) {
 // A release publishes a wake-up only when an attempt found the lock held
 // (the "*" mark), and a handoff passes the mark on.
 func TestReleaseWakesOnlyWaiters(t *testing.T) {
+	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "mark")
@@ -280,6 +284,7 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 // "token:fence", or anything else) is held by someone else: no crash, no
 // grant, no release; once it expires the fence starts from the clock.
 func TestObtainScriptUnknownValue(t *testing.T) {
+	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "old")

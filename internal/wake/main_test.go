@@ -8,6 +8,9 @@ import (
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
+// TestMain runs the tests with goleak, 8 parallel tests at a time unless
+// -parallel says (redistest.Parallel): they wait for servers and timers.
 func TestMain(m *testing.M) {
+	redistest.Parallel(8)
 	goleak.VerifyTestMain(redistest.Notice(m))
 }

@@ -24,6 +24,7 @@ func woken(s *wake.Sub[none, none]) bool {
 // no other, over a real subscription; a woken waiter that leaves does not
 // pass its wake-up on.
 func TestNamedWakesOnlyNamed(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	w := wake.NewNamed[none, none](rdb, nil)

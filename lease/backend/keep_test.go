@@ -30,6 +30,7 @@ func (k *kept) Refresh(context.Context, time.Duration) error {
 }
 
 func TestHoldUsesKeeper(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m := leasetest.NewMemory()
 	l, err := m.Obtain(ctx, "k", time.Minute)

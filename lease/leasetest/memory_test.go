@@ -8,6 +8,7 @@ import (
 )
 
 func TestMemory(t *testing.T) {
+	t.Parallel()
 	leasetest.Run(t, func(t *testing.T) leasetest.Env {
 		m := leasetest.NewMemory()
 		return leasetest.Env{Locker: m, Store: m, Break: m.Break}
@@ -15,6 +16,7 @@ func TestMemory(t *testing.T) {
 }
 
 func TestMemoryFakeClock(t *testing.T) {
+	t.Parallel()
 	leasetest.Run(t, func(t *testing.T) leasetest.Env {
 		c := leasetest.NewFakeClock(time.Time{})
 		m := leasetest.NewMemory(leasetest.WithClock(c))

@@ -7,6 +7,7 @@ import (
 )
 
 func TestGrants(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	var expired []string
 	g := NewGrants(func() time.Time { return now }, func(k string) { expired = append(expired, k) })
@@ -40,6 +41,7 @@ func TestGrants(t *testing.T) {
 }
 
 func TestCall(t *testing.T) {
+	t.Parallel()
 	k1, k2 := NewKey(), NewKey()
 	ctx := k2.Begin(k1.Begin(context.Background()))
 	c1, c2 := k1.From(ctx), k2.From(ctx)
@@ -58,6 +60,7 @@ func TestCall(t *testing.T) {
 // most 25 µs, and 50 µs to 0.5 ms (a local Obtain takes about 0.1 ms) spans
 // several buckets, so that a histogram of them does not sit in one.
 func TestLatencyBucketsResolveLocalRedis(t *testing.T) {
+	t.Parallel()
 	if !Increasing(LatencyBuckets) {
 		t.Fatalf("latency buckets %v are not increasing", LatencyBuckets)
 	}
