@@ -101,7 +101,7 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 	}
 	switch {
 	case quorum:
-		c.m, c.named = &quorumMode{c: c}, true
+		c.m, c.named = &quorumMode{c: c, now: cfg.wallClock}, true
 	case len(c.nodes) == 1:
 		c.m = &single{c: c, n: c.nodes[0]}
 	}

@@ -20,7 +20,8 @@ import (
 // handoffs, fair queues, replicas, multi-key locks or batched renewal.
 type quorumMode struct {
 	c    *Client
-	seen atomic.Int64 // highest fence seen on any node
+	now  func() time.Time // the wall clock fences are proposed from
+	seen atomic.Int64     // highest fence seen on any node
 }
 
 var _ mode = (*quorumMode)(nil)
@@ -135,7 +136,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 	timeout := qm.nodeTimeout(&r.opts, r.ttl)
 	for range maxProposals {
 		l := r.newLock()
-		proposal := max(time.Now().UnixMicro(), qm.seen.Load()+1)
+		proposal := max(qm.now().UnixMicro(), qm.seen.Load()+1)
 		l.start = time.Now()
 		round := fanoutOn(c, ctx, c.nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
