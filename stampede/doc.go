@@ -43,7 +43,7 @@
 // later fill again. WithFillRetries makes waiters fill again instead. A
 // fill that times out is not always answered to the waiters of other
 // processes: each of them may fill in turn, so a waiter can wait several
-// fill timeouts, bounded by its own ctx (the README's Limits).
+// fill timeouts, bounded by its own ctx (see Limits).
 //
 // If the filling process dies, its lock expires after WithLease (default
 // 5 s) and one waiting process fills in its place. If the fill's lock is
