@@ -333,8 +333,8 @@ func WithQueueTTL(d time.Duration) Option {
 // acknowledged before ValidUntil the lock is reported lost
 // (ErrLeaseExpired, joined with the ReplicaError).
 //
-// What it protects against, and what not: see the README (Redis Cluster
-// and Sentinel). It is single-mode only (standalone, Sentinel, Cluster):
+// What it protects against, and what not: see docs/redis-deployments.md in
+// the repository. It is single-mode only (standalone, Sentinel, Cluster):
 // quorum mode, a *redis.Ring and ObtainMulti refuse it (errors matching
 // ErrInvalidArgument). The time WAIT takes comes out of the grant's
 // validity, which still starts when the request began. A waiter that asks
