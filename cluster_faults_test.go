@@ -14,7 +14,7 @@ import (
 
 // Faults of a real Redis Cluster under a held lock (subtests of
 // testCluster, on its shared cluster). What each one shows is what the
-// README's "Redis Cluster and Sentinel" section states.
+// docs/redis-deployments.md states.
 
 // validityFrom is when a renewal started at start is valid until, at
 // the default drift (TTL/100 + 2 ms): renewedAfter(l, validityFrom(now,

@@ -224,5 +224,6 @@
 // Use fences where correctness matters. A call on a context that can end
 // returns by its deadline even against a stalled server, whatever
 // go-redis' options (ContextTimeoutEnabled); one on context.Background()
-// is left to go-redis' own timeouts. The README lists every limitation.
+// is left to go-redis' own timeouts. docs/limitations.md in the repository
+// lists every limitation.
 package redislock

@@ -236,3 +236,121 @@ func TestFenceNotPositiveInvalid(t *testing.T) {
 		}
 	}
 }
+
+// The lock scripts mint fences exactly over the whole int64 range: a key
+// whose last fence is above 2^53 (a Lua number, a double, is exact only up
+// to there) gets the next integer from Obtain, a fair Obtain, ObtainMulti,
+// a handoff and a quorum's proposals, and a key at 2^63-1 has no fence
+// left: an error, no grant.
+func TestLockFencesExactAboveDoubles(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(nil)
+	ctx := ctxT(t, 20*time.Second)
+	released := func(t *testing.T, rdb redis.Cmdable, key string, fence int64) {
+		t.Helper()
+		v := "~:" + strconv.FormatInt(fence, 10) + ": 0123456789ab"
+		if err := rdb.Set(ctx, redislock.LockKey(key), v, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const above = 1<<53 + 1
+	for _, last := range []int64{above, 1800000000000000100, math.MaxInt64 - 2} {
+		t.Run(strconv.FormatInt(last, 10), func(t *testing.T) {
+			ws := newWaitStarts()
+			c := newClient(t, rdb, redislock.WithObserver(ws))
+			key := "lf-" + strconv.FormatInt(last, 10)
+			released(t, rdb, key, last)
+			l, err := c.Obtain(ctx, key, time.Minute)
+			if err != nil || l.Fence() != last+1 {
+				t.Fatalf("Obtain after %d: fence %d, %v; want %d", last, l.Fence(), err, last+1)
+			}
+			if v := rdb.Get(ctx, redislock.LockKey(key)).Val(); !strings.Contains(v, ":"+strconv.FormatInt(last+1, 10)+":") {
+				t.Fatalf("lock key %q, want fence %d", v, last+1)
+			}
+			// A handoff to a waiting caller of the same Client: the next fence.
+			got := make(chan *redislock.Lock, 1)
+			go func() {
+				l, err := c.Obtain(ctx, key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(time.Minute)))
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			ws.await(t, 1)
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h := <-got
+			if h == nil || h.Fence() != last+2 || redislock.Handoffs(h) != 1 {
+				t.Fatalf("handed over after %d: %v, want fence %d by a handoff", last+1, h, last+2)
+			}
+			if err := h.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The key's last fence is now last+2: fair and multi-key obtains
+			// go on from it.
+			if last+2 == math.MaxInt64 {
+				for name, obtain := range map[string]func() error{
+					"Obtain": func() error { _, err := c.Obtain(ctx, key, time.Minute); return err },
+					"fair":   func() error { _, err := c.Obtain(ctx, key, time.Minute, redislock.WithFair(true)); return err },
+					"multi":  func() error { _, err := c.ObtainMulti(ctx, []string{key}, time.Minute); return err },
+				} {
+					if err := obtain(); err == nil || errors.Is(err, redislock.ErrNotObtained) || !strings.Contains(err.Error(), "no fence is left") {
+						t.Errorf("%s after fence MaxInt64: %v, want the error that no fence is left", name, err)
+					}
+				}
+				return
+			}
+			f, err := c.Obtain(ctx, key, time.Minute, redislock.WithFair(true))
+			if err != nil || f.Fence() != last+3 {
+				t.Fatalf("fair Obtain after %d: fence %d, %v; want %d", last+2, f.Fence(), err, last+3)
+			}
+			if err := f.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			other := key + "-other"
+			released(t, rdb, other, last)
+			m, err := c.ObtainMulti(ctx, []string{key, other}, time.Minute)
+			if err != nil || m.Fence(key) != last+4 || m.Fence(other) != last+1 {
+				t.Fatalf("ObtainMulti after %d and %d: fences %d, %d, %v", last+3, last, m.Fence(key), m.Fence(other), err)
+			}
+			if err := m.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A quorum's proposals are compared exactly above 2^53: nodes whose last
+// fence is F refuse a proposal of F (not above it) and grant F+1; nodes at
+// 2^63-1 have no fence left, and Obtain says so.
+func TestQuorumFencesExactAboveDoubles(t *testing.T) {
+	t.Parallel()
+	q := startQuorum(t, 3)
+	ctx := ctxT(t, 20*time.Second)
+	for _, last := range []int64{1<<53 + 1, math.MaxInt64 - 1, math.MaxInt64} {
+		key := "qf-" + strconv.FormatInt(last, 10)
+		for _, rdb := range q.rdbs {
+			v := "~:" + strconv.FormatInt(last, 10) + ": 0123456789ab"
+			if err := rdb.Set(ctx, redislock.LockKey(key), v, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := q.client(t)
+		l, err := c.Obtain(ctx, key, time.Minute)
+		if last == math.MaxInt64 {
+			if err == nil || errors.Is(err, redislock.ErrNotObtained) || !strings.Contains(err.Error(), "no fence is left") {
+				t.Errorf("quorum Obtain after fence MaxInt64: %v, want the error that no fence is left", err)
+			}
+			continue
+		}
+		if err != nil || l.Fence() != last+1 {
+			t.Fatalf("quorum Obtain after %d: fence %d, %v; want %d", last, l.Fence(), err, last+1)
+		}
+		eventually(t, 10*time.Second, "every node holds the grant", func() bool { return q.holders(t, key, l.Token()) == 3 })
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -110,9 +110,9 @@ func TestKeysLeftAfterRelease(t *testing.T) {
 }
 
 // soakKeys is what the key-hygiene soak may find left in Redis, by the
-// suffix after a key's hash tag, with the longest TTL the README states
+// suffix after a key's hash tag, with the longest TTL the docs state
 // for it. A key of no kind here, or without expiry, fails the soak. Keep it
-// in step with the scripts and the README ("How it works", Limitations).
+// in step with the scripts and docs/how-it-works.md and docs/limitations.md.
 var soakKeys = []struct {
 	suffix string
 	what   string
@@ -370,7 +370,7 @@ func checkKey(t *testing.T, key string, ttl time.Duration, counts map[string]int
 		counts[suffix]++
 		return
 	}
-	t.Fatalf("key %q (suffix %q) is of no kind the README names", key, suffix)
+	t.Fatalf("key %q (suffix %q) is of no kind the docs name", key, suffix)
 }
 
 // waitSignals is a WaitObserver that tells, per key, when a caller starts

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,8 @@ import (
 // handoffs, fair queues, replicas, multi-key locks or batched renewal.
 type quorumMode struct {
 	c    *Client
-	seen atomic.Int64 // highest fence seen on any node
+	now  func() time.Time // the wall clock fences are proposed from
+	seen atomic.Int64     // highest fence seen on any node
 }
 
 var _ mode = (*quorumMode)(nil)
@@ -133,9 +135,10 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 	c := qm.c
 	n, q := len(c.nodes), c.majority()
 	timeout := qm.nodeTimeout(&r.opts, r.ttl)
+	var top int64 // the highest fence the nodes named for this key
 	for range maxProposals {
 		l := r.newLock()
-		proposal := max(time.Now().UnixMicro(), qm.seen.Load()+1)
+		proposal := max(qm.now().UnixMicro(), above(qm.seen.Load()), above(top))
 		l.start = time.Now()
 		round := fanoutOn(c, ctx, c.nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
@@ -180,7 +183,10 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 			return nil, expired
 		case v.held > n-q:
 			return nil, heldFor(r.keys, v.pttl)
+		case v.exhausted > n-q:
+			return nil, errNoFenceLeft
 		case v.low > 0 && v.granted+v.low+len(missing) >= q:
+			top = max(top, v.top)
 			continue // a higher proposal may win: propose again at once
 		}
 		errs := append(v.errs, timedOut[script.ObtainReply](c, ctx, missing, "obtain")...)
@@ -206,6 +212,8 @@ type votes struct {
 	proposal int64
 
 	granted, held, low int
+	exhausted          int                               // nodes whose last fence is the highest int64
+	top                int64                             // the highest other last fence of the nodes that answered "proposal too low"
 	pttl               int64                             // the longest remaining lease of the nodes that answered "held"
 	grants, failed     []int                             // nodes that granted; nodes that failed
 	errs               []nodes.Reply[script.ObtainReply] // the failed nodes' replies
@@ -230,6 +238,11 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 		return v.held > v.n-v.q // other holders alone deny the majority
 	case r.Status == script.LowProposal:
 		v.low++
+		if r.Counter == math.MaxInt64 {
+			v.exhausted++
+		} else {
+			v.top = max(v.top, r.Counter)
+		}
 		v.qm.noteSeen(r.Counter)
 		return false
 	default:
@@ -244,6 +257,19 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 // release from the caller: it never went out (nodes.NotSent), or it was
 // abandoned, and the settle of its fan-out releases it once it returns.
 func settledElsewhere(err error) bool { return nodes.NotSent(err) || nodes.IsAbandoned(err) }
+
+// errNoFenceLeft is the error of a key whose last fence is the highest
+// int64: no grant can have a fence above it (obtain.lua says the same).
+var errNoFenceLeft = errors.New("redislock: no fence is left on this key: its last fence is 9223372036854775807")
+
+// above is the least proposal above fence f, 0 for none: the client's
+// highest fence seen may be another key's last.
+func above(f int64) int64 {
+	if f == math.MaxInt64 {
+		return 0
+	}
+	return f + 1
+}
 
 // noteSeen raises the highest fence counter this client has seen.
 func (qm *quorumMode) noteSeen(f int64) {

@@ -12,8 +12,10 @@ import (
 
 // The README's Go snippets are taken from the runnable examples: each
 // snippet must appear, line for line (indentation and blank lines aside),
-// in an example*_test.go file of the repository, so that the README cannot
-// drift from code that compiles and runs.
+// in an example*_test.go file of the repository or in a program under
+// examples/, so that the README cannot drift from code that compiles and
+// runs. A snippet that is a whole program (package main) must be the whole
+// of one of those programs.
 func TestReadmeSnippetsComeFromExamples(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("README.md")
@@ -28,7 +30,8 @@ func TestReadmeSnippetsComeFromExamples(t *testing.T) {
 		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != "." {
 			return filepath.SkipDir
 		}
-		if !d.IsDir() && strings.HasPrefix(d.Name(), "example") && strings.HasSuffix(d.Name(), "_test.go") {
+		program := strings.HasPrefix(path, "examples"+string(filepath.Separator)) && d.Name() == "main.go"
+		if !d.IsDir() && (program || strings.HasPrefix(d.Name(), "example") && strings.HasSuffix(d.Name(), "_test.go")) {
 			b, err := os.ReadFile(path)
 			if err != nil {
 				return err
@@ -49,6 +52,12 @@ func TestReadmeSnippetsComeFromExamples(t *testing.T) {
 		if len(snippet) == 1 && strings.HasPrefix(snippet[0], "import ") {
 			continue // the import line
 		}
+		if snippet[0] == "package main" {
+			if !slices.ContainsFunc(examples, func(ex []string) bool { return slices.Equal(withoutComment(ex), snippet) }) {
+				t.Errorf("README program is no program under examples/, whole:\n%s", b[1])
+			}
+			continue
+		}
 		if !slices.ContainsFunc(examples, func(ex []string) bool { return containsRun(ex, snippet) }) {
 			t.Errorf("README snippet is in no example:\n%s", b[1])
 		}
@@ -61,6 +70,15 @@ func normalize(s string) []string {
 		if l = strings.TrimSpace(l); l != "" {
 			lines = append(lines, l)
 		}
+	}
+	return lines
+}
+
+// withoutComment drops a program's leading doc comment (the README shows
+// the program from its package clause on).
+func withoutComment(lines []string) []string {
+	for len(lines) > 0 && strings.HasPrefix(lines[0], "//") {
+		lines = lines[1:]
 	}
 	return lines
 }

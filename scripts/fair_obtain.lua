@@ -6,14 +6,14 @@
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  queue: sorted set of waiters' tickets, scored by arrival (µs)
--- KEYS[2]  queue deadlines: sorted set of tickets, scored by the server
+-- KEYS[3]  queue deadlines: sorted set of tickets, scored by the server
 --          time (ms) at which the entry expires
 -- ARGV[1]  token of this attempt (never contains ':' or ' ', never "~")
 -- ARGV[2]  lock TTL in milliseconds (> 0)
 -- ARGV[3]  queue entry TTL in milliseconds (> 0)
--- ARGV[3]  the waiter's ticket: its identity in the queue, the same for all
+-- ARGV[4]  the waiter's ticket: its identity in the queue, the same for all
 --          attempts of one Obtain call
--- ARGV[4]  holder identity to record, "" for none
+-- ARGV[5]  holder identity to record, "" for none
 --
 -- The lock key holds a grant or a released record (see obtain.lua); a
 -- released record is free. The queue keys disappear with their last entry.
@@ -23,19 +23,46 @@
 --   {0, wait}    free but the head of the queue is another waiter: the
 --                milliseconds until the head's entry expires
 --   {0, -1}      held by a value without expiry (not written by redislock)
+-- A fence is an integer up to 2^53 and its decimal string above; an error
+-- when the key's last fence is 2^63-1 (no fence is left). Fences are
+-- decimal strings, never Lua numbers (doubles): see obtain.lua.
 if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[3]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
+local function below(a, b) -- fences a < b
+  if #a ~= #b then
+    return #a < #b
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return false
+end
+local function valid(f) -- f if it is a fence, else nil
+  if f and #f <= 19 and string.find(f, '^[1-9]%d*$') and (#f < 19 or not below('9223372036854775807', f)) then
+    return f
+  end
+end
+local function out(f) -- f as a reply: a Lua number while exact
+  if #f < 16 or #f == 16 and not below('9007199254740992', f) then
+    return tonumber(f)
+  end
+  return f
+end
 local v = redis.call('GET', KEYS[1])
-local tok, last, rel = nil, 0, ''
+local tok, last, rel = nil, nil, ''
 if v then
   local f
   tok, f, rel = string.match(v, '^([^:]*):(%d+):([^:]*)')
-  if tok == ARGV[1] then
-    return {1, tonumber(f)}
+  f = valid(f)
+  if f and tok == ARGV[1] then
+    return {1, out(f)}
   end
-  if tok == '~' then
-    v, last = nil, tonumber(f) -- released: free
+  if f and tok == '~' then
+    v, last = nil, f -- released: free
   end
 end
 local t = redis.call('TIME')
@@ -80,7 +107,25 @@ if head and head ~= ARGV[4] then
 end
 redis.call('ZREM', KEYS[2], ARGV[4])
 redis.call('ZREM', KEYS[3], ARGV[4])
--- The last fence + 1, or the clock (obtain.lua).
-local f = string.format('%d', math.max(last + 1, nowus))
+-- The last fence + 1, or the clock in µs if that is higher (obtain.lua).
+local f = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+if last then
+  -- last + 1: the digits after the last one that is not a 9 become 0s.
+  local i = #last
+  while string.byte(last, i) == 57 do
+    i = i - 1
+  end
+  if i == 0 then
+    last = '1' .. string.rep('0', #last)
+  else
+    last = string.sub(last, 1, i - 1) .. string.char(string.byte(last, i) + 1) .. string.rep('0', #last - i)
+  end
+  if not valid(last) then
+    return redis.error_reply('ERR redislock: no fence is left on this key: its last fence is 9223372036854775807')
+  end
+  if below(f, last) then
+    f = last
+  end
+end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f .. ':' .. rel .. ':' .. ARGV[5] .. ';', 'PX', ARGV[2])
-return {1, tonumber(f)}
+return {1, out(f)}

@@ -14,20 +14,60 @@
 --                             replay of this request) keeps its fence
 --   {0, i, pttl}              lock key i is held by another grant; nothing
 --                             was written
+-- A fence is an integer up to 2^53 and its decimal string above; an error
+-- when a key's last fence is 2^63-1 (no fence is left). Fences are decimal
+-- strings, never Lua numbers (doubles): see obtain.lua.
 if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
+end
+local function below(a, b) -- fences a < b
+  if #a ~= #b then
+    return #a < #b
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return false
+end
+local function valid(f) -- f if it is a fence, else nil
+  if f and #f <= 19 and string.find(f, '^[1-9]%d*$') and (#f < 19 or not below('9223372036854775807', f)) then
+    return f
+  end
+end
+local function out(f) -- f as a reply: a Lua number while exact
+  if #f < 16 or #f == 16 and not below('9007199254740992', f) then
+    return tonumber(f)
+  end
+  return f
+end
+local function inc(f) -- f + 1: the digits after the last that is not a 9 become 0s
+  local i = #f
+  while string.byte(f, i) == 57 do
+    i = i - 1
+  end
+  if i == 0 then
+    return '1' .. string.rep('0', #f)
+  end
+  return string.sub(f, 1, i - 1) .. string.char(string.byte(f, i) + 1) .. string.rep('0', #f - i)
 end
 local mine, last, rels = {}, {}, {}
 local clock = false
 for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
-  last[i], rels[i] = 0, ''
+  rels[i] = ''
   if v then
     local tok, f, r = string.match(v, '^([^:]*):(%d+):([^:]*)')
-    if tok == ARGV[1] then
-      mine[i] = tonumber(f)
-    elseif tok == '~' then
-      last[i], rels[i] = tonumber(f), r
+    f = valid(f)
+    if f and tok == ARGV[1] then
+      mine[i] = f
+    elseif f and tok == '~' then
+      last[i], rels[i] = inc(f), r
+      if not valid(last[i]) then
+        return redis.error_reply('ERR redislock: no fence is left on this key: its last fence is 9223372036854775807')
+      end
     else
       local pttl = redis.call('PTTL', KEYS[i])
       if pttl >= 0 and string.sub(v, -1) ~= '*' then
@@ -39,18 +79,21 @@ for i = 1, #KEYS do
     clock = true
   end
 end
-local now = 0
+local now
 if clock then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 end
 local reply = {1}
 for i = 1, #KEYS do
   local fence = mine[i]
   if not fence then
-    fence = math.max(last[i] + 1, now)
-    redis.call('SET', KEYS[i], ARGV[1] .. ':' .. string.format('%d', fence) .. ':' .. rels[i] .. ':' .. ARGV[3] .. ';', 'PX', ARGV[2])
+    fence = last[i] or now
+    if now and below(fence, now) then
+      fence = now
+    end
+    redis.call('SET', KEYS[i], ARGV[1] .. ':' .. fence .. ':' .. rels[i] .. ':' .. ARGV[3] .. ';', 'PX', ARGV[2])
   end
-  reply[i + 1] = fence
+  reply[i + 1] = out(fence)
 end
 return reply

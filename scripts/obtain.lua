@@ -36,13 +36,45 @@
 -- With ARGV[5]: {r, released}, r one of the integers above, released 1 if
 -- the grant ARGV[5] was released (by this run or an earlier run of this
 -- same request), else 0.
+-- A fence (a reply's or in {-1, last}) is an integer up to 2^53 and its
+-- decimal string above: exact either way. An error when the key's last
+-- fence is 2^63-1 (no fence is left) or ARGV[3] is no fence.
+--
+-- Fences are computed as decimal strings in (0, 2^63) without leading
+-- zeros, never as Lua numbers: those are doubles, exact only up to 2^53,
+-- and a key's fences can go beyond (quorum proposals follow the highest
+-- fence seen; the server clock in µs passes 2^53 in 2255). A fence part
+-- that is no such string makes the value someone else's.
 if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
+end
+local function below(a, b) -- fences a < b
+  if #a ~= #b then
+    return #a < #b
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return false
+end
+local function valid(f) -- f if it is a fence, else nil
+  if f and #f <= 19 and string.find(f, '^[1-9]%d*$') and (#f < 19 or not below('9223372036854775807', f)) then
+    return f
+  end
+end
+local function out(f) -- f as a reply: a Lua number while exact
+  if #f < 16 or #f == 16 and not below('9007199254740992', f) then
+    return tonumber(f)
+  end
+  return f
 end
 local from = ARGV[5]
 local fromID = from and string.sub(from, 1, 12) -- as rel names it
 local handed = 0
-local fence, rel, mark = 0, '', ''
+local fence, rel, mark = nil, '', ''
 local v = redis.call('GET', KEYS[1])
 if v then
   -- tok ":" f ":" r [":" ...], found with plain searches (patterns cost
@@ -51,7 +83,7 @@ if v then
   local i = string.find(v, ':', 1, true)
   local j = i and string.find(v, ':', i + 1, true)
   if j then
-    tok, f = string.sub(v, 1, i - 1), tonumber(string.sub(v, i + 1, j - 1))
+    tok, f = string.sub(v, 1, i - 1), valid(string.sub(v, i + 1, j - 1))
     r = string.sub(v, j + 1, (string.find(v, ':', j + 1, true) or 0) - 1)
     if not f then
       tok = nil
@@ -62,9 +94,9 @@ if v then
   end
   if tok == ARGV[1] then
     if from then
-      return {f, handed}
+      return {out(f), handed}
     end
-    return f
+    return out(f)
   end
   if tok ~= '~' and (not from or tok ~= from) then
     local pttl = redis.call('PTTL', KEYS[1])
@@ -87,24 +119,39 @@ if v then
     end
   end
 end
-local p = tonumber(ARGV[3] or 0)
-if p ~= 0 then
-  if p <= fence then
-    return {-1, fence}
+local p = ARGV[3]
+if p and p ~= '0' then
+  if not valid(p) then
+    return redis.error_reply('ERR redislock: the proposed fence is not a positive int64')
+  end
+  if fence and not below(fence, p) then
+    return {-1, out(fence)}
   end
   fence = p
-elseif fence > 0 then
-  fence = fence + 1
+elseif fence then
+  -- fence + 1: the digits after the last one that is not a 9 become 0s.
+  local i = #fence
+  while string.byte(fence, i) == 57 do
+    i = i - 1
+  end
+  if i == 0 then
+    fence = '1' .. string.rep('0', #fence)
+  else
+    fence = string.sub(fence, 1, i - 1) .. string.char(string.byte(fence, i) + 1) .. string.rep('0', #fence - i)
+  end
+  if not valid(fence) then
+    return redis.error_reply('ERR redislock: no fence is left on this key: its last fence is 9223372036854775807')
+  end
 else
   -- No memory of this key: start from the server clock in µs. Grants come
   -- far slower than one per µs, so a key's fences stay below the clock, and
   -- a fence minted from it after the key was lost or expired is still
   -- above every earlier one.
   local t = redis.call('TIME')
-  fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  fence = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', fence) .. ':' .. rel .. ':' .. (ARGV[4] or '') .. ';' .. mark, 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence .. ':' .. rel .. ':' .. (ARGV[4] or '') .. ';' .. mark, 'PX', ARGV[2])
 if from then
-  return {fence, handed}
+  return {out(fence), handed}
 end
-return fence
+return out(fence)

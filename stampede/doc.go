@@ -41,9 +41,12 @@
 // TTL, and a waiter that finds a failure no older than the holder it
 // waited for returns it (a *FillError with the message). Callers that come
 // later fill again. WithFillRetries makes waiters fill again instead. A
-// fill that times out is not always answered to the waiters of other
-// processes: each of them may fill in turn, so a waiter can wait several
-// fill timeouts, bounded by its own ctx (the README's Limits).
+// fill that times out is such a failure: it runs once, and every caller
+// that waited for it, in any process, gets its timeout (matching
+// context.DeadlineExceeded here, a *FillError elsewhere) about one fill
+// timeout after the fill began, not one fill timeout per process in turn.
+// That holds for a fill that returns when its ctx ends, as Fill asks: one
+// that ignores its ctx keeps its callers until it returns.
 //
 // If the filling process dies, its lock expires after WithLease (default
 // 5 s) and one waiting process fills in its place. If the fill's lock is

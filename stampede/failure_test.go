@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -192,7 +193,8 @@ func TestNegativeCaching(t *testing.T) {
 }
 
 // A fill that outlives the fill timeout sees its ctx end; its callers get
-// the deadline error and nothing is stored.
+// the deadline error, and it is recorded as a failure for the waiters of
+// other processes (not cached: the next Do fills again).
 func TestFillTimeout(t *testing.T) {
 	t.Parallel()
 	m := memory()
@@ -204,7 +206,52 @@ func TestFillTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, stampede.ErrFillFailed) {
 		t.Errorf("Do = %v, want a failed fill matching DeadlineExceeded", err)
 	}
-	if _, err := m.Get(context.Background(), stampede.DefaultPrefix+"k"); !errors.Is(err, lease.ErrNotFound) {
-		t.Errorf("record after a timed-out fill: %v, want none", err)
+	rec, err := m.Get(context.Background(), stampede.DefaultPrefix+"k")
+	if err != nil || len(rec.Value) == 0 || rec.Value[0] != 'f' {
+		t.Errorf("record after a timed-out fill: %q, %v; want a failure record", rec.Value, err)
+	}
+	v, err := g.Do(context.Background(), "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("v"), nil })
+	if err != nil || string(v) != "v" {
+		t.Errorf("Do after a timed-out fill: %q, %v; want a new fill", v, err)
+	}
+}
+
+// A fill that times out is answered to every caller that waited for it, in
+// every process, with its timeout: it runs once, not once per process in
+// turn (each another fill timeout).
+func TestFillTimeoutReachesWaiters(t *testing.T) {
+	t.Parallel()
+	m := memory()
+	fills, rs := crowd(t, m, 5, hang, stampede.WithFillTimeout(50*time.Millisecond))
+	checkTimedOut(t, fills.Load(), rs, 5)
+}
+
+// hang is a fill that returns only when its ctx ends.
+func hang(ctx context.Context) ([]byte, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+// checkTimedOut checks a crowd whose one fill timed out: local callers
+// got the deadline, the others the recorded failure.
+func checkTimedOut(t *testing.T, fills int32, rs []result, local int) {
+	t.Helper()
+	if fills != 1 {
+		t.Errorf("%d fills, want 1: the waiters of other processes must get the timeout, not fill in turn", fills)
+	}
+	mine, recorded := 0, 0
+	for i, r := range rs {
+		var fe *stampede.FillError
+		switch {
+		case errors.Is(r.err, context.DeadlineExceeded) && errors.Is(r.err, stampede.ErrFillFailed):
+			mine++
+		case errors.As(r.err, &fe) && strings.Contains(fe.Message, context.DeadlineExceeded.Error()):
+			recorded++
+		default:
+			t.Fatalf("caller %d: %q, %v; want the fill's timeout", i, r.val, r.err)
+		}
+	}
+	if mine != local || recorded != len(rs)-local {
+		t.Errorf("%d callers got the timeout and %d the recorded one, want %d and %d", mine, recorded, local, len(rs)-local)
 	}
 }

@@ -119,19 +119,25 @@ func (g *Group) fillHeld(ctx context.Context, f *flight, l lease.Lock, seen *int
 	fctx, cancel := context.WithTimeout(ctx, g.o.fillTimeout)
 	defer cancel()
 	var fillErr error
-	runErr := lease.RunLock(fctx, l, g.o.lockTTL, func(ctx context.Context) error {
-		val, fillErr = g.observeFill(ctx, f.key, false, func(ctx context.Context) ([]byte, error) {
+	runErr := lease.RunLock(fctx, l, g.o.lockTTL, func(rctx context.Context) error {
+		val, fillErr = g.observeFill(rctx, f.key, false, func(ctx context.Context) ([]byte, error) {
 			return g.callFill(ctx, l, k, true, f.fill)
 		})
-		if ctx.Err() != nil {
-			// Lock lost or fill timed out: store nothing, so that a
-			// successor fills.
-			if fillErr == nil {
-				fillErr = context.Cause(ctx)
-			}
+		if rctx.Err() == nil {
+			g.storeOutcome(rctx, l, f.key, f.ttl, val, fillErr)
 			return fillErr
 		}
-		g.storeOutcome(ctx, l, f.key, f.ttl, val, fillErr)
+		if fillErr == nil {
+			fillErr = context.Cause(rctx)
+		}
+		if timedOut(rctx, fctx, ctx) {
+			// The fill timed out, the lock still held: the callers
+			// waiting in other processes get the timeout, as this
+			// flight's callers do, instead of filling in turn (each
+			// another fill timeout). The flight's ctx is still alive.
+			g.storeOutcome(ctx, l, f.key, f.ttl, nil, fillErr)
+		}
+		// Lock lost or Close: store nothing, so that a successor fills.
 		return fillErr
 	})
 	switch {
@@ -151,6 +157,14 @@ func (g *Group) fillHeld(ctx context.Context, f *flight, l lease.Lock, seen *int
 	}
 	f.result = observe.CacheFilled
 	return val, nil, false
+}
+
+// timedOut reports whether rctx, the fill's ctx under its lock, ended at
+// the fill timeout (fctx's deadline) and not because the lock was lost or
+// the flight's ctx ended (Close).
+func timedOut(rctx, fctx, flight context.Context) bool {
+	return flight.Err() == nil && errors.Is(context.Cause(fctx), context.DeadlineExceeded) &&
+		!errors.Is(context.Cause(rctx), lease.ErrLockLost)
 }
 
 // lockLost returns err if it reports a lost lock, else nil.

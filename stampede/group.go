@@ -13,7 +13,9 @@ import (
 
 // Fill computes the value of a key. Its ctx ends when the fill's lock is
 // lost (its cause then matches lease.ErrLockLost), at the fill timeout, or
-// when the Group is closed; it never ends because a caller gave up. Return
+// when the Group is closed; it never ends because a caller gave up. A fill
+// must return promptly once its ctx is done: its callers, and those that
+// wait for it in other processes, are answered only when it returns. Return
 // an error matching ErrMissing to report that the value does not exist.
 type Fill func(ctx context.Context) ([]byte, error)
 

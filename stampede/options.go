@@ -85,8 +85,9 @@ func WithLease(d time.Duration) Option {
 }
 
 // WithFillTimeout bounds each fill (default DefaultFillTimeout): the fill's
-// ctx ends after d, and the callers get the fill's error. It must be
-// positive.
+// ctx ends after d, and the callers get the fill's error, those waiting in
+// other processes too (recorded as a failure, as any failed fill's: they
+// do not fill in turn). It must be positive.
 func WithFillTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {

@@ -106,3 +106,13 @@ func TestRedisBackendErrorText(t *testing.T) {
 		t.Errorf("stutter in %q", msg)
 	}
 }
+
+// On real Redis, three Clients (processes, in effect): a fill that times
+// out runs once, and every caller of every Client gets its timeout, within
+// about one fill timeout.
+func TestRedisFillTimeoutReachesWaiters(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	fills, rs := crowdOn(t, redisBackend(t, srv), 10, hang, stampede.WithFillTimeout(100*time.Millisecond))
+	checkTimedOut(t, fills.Load(), rs, 10)
+}

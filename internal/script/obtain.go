@@ -74,7 +74,7 @@ func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error
 	if err != nil {
 		return ObtainReply{}, err
 	}
-	if n, ok := res.(int64); ok && o.From == nil {
+	if n, ok := intOf(res); ok && o.From == nil {
 		return obtainInt(n), nil
 	}
 	var v [2]int64

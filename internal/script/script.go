@@ -8,6 +8,7 @@ package script
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -59,6 +60,8 @@ func unexpected(name string, reply any) error {
 
 // ints reads a reply of integers into dst and returns how many there
 // were; a reply longer than dst, or with anything but integers, is an error.
+// An integer may come as its decimal string: the scripts send fences above
+// 2^53 so, as a Lua number (a double) would not hold them exactly.
 func ints(dst []int64, name string, res []any, err error) (int, error) {
 	if err != nil {
 		return 0, err
@@ -67,13 +70,25 @@ func ints(dst []int64, name string, res []any, err error) (int, error) {
 		return 0, unexpected(name, res)
 	}
 	for i, r := range res {
-		n, ok := r.(int64)
+		n, ok := intOf(r)
 		if !ok {
 			return 0, unexpected(name, res)
 		}
 		dst[i] = n
 	}
 	return len(res), nil
+}
+
+// intOf reads one integer of a reply: an integer, or its decimal string.
+func intOf(r any) (int64, bool) {
+	switch r := r.(type) {
+	case int64:
+		return r, true
+	case string:
+		n, err := strconv.ParseInt(r, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
 }
 
 // Refresh extends the lock at key (boxed) to ms milliseconds if it holds
