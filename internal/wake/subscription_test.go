@@ -103,7 +103,7 @@ func TestConfirmedTimesOut(t *testing.T) {
 		ok, _ := s.Confirmed(context.Background(), 3*time.Second)
 		got <- ok
 	}()
-	clock.WaitTimers(1)
+	clock.AwaitTimers(t, 1, time.Minute)
 	clock.Advance(3*time.Second - time.Nanosecond)
 	select {
 	case ok := <-got:
@@ -170,7 +170,7 @@ func TestResetSubscribesAgain(t *testing.T) {
 	}
 	// The reader pauses before it reads the new connection: until the
 	// clock moves, the confirmation is not seen.
-	clock.WaitTimers(1)
+	clock.AwaitTimers(t, 1, time.Minute)
 	if _, ready := w.Waiting("ch"); ready {
 		t.Fatal("the new subscription was confirmed during the reader's pause")
 	}
