@@ -33,9 +33,8 @@ func benchClient(b *testing.B, nodes int) *redislock.Client {
 	return c
 }
 
-func benchObtainRelease(b *testing.B, nodes int) {
+func benchObtainRelease(b *testing.B, nodes int, ctx context.Context) {
 	c := benchClient(b, nodes)
-	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
 		l, err := c.Obtain(ctx, "bench", time.Second)
@@ -50,8 +49,16 @@ func benchObtainRelease(b *testing.B, nodes int) {
 
 func BenchmarkObtainRelease(b *testing.B) {
 	for _, n := range []int{1, 3, 5} {
-		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) { benchObtainRelease(b, n) })
+		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) { benchObtainRelease(b, n, context.Background()) })
 	}
+	// A ctx that can end, as a request's: the calls are bounded by it
+	// whatever go-redis' options (ContextTimeoutEnabled is off here).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.Run("nodes=1/ctx=cancellable", func(b *testing.B) { benchObtainRelease(b, 1, ctx) })
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Hour)
+	defer dcancel()
+	b.Run("nodes=1/ctx=deadline", func(b *testing.B) { benchObtainRelease(b, 1, dctx) })
 }
 
 // Each goroutine locks keys of its own: throughput without contention.

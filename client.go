@@ -101,7 +101,7 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 	}
 	switch {
 	case quorum:
-		c.m, c.named = &quorumMode{c: c}, true
+		c.m, c.named = &quorumMode{c: c, now: cfg.wallClock}, true
 	case len(c.nodes) == 1:
 		c.m = &single{c: c, n: c.nodes[0]}
 	}
@@ -266,6 +266,14 @@ func (c *Client) call(ctx context.Context, n *nodes.Node, timeout time.Duration,
 	return nil
 }
 
+// do is call for a nodes.Op: op's Run as f, its Settle as settle.
+func (c *Client) do(ctx context.Context, n *nodes.Node, timeout time.Duration, pipeline bool, what string, op nodes.Op) error {
+	if err := n.Do(ctx, timeout, pipeline, op); err != nil {
+		return c.nodeErr(ctx, n.Index, what, err)
+	}
+	return nil
+}
+
 // nodeErr wraps a node's error and tells the observers.
 func (c *Client) nodeErr(ctx context.Context, node int, op string, err error) error {
 	ne := &NodeError{Node: node, Err: err, quorum: c.named}
@@ -311,7 +319,7 @@ func detach(ctx context.Context) context.Context {
 	}
 	// The caller's ctx could end: it wants its calls bounded, so the
 	// detached ones are bounded by their timeout (nodes.Bounded).
-	return nodes.Bounded(context.WithoutCancel(ctx))
+	return nodes.Detach(ctx)
 }
 
 // background returns ctx, detached, for the Client's background work,

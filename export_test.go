@@ -47,3 +47,6 @@ func Renewing(c *Client) int {
 
 // Pipelined reports whether c's node has set up auto-pipelining.
 func Pipelined(c *Client) bool { return c.nodes[0].Pipelined() }
+
+// WithWallClock sets the wall clock a quorum Client proposes fences from.
+func WithWallClock(now func() time.Time) ClientOption { return withWallClock(now) }

@@ -36,6 +36,7 @@ type Lock struct {
 	grant    *grantNodes // quorum: the nodes the grant reached (quorum.go)
 	handoffs int         // how many handoffs in a row led to this grant (single.go)
 	kept     *kept       // guarded by mu: the Client's renewer renews it (renew.go)
+	attempt  attempt     // the obtain call that made it (single.go)
 }
 
 // validity is what a grant last confirmed, safe for concurrent use (shared

@@ -41,6 +41,9 @@ func (f clientOptionFunc) applyClient(c *config) { f(c) }
 type config struct {
 	defaults  options // the defaults of every call
 	observers []observe.Observer
+	// wallClock is the wall clock that quorum mode proposes fences from
+	// (time.Now; tests skew it with withWallClock).
+	wallClock func() time.Time
 }
 
 // options is what Options set for one call.
@@ -107,13 +110,24 @@ func (o *options) fail(err error) { o.errs = append(o.errs, err) }
 
 // newConfig applies opts over the defaults.
 func newConfig(opts []ClientOption) config {
-	c := config{defaults: defaultOptions()}
+	c := config{defaults: defaultOptions(), wallClock: time.Now}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.applyClient(&c)
 		}
 	}
 	return c
+}
+
+// withWallClock sets the wall clock that quorum mode proposes fences from
+// (default time.Now): a test seam for clients whose clocks disagree. It
+// never bears on validity, which runs on Go's monotonic clock.
+func withWallClock(now func() time.Time) ClientOption {
+	return clientOptionFunc(func(c *config) {
+		if now != nil {
+			c.wallClock = now
+		}
+	})
 }
 
 // WithRetry sets how Obtain retries while the lock is held by someone else.

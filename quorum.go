@@ -21,7 +21,8 @@ import (
 // handoffs, fair queues, replicas, multi-key locks or batched renewal.
 type quorumMode struct {
 	c    *Client
-	seen atomic.Int64 // highest fence seen on any node
+	now  func() time.Time // the wall clock fences are proposed from
+	seen atomic.Int64     // highest fence seen on any node
 }
 
 var _ mode = (*quorumMode)(nil)
@@ -137,7 +138,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 	var top int64 // the highest fence the nodes named for this key
 	for range maxProposals {
 		l := r.newLock()
-		proposal := max(time.Now().UnixMicro(), above(qm.seen.Load()), above(top))
+		proposal := max(qm.now().UnixMicro(), above(qm.seen.Load()), above(top))
 		l.start = time.Now()
 		round := fanoutOn(c, ctx, c.nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,

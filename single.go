@@ -53,43 +53,21 @@ func (s *single) obtain(ctx context.Context, r request) (*Lock, error) {
 func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 	c := s.c
 	l.start = time.Now()
-	// One struct for what the call writes, so that a single allocation
-	// holds it (each captured variable would be one).
-	var at struct {
-		rep     script.ObtainReply
-		unacked *ReplicaError // WithReplicas: a grant too few replicas acknowledged
-	}
-	tk, ttl := r.ticket, r.ttl // not r: the request stays on the caller's stack
-	err := c.call(ctx, s.n, s.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline && l.opts.replicas == 0, "obtain",
-		func(ctx context.Context, rdb redis.Scripter) (err error) {
-			if l.opts.replicas == 0 {
-				at.rep, err = obtainScript(ctx, rdb, tk, l)
-				return err
-			}
-			return s.n.OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
-				if at.rep, err = obtainScript(ctx, conn, tk, l); err != nil || at.rep.Status != script.Granted {
-					return err
-				}
-				err = awaitReplicas(ctx, conn, &l.opts, l.start, l.opts.validUntil(l.start, ttl))
-				if errors.As(err, &at.unacked) {
-					return nil
-				}
-				return err
-			})
-		}, (*settleRelease)(l).settle)
+	l.attempt = attempt{ticket: r.ticket, ttl: r.ttl} // not r: the request stays on the caller's stack
+	err := c.do(ctx, s.n, s.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline && l.opts.replicas == 0, "obtain", (*obtainCall)(l))
 	if err != nil {
 		// The script may have run (a reply lost to a timeout or a cut
 		// connection): release whatever it may have granted, unless it
 		// never went out, or is abandoned (its settle releases it once it
 		// has returned, so that the release cannot reach Redis first).
-		// at may still be written (abandoned).
+		// l.attempt may still be written (abandoned).
 		r.markQueued()
 		if !nodes.NotSent(err) && !nodes.IsAbandoned(err) {
 			c.releaseOn(ctx, l, s.n)
 		}
 		return err
 	}
-	rep, unacked := at.rep, at.unacked
+	rep, unacked := l.attempt.rep, l.attempt.unacked
 	switch {
 	case rep.Status == script.Held && rep.PTTL == script.NoExpiry:
 		r.markQueued()
@@ -149,16 +127,27 @@ func (s *single) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok in
 }
 
 func (s *single) release(ctx context.Context, l *Lock) (ok int, errs []error) {
-	var released bool
-	err := s.c.call(ctx, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
-		released, err = releaseScript(ctx, rdb, l)
-		return err
-	}, nil)
-	if err != nil {
-		return 0, []error{err} // released may still be written (abandoned)
+	r := &releaseCall{l: l}
+	if err := s.c.do(ctx, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "release", r); err != nil {
+		return 0, []error{err} // r.released may still be written (abandoned)
 	}
-	return one(released, nil)
+	return one(r.released, nil)
 }
+
+// releaseCall is one release of a Lock as a node call (nodes.Op), with
+// its outcome: one allocation for both. An abandoned one needs no
+// settling: a release that reached Redis late has released.
+type releaseCall struct {
+	l        *Lock
+	released bool
+}
+
+func (r *releaseCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
+	r.released, err = releaseScript(ctx, rdb, r.l)
+	return err
+}
+
+func (*releaseCall) Settle(context.Context, error) {}
 
 // obtainScript sends l's attempt: obtain.lua, or fair_obtain.lua in fair
 // mode (tk: the call's ticket).
@@ -169,6 +158,41 @@ func obtainScript(ctx context.Context, rdb redis.Scripter, tk *ticket, l *Lock) 
 	}
 	return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Holder: l.opts.holder}.Run(ctx, rdb)
 }
+
+// attempt is what a Lock's obtain call (obtainCall) takes and writes:
+// part of the Lock, so that the call needs no allocation of its own.
+type attempt struct {
+	ticket  *ticket       // fair mode: the Obtain call's ticket
+	ttl     time.Duration // the lease asked for
+	rep     script.ObtainReply
+	unacked *ReplicaError // WithReplicas: a grant too few replicas acknowledged
+}
+
+// obtainCall is a Lock's obtain attempt as a node call (nodes.Op): obtain.lua,
+// or fair_obtain.lua, then WAIT with WithReplicas; an abandoned one is
+// settled by releasing whatever it may have granted (settleRelease).
+type obtainCall Lock
+
+func (a *obtainCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
+	l := (*Lock)(a)
+	at := &l.attempt
+	if l.opts.replicas == 0 {
+		at.rep, err = obtainScript(ctx, rdb, at.ticket, l)
+		return err
+	}
+	return l.c.nodes[0].OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
+		if at.rep, err = obtainScript(ctx, conn, at.ticket, l); err != nil || at.rep.Status != script.Granted {
+			return err
+		}
+		err = awaitReplicas(ctx, conn, &l.opts, l.start, l.opts.validUntil(l.start, at.ttl))
+		if errors.As(err, &at.unacked) {
+			return nil
+		}
+		return err
+	})
+}
+
+func (a *obtainCall) Settle(ctx context.Context, err error) { (*settleRelease)(a).settle(ctx, err) }
 
 // settleRelease is a Lock whose attempt's call was abandoned: once the
 // call has returned, whatever it may have granted is released.

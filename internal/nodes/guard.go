@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,27 @@ func Bounded(ctx context.Context) context.Context {
 	return context.WithValue(ctx, bounded{}, true)
 }
 
+// Detach returns ctx without its cancellation and deadline, its values
+// kept (context.WithoutCancel), marked Bounded: in one allocation, for
+// the release of a caller whose ctx could end.
+func Detach(ctx context.Context) context.Context { return detached{ctx} }
+
+// detached is Detach's context.
+type detached struct{ parent context.Context }
+
+func (detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (detached) Done() <-chan struct{}       { return nil }
+func (detached) Err() error                  { return nil }
+
+func (d detached) Value(key any) any {
+	if _, ok := key.(bounded); ok {
+		return true
+	}
+	return context.WithoutCancel(d.parent).Value(key) // the parent's values, not its cancellation
+}
+
+func (d detached) String() string { return fmt.Sprint(d.parent) + ".WithoutCancel.Bounded" }
+
 // errNotSent is matched by the error of a call that never reached go-redis
 // because its context had already ended.
 var errNotSent = errors.New("redislock: not sent")
@@ -92,13 +114,59 @@ const (
 	abandoned
 )
 
-// guarded is one guarded call, reused.
+// guarded is one guarded call, reused: the call itself (an Op, or f and
+// settle) and what its worker needs, so that a guarded call costs no
+// closure of its own.
 type guarded struct {
 	state atomic.Int32
 	done  chan error // buffered: the worker never waits for the caller
+
+	ctx    context.Context
+	rdb    redis.Scripter
+	op     Op // or f and settle
+	f      func(ctx context.Context, rdb redis.Scripter) error
+	settle func(ctx context.Context, err error)
+	n      *Node    // nil: no node's call (Once)
+	count  *Guarded // nil: abandoned calls not counted
 }
 
 var guards = sync.Pool{New: func() any { return &guarded{done: make(chan error, 1)} }}
+
+// put clears g and gives it back to guards.
+func (g *guarded) put() {
+	g.ctx, g.rdb, g.op, g.f, g.settle, g.n, g.count = nil, nil, nil, nil, nil, nil, nil
+	guards.Put(g)
+}
+
+// run is the call on its worker.
+func (g *guarded) run() {
+	var err error
+	if g.op != nil {
+		err = g.op.Run(g.ctx, g.rdb)
+	} else {
+		err = g.f(g.ctx, g.rdb)
+	}
+	if n := g.n; n != nil {
+		n.inflight.Add(-1)
+		n.noteReached(err)
+	}
+	if g.state.CompareAndSwap(running, finished) {
+		g.done <- err // the caller now owns g
+		return
+	}
+	// The caller stopped waiting: this goroutine settles the call.
+	sctx := Bounded(context.WithValue(context.WithoutCancel(g.ctx), settling{}, true))
+	switch {
+	case g.op != nil:
+		g.op.Settle(sctx, err)
+	case g.settle != nil:
+		g.settle(sctx, err)
+	}
+	if g.count != nil {
+		g.count.settled()
+	}
+	g.put()
+}
 
 // Guarded is what a node knows of its guarded calls: the abandoned ones,
 // which hold back new calls (MaxAbandoned) and which Close waits for,
@@ -183,36 +251,19 @@ func (g *Guarded) Wait(deadline time.Time) bool {
 	}
 }
 
-// guard runs f(ctx, rdb) on a worker of workers (nil, or none free: a
-// goroutine of its own) and waits for it until ctx ends or
-// timeout passes (0: ctx alone bounds it), returning f's error, or an
+// guard runs g (its call set) on a worker of workers (nil, or none free:
+// a goroutine of its own) and waits for it until g.ctx ends or timeout
+// passes (0: the ctx alone bounds it), returning the call's error, or an
 // error matching ErrAbandoned and the cause (ctx.Err() or
-// context.DeadlineExceeded) when it stopped waiting. An abandoned f goes on;
-// when it returns, settle(sctx, err) runs on its goroutine (settle may be
-// nil), with sctx: ctx without its cancellation, marked as a settle's.
-// count, if not nil, counts the node's abandoned calls until they are
-// settled.
-func guard(ctx context.Context, workers *Pool, timeout time.Duration, rdb redis.Scripter, f func(ctx context.Context, rdb redis.Scripter) error,
-	settle func(ctx context.Context, err error), count *Guarded) error {
-	g := guards.Get().(*guarded)
+// context.DeadlineExceeded) when it stopped waiting. An abandoned call goes
+// on; when it returns, its settle runs on its goroutine, with a ctx: g.ctx
+// without its cancellation, marked as a settle's. g.count, if not nil,
+// counts the node's abandoned calls until they are settled.
+func guard(g *guarded, workers *Pool, timeout time.Duration) error {
+	ctx, count := g.ctx, g.count
 	g.state.Store(running)
-	task := func() {
-		err := f(ctx, rdb)
-		if g.state.CompareAndSwap(running, finished) {
-			g.done <- err
-			return
-		}
-		// The caller stopped waiting: this goroutine settles the call.
-		if settle != nil {
-			settle(Bounded(context.WithValue(context.WithoutCancel(ctx), settling{}, true)), err)
-		}
-		if count != nil {
-			count.settled()
-		}
-		guards.Put(g)
-	}
-	if workers == nil || !workers.TryGo(task) {
-		go task()
+	if workers == nil || !workers.tryRun(g) {
+		go g.run()
 	}
 	var timeoutC <-chan time.Time
 	if timeout > 0 {
@@ -227,7 +278,7 @@ func guard(ctx context.Context, workers *Pool, timeout time.Duration, rdb redis.
 	var cause error
 	select {
 	case err := <-g.done:
-		guards.Put(g)
+		g.put()
 		return err
 	case <-ctx.Done():
 		cause = ctx.Err()
@@ -238,12 +289,12 @@ func guard(ctx context.Context, workers *Pool, timeout time.Duration, rdb redis.
 		count.abandon() // before the call can be seen abandoned
 	}
 	if !g.state.CompareAndSwap(running, abandoned) {
-		// f returned meanwhile: its result stands.
+		// The call returned meanwhile: its result stands.
 		if count != nil {
 			count.settled()
 		}
 		err := <-g.done
-		guards.Put(g)
+		g.put()
 		return err
 	}
 	return &callError{cause: cause, kind: ErrAbandoned}
@@ -260,7 +311,9 @@ func Once(ctx context.Context, rdb any, f func(ctx context.Context) error) error
 	if honours(rdb) || ctx.Done() == nil {
 		return f(ctx)
 	}
-	return guard(ctx, nil, 0, nil, func(ctx context.Context, _ redis.Scripter) error { return f(ctx) }, nil, nil)
+	g := guards.Get().(*guarded)
+	g.ctx, g.f = ctx, func(ctx context.Context, _ redis.Scripter) error { return f(ctx) }
+	return guard(g, nil, 0)
 }
 
 // honours reports whether go-redis applies context deadlines to the

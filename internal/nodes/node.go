@@ -112,16 +112,41 @@ func New(index int, rdb redis.UniversalClient) *Node {
 // out is not sent.
 func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f func(ctx context.Context, rdb redis.Scripter) error,
 	settle func(ctx context.Context, err error)) error {
+	return n.call(ctx, timeout, pipeline, nil, f, settle)
+}
+
+// Op is a call of Node.Do: Run makes it on rdb, Settle settles it once an
+// abandoned Run has returned (Call's f and settle). A pointer to a value
+// the caller has anyway passes as an Op without an allocation.
+type Op interface {
+	Run(ctx context.Context, rdb redis.Scripter) error
+	Settle(ctx context.Context, err error)
+}
+
+// Do is Call with op's Run and Settle as f and settle.
+func (n *Node) Do(ctx context.Context, timeout time.Duration, pipeline bool, op Op) error {
+	return n.call(ctx, timeout, pipeline, op, nil, nil)
+}
+
+// call is Call and Do: op's methods, or f and settle.
+func (n *Node) call(ctx context.Context, timeout time.Duration, pipeline bool, op Op, f func(ctx context.Context, rdb redis.Scripter) error,
+	settle func(ctx context.Context, err error)) error {
 	if err := ctx.Err(); err != nil {
 		return &callError{cause: err, kind: errNotSent}
 	}
 	k := n.inflight.Add(1)
 	batch := pipeline && k > AutoPipelineAbove
 	rdb := n.scripter(batch)
+	run := func(ctx context.Context) error {
+		if op != nil {
+			return op.Run(ctx, rdb)
+		}
+		return f(ctx, rdb)
+	}
 	switch {
 	case n.Deadlines && !batch:
 		ctx, cancel := context.WithTimeout(ctx, timeout)
-		err := f(ctx, rdb)
+		err := run(ctx)
 		cancel()
 		n.inflight.Add(-1)
 		n.noteReached(err)
@@ -129,7 +154,7 @@ func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f
 	case ctx.Done() == nil && ctx.Value(bounded{}) == nil:
 		// A ctx that cannot end, not marked Bounded: go-redis' own
 		// timeouts bound the call, on the caller's goroutine.
-		err := f(ctx, rdb)
+		err := run(ctx)
 		n.inflight.Add(-1)
 		n.noteReached(err)
 		return err
@@ -140,12 +165,9 @@ func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f
 			return err
 		}
 	}
-	err := guard(ctx, n.workers, timeout, rdb, func(ctx context.Context, rdb redis.Scripter) error {
-		err := f(ctx, rdb)
-		n.inflight.Add(-1)
-		n.noteReached(err)
-		return err
-	}, settle, &n.Guarded)
+	g := guards.Get().(*guarded)
+	g.ctx, g.rdb, g.op, g.f, g.settle, g.n, g.count = ctx, rdb, op, f, settle, n, &n.Guarded
+	err := guard(g, n.workers, timeout)
 	if IsAbandoned(err) {
 		n.noteReached(err) // a timeout: the node did not answer in time
 	}

@@ -16,7 +16,7 @@ const workerIdle = time.Second
 // other tasks of the same pool.
 type Pool struct {
 	max  int
-	work chan func() // to an idle worker
+	work chan task // to an idle worker
 	stop chan struct{}
 
 	mu      sync.Mutex
@@ -28,15 +28,28 @@ type Pool struct {
 
 // NewPool returns a pool of at most max workers.
 func NewPool(max int) *Pool {
-	return &Pool{max: max, work: make(chan func()), stop: make(chan struct{})}
+	return &Pool{max: max, work: make(chan task), stop: make(chan struct{})}
 }
+
+// task is work for a worker: a func (funcTask), or a guarded call, which
+// runs without a closure of its own.
+type task interface{ run() }
+
+// funcTask is a func as a task (a func value is stored in an interface as
+// it is, without an allocation).
+type funcTask func()
+
+func (f funcTask) run() { f() }
 
 // TryGo runs f on a worker and reports whether it did: an idle worker, or a
 // new one while there are fewer than max. After Close it runs f on the
 // caller's goroutine (and reports true); after Stop it refuses f.
-func (p *Pool) TryGo(f func()) bool {
+func (p *Pool) TryGo(f func()) bool { return p.tryRun(funcTask(f)) }
+
+// tryRun is TryGo for any task.
+func (p *Pool) tryRun(t task) bool {
 	select {
-	case p.work <- f:
+	case p.work <- t:
 		return true
 	default:
 	}
@@ -44,7 +57,7 @@ func (p *Pool) TryGo(f func()) bool {
 	switch {
 	case p.closed:
 		p.mu.Unlock()
-		f()
+		t.run()
 		return true
 	case p.stopped || p.workers >= p.max:
 		p.mu.Unlock()
@@ -53,13 +66,13 @@ func (p *Pool) TryGo(f func()) bool {
 	p.workers++
 	p.wg.Add(1)
 	p.mu.Unlock()
-	go p.worker(f)
+	go p.worker(t)
 	return true
 }
 
-// worker runs f, then whatever work comes, until it has been idle for
+// worker runs t, then whatever work comes, until it has been idle for
 // workerIdle or the pool is closed.
-func (p *Pool) worker(f func()) {
+func (p *Pool) worker(t task) {
 	defer func() {
 		p.mu.Lock()
 		p.workers--
@@ -69,10 +82,11 @@ func (p *Pool) worker(f func()) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		f()
+		t.run()
+		t = nil // not kept while idle
 		idle.Reset(workerIdle)
 		select {
-		case f = <-p.work:
+		case t = <-p.work:
 		case <-idle.C:
 			return
 		case <-p.stop:

@@ -68,6 +68,9 @@ type Config struct {
 	// Args are command-line config after the defaults (e.g. "--appendonly",
 	// "yes"); a later argument wins over a default.
 	Args []string
+	// Env is added to the environment the server inherits ("K=V"), for
+	// example an LD_PRELOAD that fakes its clock (redistest.StartClock).
+	Env []string
 }
 
 // Server is one redis-server process on a loopback port. Its methods are
@@ -189,6 +192,9 @@ func (s *Server) start(port, bus int) error {
 	defer out.Close() // the child has its own descriptor
 	cmd := exec.Command(s.cfg.Bin, s.args(port, bus)...)
 	cmd.Dir = s.cfg.Dir
+	if len(s.cfg.Env) > 0 {
+		cmd.Env = append(os.Environ(), s.cfg.Env...)
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,176 @@
+package redislock_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// clockQuorum is three real servers under libfaketime.
+type clockQuorum struct {
+	srvs []*redistest.ClockServer
+	rdbs []redis.UniversalClient
+}
+
+func startClockQuorum(t *testing.T) *clockQuorum {
+	t.Helper()
+	q := &clockQuorum{}
+	for range 3 {
+		s := redistest.StartClock(t)
+		q.srvs = append(q.srvs, s)
+		q.rdbs = append(q.rdbs, s.Client(func(o *redis.Options) { o.MaxRetries = -1 }))
+	}
+	return q
+}
+
+func (q *clockQuorum) client(t *testing.T, opts ...redislock.ClientOption) *redislock.Client {
+	t.Helper()
+	c, err := redislock.NewQuorum(q.rdbs, append([]redislock.ClientOption{slackNodeTimeout}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// One node's clock jumping forward expires the lock there only: the
+// majority still holds it, a contender is refused and the holder refreshes.
+// Two nodes' clocks jumping (a majority) hand the lock to the contender
+// while the holder's validity lasts (the documented limit), with a higher
+// fence; the holder's next Refresh reports the loss.
+func TestClockQuorumServerStepForward(t *testing.T) {
+	t.Parallel()
+	q := startClockQuorum(t)
+	ctx := ctxT(t, 30*time.Second)
+	a, b := q.client(t), q.client(t)
+	la := mustObtain(t, ctx, a, "qf", 10*time.Second)
+
+	q.srvs[0].Step(time.Hour)
+	if _, err := b.Obtain(ctx, "qf", 10*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("one node's clock ahead: contender got %v, want ErrNotObtained", err)
+	}
+	if err := la.Refresh(ctx, 10*time.Second); err != nil {
+		t.Fatalf("one node's clock ahead: holder's refresh: %v", err)
+	}
+
+	q.srvs[1].Step(time.Hour)
+	// The refused attempt's grant on node 0 may still be being released in
+	// the background (it answered after the refusal was certain).
+	eventually(t, 10*time.Second, "node 0 free", func() bool { return !held(ctx, q.rdbs[0], redislock.LockKey("qf")) })
+	lb := mustObtain(t, ctx, b, "qf", 10*time.Second)
+	if !time.Now().Before(la.ValidUntil()) {
+		t.Skip("the machine took 10 s: the first grant's validity ended anyway")
+	}
+	if lb.Fence() <= la.Fence() {
+		t.Fatalf("fence %d after %d", lb.Fence(), la.Fence())
+	}
+	if err := la.Refresh(ctx, 10*time.Second); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("stale holder's refresh: %v, want ErrNotHeld", err)
+	}
+}
+
+// Clocks stepped back on every node keep the lock longer than asked, never
+// shorter: the contender is refused, the holder refreshes, and after the
+// release the next fence is higher.
+func TestClockQuorumServerStepBack(t *testing.T) {
+	t.Parallel()
+	q := startClockQuorum(t)
+	ctx := ctxT(t, 30*time.Second)
+	a, b := q.client(t), q.client(t)
+	la := mustObtain(t, ctx, a, "qb", 2*time.Second)
+	for _, s := range q.srvs {
+		s.Step(-time.Hour)
+	}
+	if _, err := b.Obtain(ctx, "qb", time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("contender: %v, want ErrNotObtained", err)
+	}
+	if err := la.Refresh(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := mustObtain(t, ctx, b, "qb", time.Second)
+	if lb.Fence() <= la.Fence() {
+		t.Fatalf("fence %d after %d", lb.Fence(), la.Fence())
+	}
+}
+
+// fixedClock is a client wall clock a test sets.
+type fixedClock struct{ us atomic.Int64 }
+
+func (c *fixedClock) set(us int64)   { c.us.Store(us) }
+func (c *fixedClock) now() time.Time { return time.UnixMicro(c.us.Load()) }
+func (c *fixedClock) option() redislock.ClientOption {
+	return redislock.WithWallClock(c.now)
+}
+
+// Clients whose clocks disagree: while the nodes remember the key (a grant
+// or its released record), a client an hour behind still gets a higher
+// fence (the nodes answer the last fence, the client proposes above it).
+// Once no node remembers the key, a proposal is the client's clock in µs:
+// the fence increases exactly when that clock reads later than the key's
+// last fence (the README's limit), here shown on both sides of it.
+func TestClockQuorumClientSkew(t *testing.T) {
+	t.Parallel()
+	q := startClockQuorum(t)
+	ctx := ctxT(t, 30*time.Second)
+	const ttl = 200 * time.Millisecond
+	opt := redislock.WithReleaseTimeout(ttl) // the released record lives 200 ms
+	t0 := time.Now().UnixMicro()
+	var ca, cb, cc, cd fixedClock
+	ca.set(t0)
+	cb.set(t0 - time.Hour.Microseconds())
+	a, b := q.client(t, ca.option(), opt), q.client(t, cb.option(), opt)
+
+	la := mustObtain(t, ctx, a, "skew", ttl)
+	if la.Fence() != t0 {
+		t.Fatalf("fence %d, want the proposer's clock %d", la.Fence(), t0)
+	}
+	_ = la.Release(ctx)
+	lb := mustObtain(t, ctx, b, "skew", ttl) // an hour behind, the record remembers
+	if lb.Fence() <= la.Fence() {
+		t.Fatalf("clock an hour behind, record alive: fence %d after %d", lb.Fence(), la.Fence())
+	}
+	_ = lb.Release(ctx)
+	key := redislock.LockKey("skew")
+	eventually(t, 10*time.Second, "released records expired", func() bool {
+		for _, rdb := range q.rdbs {
+			if rdb.Exists(ctx, key).Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// No node remembers the key. A clock that reads the last fence exactly
+	// proposes it again: the same fence, not a higher one.
+	cc.set(lb.Fence())
+	c := q.client(t, cc.option(), opt)
+	lc := mustObtain(t, ctx, c, "skew", ttl)
+	if lc.Fence() != lb.Fence() {
+		t.Fatalf("clock at the last fence: fence %d, want the same %d", lc.Fence(), lb.Fence())
+	}
+	_ = lc.Release(ctx)
+	eventually(t, 10*time.Second, "released records expired", func() bool {
+		for _, rdb := range q.rdbs {
+			if rdb.Exists(ctx, key).Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// One µs later, and the fence is above it.
+	cd.set(lc.Fence() + 1)
+	d := q.client(t, cd.option(), opt)
+	ld := mustObtain(t, ctx, d, "skew", ttl)
+	if ld.Fence() <= lc.Fence() {
+		t.Fatalf("clock 1µs past the last fence: fence %d after %d", ld.Fence(), lc.Fence())
+	}
+	_ = ld.Release(ctx)
+}
