@@ -134,8 +134,22 @@ func TestFairWaiterLeaves(t *testing.T) {
 			t.Fatal(err)
 		}
 		deadline := now.Add(time.Second)
-		b.rdb.ZAdd(context.Background(), "redislock:{"+key+"}:queue", redis.Z{Score: 1, Member: "dead"})
-		b.rdb.ZAdd(context.Background(), "redislock:{"+key+"}:qexp", redis.Z{Score: float64(deadline.UnixMilli()), Member: "dead"})
+		// As a waiter's own attempts leave them, the queue keys outlive the
+		// entry: else they expire with the live waiter's queue TTL (300 ms)
+		// and take the dead entry with them when that waiter is late.
+		for _, k := range []string{"queue", "qexp"} {
+			qk := redislock.LockKey(key) + ":" + k
+			score := 1.0
+			if k == "qexp" {
+				score = float64(deadline.UnixMilli())
+			}
+			if err := b.rdb.ZAdd(context.Background(), qk, redis.Z{Score: score, Member: "dead"}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.rdb.PExpireAt(context.Background(), qk, deadline).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := holder.Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}
