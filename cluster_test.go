@@ -42,6 +42,7 @@ func testCluster(t *testing.T) {
 		{"MigrationWindow", clusterMigrationWindow},
 		{"WaiterAcrossMigration", clusterWaiterAcrossMigration},
 		{"ManualFailover", clusterManualFailover},
+		{"ReplicasManualFailover", clusterReplicasManualFailover},
 		{"TakeoverWithoutGrant", clusterTakeoverWithoutGrant},
 		{"KilledMasterFollowed", clusterKilledMasterFollowed},
 	} {
