@@ -39,7 +39,7 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 		var cl cleanups
 		c := newClient(t, srv.Client(nil), redislock.WithObserver(&cl))
 		ctx := ctxT(t, 10*time.Second)
-		warm, err := c.Obtain(ctx, "warm", time.Second) // loads the scripts
+		warm, err := c.Obtain(ctx, "warm", time.Minute) // loads the scripts; a TTL no load outlasts
 		if err != nil {
 			t.Fatal(err)
 		}

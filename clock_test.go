@@ -28,6 +28,14 @@ func mustObtain(t *testing.T, ctx context.Context, c *redislock.Client, key stri
 	return l
 }
 
+// mustRelease releases l.
+func mustRelease(t *testing.T, ctx context.Context, l *redislock.Lock) {
+	t.Helper()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A server clock stepped back while a lock is held keeps the lock longer
 // than asked (never shorter): the holder refreshes, others are refused,
 // and the next grant's fence is higher.

@@ -200,3 +200,33 @@ func clusterReplicasAcrossMigration(t *testing.T, rc realCluster) {
 		}
 	}
 }
+
+// WithReplicas across a coordinated manual failover (CLUSTER FAILOVER on
+// the replica): the old master turns into the new one's replica as part
+// of the failover and resyncs from it at once, so renewals are
+// acknowledged again within a short lease and Run keeps the lock; the old
+// master, now the replica, has the renewed grant.
+func clusterReplicasManualFailover(t *testing.T, rc realCluster) {
+	ctx := ctxT(t, 30*time.Second)
+	c := newClient(t, rc.rdb, redislock.WithReplicas(1, time.Second))
+	key := t.Name()
+	const ttl = 1500 * time.Millisecond
+	err := c.Run(ctx, key, ttl, func(ctx context.Context, l *redislock.Lock) error {
+		old := rc.masterOf(t, key)
+		replica := rc.replicaOf(t, old)
+		if err := rc.Failover(ctx, replica, redisproc.FailoverCoordinated); err != nil {
+			t.Fatal(err)
+		}
+		if m := rc.masterOf(t, key); m != replica {
+			t.Fatalf("after the failover the slot is on %s, want %s", m.Addr(), replica.Addr())
+		}
+		renewedAfter(t, l, validityFrom(time.Now(), ttl), 5*time.Second)
+		if !replicaHolds(t, old, key, l.Token()) {
+			t.Fatal("a renewal acknowledged before the old master, now a replica, had the grant")
+		}
+		return context.Cause(ctx)
+	})
+	if err != nil {
+		t.Fatalf("Run with WithReplicas across a manual failover = %v, want the lock kept", err)
+	}
+}

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease/leasetest"
@@ -44,6 +42,7 @@ func testCluster(t *testing.T) {
 		{"MigrationWindow", clusterMigrationWindow},
 		{"WaiterAcrossMigration", clusterWaiterAcrossMigration},
 		{"ManualFailover", clusterManualFailover},
+		{"ReplicasManualFailover", clusterReplicasManualFailover},
 		{"TakeoverWithoutGrant", clusterTakeoverWithoutGrant},
 		{"KilledMasterFollowed", clusterKilledMasterFollowed},
 	} {
@@ -192,55 +191,11 @@ func clusterNotified(t *testing.T, rc realCluster) {
 // queue lives in the lock's slot.
 func clusterFair(t *testing.T, rc realCluster) {
 	for _, key := range rc.keysOnMasters(t, t.Name(), 2) {
-		const waiters = 4
-		opts := []redislock.ClientOption{redislock.WithFair(true)}
-		holder, err := newClient(t, rc.rdb, opts...).Obtain(ctxT(t, 10*time.Second), key, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := ctxT(t, 30*time.Second)
-		var mu sync.Mutex
-		var order []int
-		var wg sync.WaitGroup
-		errs := make(chan error, waiters)
-		for i := range waiters {
-			c := newClient(t, rc.rdb, opts...)
-			wg.Go(func() {
-				l, err := c.Obtain(ctx, key, 10*time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				errs <- l.Release(ctx)
-			})
-			eventually(t, 5*time.Second, "waiter queued", func() bool { return clusterQueueLen(t, rc.rdb, key) == int64(i+1) })
-		}
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		order := fairOrder(t, rc.rdb, key, 4, redislock.WithFair(true))
 		if !slices.Equal(order, []int{0, 1, 2, 3}) {
 			t.Fatalf("%s: granted in order %v, want arrival order", key, order)
 		}
 	}
-}
-
-func clusterQueueLen(t *testing.T, rdb redis.UniversalClient, key string) int64 {
-	t.Helper()
-	n, err := rdb.ZCard(context.Background(), redislock.LockKey(key)+":queue").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // Fences increase across clients on every master, and FencedSet on the

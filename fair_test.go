@@ -13,9 +13,9 @@ import (
 	"github.com/redislock-go/redislock"
 )
 
-func queueLen(t *testing.T, rdb *redis.Client, key string) int64 {
+func queueLen(t *testing.T, rdb redis.UniversalClient, key string) int64 {
 	t.Helper()
-	n, err := rdb.ZCard(context.Background(), "redislock:{"+key+"}:queue").Result()
+	n, err := rdb.ZCard(context.Background(), redislock.LockKey(key)+":queue").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,41 +33,7 @@ func TestFairOrder(t *testing.T) {
 				const waiters = 8
 				key := t.Name()
 				opts := []redislock.ClientOption{redislock.WithFair(true), redislock.WithNotify(notify)}
-				holder, err := newClient(t, b.rdb, opts...).Obtain(ctxT(t, 10*time.Second), key, 10*time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx := ctxT(t, 30*time.Second)
-				var mu sync.Mutex
-				var order []int
-				var wg sync.WaitGroup
-				errs := make(chan error, waiters)
-				for i := range waiters {
-					c := newClient(t, b.rdb, opts...)
-					wg.Go(func() {
-						l, err := c.Obtain(ctx, key, 10*time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
-						if err != nil {
-							errs <- err
-							return
-						}
-						mu.Lock()
-						order = append(order, i)
-						mu.Unlock()
-						errs <- l.Release(ctx)
-					})
-					// The next one arrives after this one is queued.
-					eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, b.rdb, key) == int64(i+1) })
-				}
-				if err := holder.Release(ctx); err != nil {
-					t.Fatal(err)
-				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					if err != nil {
-						t.Fatal(err)
-					}
-				}
+				order := fairOrder(t, b.rdb, key, waiters, opts...)
 				want := make([]int, waiters)
 				for i := range want {
 					want[i] = i
@@ -81,6 +47,50 @@ func TestFairOrder(t *testing.T) {
 			})
 		}
 	})
+}
+
+// fairOrder holds key, lets waiters waiters arrive one after another, each
+// on its own Client made with opts (as separate processes would) and
+// queued before the next comes, releases the lock and returns the order
+// in which the waiters were granted it.
+func fairOrder(t *testing.T, rdb redis.UniversalClient, key string, waiters int, opts ...redislock.ClientOption) []int {
+	t.Helper()
+	holder, err := newClient(t, rdb, opts...).Obtain(ctxT(t, 10*time.Second), key, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		c := newClient(t, rdb, opts...)
+		wg.Go(func() {
+			l, err := c.Obtain(ctx, key, 10*time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			errs <- l.Release(ctx)
+		})
+		// The next one arrives after this one is queued.
+		eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, rdb, key) == int64(i+1) })
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return order
 }
 
 // TestFairWaiterLeaves: a waiter whose ctx ends leaves the queue at once;
@@ -124,8 +134,22 @@ func TestFairWaiterLeaves(t *testing.T) {
 			t.Fatal(err)
 		}
 		deadline := now.Add(time.Second)
-		b.rdb.ZAdd(context.Background(), "redislock:{"+key+"}:queue", redis.Z{Score: 1, Member: "dead"})
-		b.rdb.ZAdd(context.Background(), "redislock:{"+key+"}:qexp", redis.Z{Score: float64(deadline.UnixMilli()), Member: "dead"})
+		// As a waiter's own attempts leave them, the queue keys outlive the
+		// entry: else they expire with the live waiter's queue TTL (300 ms)
+		// and take the dead entry with them when that waiter is late.
+		for _, k := range []string{"queue", "qexp"} {
+			qk := redislock.LockKey(key) + ":" + k
+			score := 1.0
+			if k == "qexp" {
+				score = float64(deadline.UnixMilli())
+			}
+			if err := b.rdb.ZAdd(context.Background(), qk, redis.Z{Score: score, Member: "dead"}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.rdb.PExpireAt(context.Background(), qk, deadline).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := holder.Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -84,13 +84,7 @@ func held(ctx context.Context, rdb redis.Cmdable, lockKey string) bool {
 // that no event announces (a server's subscription count, a key).
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not reached within %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	redistest.Eventually(t, d, what, cond)
 }
 
 // scriptCalls counts the scripts a server ran (a real server's

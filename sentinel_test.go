@@ -26,6 +26,7 @@ func testSentinel(t *testing.T) {
 		{"ReplicasAcked", sentinelReplicasAcked},
 		{"ReplicasUnacked", sentinelReplicasUnacked},
 		{"ReplicasFailover", sentinelReplicasFailover},
+		{"ReplicasFailoverShortLease", sentinelReplicasFailoverShortLease},
 		{"FailoverKeepsLock", sentinelFailoverKeepsLock},
 		{"FailoverLosesUnreplicatedGrant", sentinelFailoverLosesGrant}, // last: kills the primary
 	} {
@@ -341,5 +342,32 @@ func sentinelReplicasFailover(t *testing.T, s *redistest.Sentinel) {
 	})
 	if err != nil {
 		t.Fatalf("Run across a Sentinel failover = %v, want the lock kept", err)
+	}
+}
+
+// SENTINEL FAILOVER while Run holds a lock with WithReplicas whose lease
+// is shorter than the time the promoted master has no replica (the
+// sentinels turn the old primary into its replica only after 4 of their
+// publish periods, 1 s each here and 2 s by default, then it resyncs):
+// no renewal can be acknowledged, and the lock is reported lost before
+// its ValidUntil, Run's error matching ErrLockLost and ErrNotReplicated,
+// as docs/redis-deployments.md says.
+func sentinelReplicasFailoverShortLease(t *testing.T, s *redistest.Sentinel) {
+	tctx := ctxT(t, 60*time.Second)
+	c := newClient(t, s.Client(nil), redislock.WithReplicas(1, time.Second))
+	err := c.Run(tctx, t.Name(), 1500*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
+		loss := watchLoss(ctx, l)
+		until := l.ValidUntil() // the last acknowledged renewal may come before the promotion
+		if _, err := s.Failover(tctx); err != nil {
+			t.Fatal(err)
+		}
+		loss.before(t, until, redislock.ErrLeaseExpired)
+		if !errors.Is(context.Cause(ctx), redislock.ErrNotReplicated) {
+			t.Errorf("cause of the loss = %v, want ErrNotReplicated", context.Cause(ctx))
+		}
+		return nil
+	})
+	if !errors.Is(err, redislock.ErrLockLost) || !errors.Is(err, redislock.ErrNotReplicated) {
+		t.Fatalf("Run across a failover with a short lease = %v, want ErrLockLost with ErrNotReplicated", err)
 	}
 }

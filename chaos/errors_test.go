@@ -115,15 +115,11 @@ func TestErrorMisconf(t *testing.T) {
 	if _, err := s.Do("BGSAVE"); err != nil {
 		t.Fatal(err)
 	}
-	ok := false
-	for i := 0; i < 100 && !ok; i++ {
+	redistest.Eventually(t, 10*time.Second, "BGSAVE failed", func() bool {
 		v, _ := s.Do("INFO", "persistence")
-		ok = strings.Contains(v.(string), "rdb_last_bgsave_status:err")
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !ok {
-		t.Fatal("BGSAVE did not fail")
-	}
+		str, _ := v.(string)
+		return strings.Contains(str, "rdb_last_bgsave_status:err")
+	})
 	assertServerError(t, directClient(t, s, -1), "misconf", "MISCONF")
 }
 

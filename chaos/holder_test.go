@@ -1,13 +1,9 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,20 +13,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/proctest"
 )
 
-// holderEnv makes the re-executed test binary act as a lock holder:
-// "lockAddr|registerAddr|key|register|ttlMillis".
-const holderEnv = "CHAOS_HOLDER"
+// holderRole makes the re-executed test binary act as a lock holder; its
+// spec is "lockAddr|registerAddr|key|register|ttlMillis".
+const holderRole = "chaos-holder"
 
 // TestHolderProcess is the holder side of TestClaimPausedHolder: it runs only
-// in the re-executed binary. It obtains the lock, reports the grant with
-// times on CLOCK_MONOTONIC (shared with the parent), then on each command
-// line from stdin ("WRITE", "RELEASE") does that step and reports it.
+// as a child process. It obtains the lock, reports the grant with times on
+// CLOCK_MONOTONIC (shared with the parent), then on each command line from
+// the parent ("WRITE", "RELEASE") does that step and reports it.
 func TestHolderProcess(t *testing.T) {
-	spec := os.Getenv(holderEnv)
-	if spec == "" {
-		t.Skip("only runs as the re-executed holder process")
+	spec, ok := proctest.Child(holderRole)
+	if !ok {
+		t.Skip("only runs as a child process of TestClaimPausedHolder")
 	}
 	f := strings.Split(spec, "|")
 	ttlMs, _ := strconv.Atoi(f[4])
@@ -45,16 +42,15 @@ func TestHolderProcess(t *testing.T) {
 	l, err := c.Obtain(ctx, f[2], time.Duration(ttlMs)*time.Millisecond)
 	ret := MonoNow()
 	if err != nil {
-		fmt.Printf("HOLDER GRANT %d %d err %q\n", call, ret, err.Error())
+		proctest.Emit("GRANT %d %d err %q", call, ret, err.Error())
 		return
 	}
 	vu := MonoNow() + int64(time.Until(l.ValidUntil()))
-	fmt.Printf("HOLDER GRANT %d %d ok %s %d %d\n", call, ret, l.Token(), l.Fence(), vu)
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
+	proctest.Emit("GRANT %d %d ok %s %d %d", call, ret, l.Token(), l.Fence(), vu)
+	for cmd := range proctest.Commands() {
 		var err error
 		call := MonoNow()
-		switch in.Text() {
+		switch cmd {
 		case "WRITE":
 			err = RedisRegister{RDB: regRDB, Key: f[3]}.Set(ctx, "1|holder", l.Fence())
 		case "RELEASE":
@@ -66,76 +62,25 @@ func TestHolderProcess(t *testing.T) {
 		if err != nil {
 			msg = err.Error()
 		}
-		fmt.Printf("HOLDER %s %d %d %q\n", in.Text(), call, MonoNow(), msg)
+		proctest.Emit("%s %d %d %q", cmd, call, MonoNow(), msg)
 	}
 }
 
 // holderProc is the parent's handle on a holder process.
-type holderProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
+type holderProc struct{ *proctest.Proc }
+
+func startHolder(t *testing.T, spec string) holderProc {
+	return holderProc{proctest.Start(t, "TestHolderProcess", holderRole, spec)}
 }
 
-func startHolder(t *testing.T, spec string) *holderProc {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHolderProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), holderEnv+"="+spec)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &holderProc{cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "HOLDER ") {
-				p.lines <- strings.TrimPrefix(sc.Text(), "HOLDER ")
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	return p
-}
-
-func (p *holderProc) next(t *testing.T) []string {
+func (p holderProc) next(t *testing.T) []string {
 	t.Helper()
-	select {
-	case l, ok := <-p.lines:
-		if !ok {
-			t.Fatal("holder process exited early")
-		}
-		return strings.Fields(l)
-	case <-time.After(60 * time.Second): // a -race build starting on a loaded machine
-		t.Fatal("holder process did not answer")
-	}
-	return nil
+	return strings.Fields(p.Next(t))
 }
 
-func (p *holderProc) step(t *testing.T, h *History, cmd string, kind Kind, op Op) Op {
+func (p holderProc) step(t *testing.T, h *History, cmd string, kind Kind, op Op) Op {
 	t.Helper()
-	if _, err := io.WriteString(p.stdin, cmd+"\n"); err != nil {
-		t.Fatal(err)
-	}
+	p.Send(t, cmd)
 	f := p.next(t)
 	call, _ := strconv.ParseInt(f[1], 10, 64)
 	ret, _ := strconv.ParseInt(f[2], 10, 64)
@@ -177,9 +122,7 @@ func TestClaimPausedHolder(t *testing.T) {
 		Outcome: OK, Token: g[4], Fence: fence, ValidUntil: h.FromMono(vu)})
 
 	fstart := h.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	p.Signal(t, syscall.SIGSTOP)
 	c := singleClient(t, n)
 	b := obtainRetry(t, h, c, 2, key, lease)
 	if b == nil {
@@ -189,7 +132,7 @@ func TestClaimPausedHolder(t *testing.T) {
 		t.Errorf("second grant valid until %s, before the first's %s", ms(got), ms(a.ValidUntil))
 	}
 	writeRec(t, h, reg, 2, b, "1|second")
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	p.Signal(t, syscall.SIGCONT)
 	h.AddFault(FaultRecord{Name: "sigstop holder process", Start: fstart, End: h.Now()})
 	summary.faults.Add(1)
 

@@ -34,16 +34,7 @@ type memEnv struct {
 // goroutine under test waits on it. Ten seconds without is a failure.
 func (env memEnv) waitTimers(n int) {
 	env.t.Helper()
-	done := make(chan struct{})
-	go func() {
-		env.clock.WaitTimers(n)
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		env.t.Fatalf("%d timers pending on the fake clock, want %d: a goroutine under test is stuck or gone", env.clock.Timers(), n)
-	}
+	env.clock.AwaitTimers(env.t, n, 10*time.Second)
 }
 
 func newMemEnv(t *testing.T) memEnv {

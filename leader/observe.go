@@ -7,7 +7,10 @@ import (
 
 // Observe returns a channel of the election's leadership changes: who leads
 // when Observe starts, then every new term, and a zero Info (Term 0) when
-// nobody leads. Terms on the channel never decrease. The channel is closed
+// nobody leads. The leaders' terms on the channel never decrease; a
+// vacancy may come between any two of them (a poll that falls between one
+// term's end and the next one's start sees nobody leading), so compare
+// terms of non-zero values only. The channel is closed
 // when ctx ends, by the goroutine that feeds it; cancel ctx to stop it.
 //
 // It asks the backend every observe interval (WithObserveInterval) and at

@@ -310,6 +310,12 @@ func TestObserveRedis(t *testing.T) {
 		}
 		for {
 			v := recv(t, ctx, seen, "the new leader")
+			if v == (leader.Info{}) {
+				// A vacancy between the resignation and the next win, when
+				// a poll falls in that gap (a loaded machine makes it wide):
+				// legitimate, and no going back.
+				continue
+			}
 			if v.Term < last {
 				t.Fatalf("Observe went back from term %d to %+v", last, v)
 			}

@@ -89,4 +89,8 @@
 //   - Acquire waits until its ctx ends: give it a deadline.
 //   - Sharded pub/sub (SPUBLISH) is not used: on Cluster a release's
 //     PUBLISH reaches every node.
+//   - The scripts compute a slot's fence with Lua numbers (doubles), exact
+//     up to 2^53. The semaphore mints its fences from the server clock in
+//     µs (about 1.8 × 10^15 now) and writes its counters only itself, so
+//     they stay exact; a counter set from outside above 2^53 would not be.
 package semaphore

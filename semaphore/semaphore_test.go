@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -195,40 +196,59 @@ func TestDeadHolderFreesSlot(t *testing.T) {
 	}
 }
 
-// countingLock counts the renewals lease.Hold makes.
+// countingLock reports each renewal lease.Hold makes, with the validity
+// it confirmed (read before Hold can start the next one). A renewal the
+// test no longer reads is dropped, never blocks Hold.
 type countingLock struct {
 	lease.Lock
-	refreshes chan struct{}
+	refreshes chan time.Time
 }
 
 func (c *countingLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	err := c.Lock.Refresh(ctx, ttl)
 	if err == nil {
-		c.refreshes <- struct{}{}
+		select {
+		case c.refreshes <- c.Lock.ValidUntil():
+		default:
+		}
 	}
 	return err
 }
 
-// lease.Hold keeps a permit past many of its TTLs.
+// lease.Hold keeps a permit renewed: each renewal is a Refresh the server
+// confirms, moving the permit's validity on. The TTL is long and the
+// interval short, so a stall of the loaded machine cannot end the lease
+// between renewals (Hold's timing against the TTL is tested on a fake
+// clock in lease); waitBound only bounds a hang.
 func TestHoldRenews(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "hold", 1)
 	ctx := context.Background()
-	p := try(t, s, 150*time.Millisecond)
-	c := &countingLock{Lock: p, refreshes: make(chan struct{}, 100)}
-	h, err := lease.Hold(ctx, c, 150*time.Millisecond)
+	const ttl = time.Minute
+	p := try(t, s, ttl)
+	c := &countingLock{Lock: p, refreshes: make(chan time.Time, 6)}
+	h, err := lease.Hold(ctx, c, ttl, lease.WithRefreshInterval(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 6 { // two TTLs' worth
+	until := p.ValidUntil()
+	for i := range 6 {
+		var next time.Time
 		select {
-		case <-c.refreshes:
+		case next = <-c.refreshes:
 		case <-h.Done():
 			t.Fatalf("lost: %v", h.Err())
 		case <-time.After(waitBound):
 			t.Fatal("no renewal")
 		}
+		if !next.After(until) {
+			t.Fatalf("renewal %d: valid until %v, not after %v", i, next, until)
+		}
+		until = next
+	}
+	if d, err := p.TTL(ctx); err != nil || d <= 0 || d > ttl {
+		t.Fatalf("TTL on the server after the renewals: %v, %v", d, err)
 	}
 	if _, err := s.TryAcquire(ctx, time.Second); !errors.Is(err, lease.ErrNotObtained) {
 		t.Errorf("TryAcquire while held: %v", err)
@@ -468,9 +488,12 @@ func TestExpiredPermitCannotRefresh(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "expired", 2)
 	ctx := context.Background()
-	p := try(t, s, 100*time.Millisecond)
-	other := try(t, s, time.Minute)    // keeps the keys alive: only the scripts judge p
-	time.Sleep(150 * time.Millisecond) // the lease runs out: the behaviour under test
+	// p's lease is long, then ended on the server (its end in the holders
+	// set moved into the past): a short TTL would race the grant's own
+	// confirmation on a loaded machine, and a sleep would race the clock.
+	p := try(t, s, time.Minute)
+	other := try(t, s, time.Minute) // keeps the keys alive: only the scripts judge p
+	endLease(t, srv, s, p)
 	if err := p.Refresh(ctx, time.Minute); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("Refresh after the lease ended: %v, want ErrNotHeld", err)
 	}
@@ -480,6 +503,36 @@ func TestExpiredPermitCannotRefresh(t *testing.T) {
 	if info, _ := s.Inspect(ctx); len(info.Holders) != 1 || info.Holders[0].Fence != other.Fence() {
 		t.Errorf("Inspect lists %+v after the lease ended, want only the live permit", info.Holders)
 	}
+}
+
+// endLease moves the end of p's lease (its score in the holders set, in
+// server ms) to the epoch, as if its TTL had run out; the scripts judge it
+// against the server's TIME as they judge any lease.
+func endLease(t *testing.T, srv *redistest.Server, s *semaphore.Semaphore, p *semaphore.Permit) {
+	t.Helper()
+	keys := semaphore.Keys(s)
+	r, err := srv.Do("HGETALL", keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, _ := r.([]any)
+	if m, ok := r.(map[any]any); ok {
+		for k, v := range m {
+			fields = append(fields, k, v)
+		}
+	}
+	for i := 0; i+1 < len(fields); i += 2 {
+		f, _ := fields[i].(string)
+		v, _ := fields[i+1].(string)
+		// "t<token>" -> "<slot>:<fence>:<acquired ms>:<holder>"
+		if parts := strings.SplitN(v, ":", 3); strings.HasPrefix(f, "t") && len(parts) == 3 && parts[1] == strconv.FormatInt(p.Fence(), 10) {
+			if n, err := srv.Do("ZADD", keys[1], "XX", "CH", "1", f[1:]); err != nil || n != int64(1) {
+				t.Fatalf("ZADD: %v, %v", n, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no holder with fence %d in %v", p.Fence(), fields)
 }
 
 // A permit taken away behind its holder's back (an operator's DEL) is

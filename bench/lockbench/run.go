@@ -428,7 +428,10 @@ func Main(prog string, args []string, libs []Library, stdout, stderr io.Writer) 
 }
 
 // Problems lists results that show a broken run rather than a slow one:
-// missing samples, no progress, errors, lost locks.
+// missing samples, no progress, errors, locks found gone. A lease that ran
+// out before its renewal got through is what a stalled machine does to a
+// short TTL, so renew leases that expired are a problem only when half
+// the held locks or more did: renewal that does not work at all.
 func Problems(rep *Report) []string {
 	var out []string
 	for _, r := range rep.Results {
@@ -450,6 +453,9 @@ func Problems(rep *Report) []string {
 			if s, ok := r.Metrics[m]; ok && s.Max > 0 {
 				out = append(out, fmt.Sprintf("%s: %s = %v", id, m, s.Max))
 			}
+		}
+		if s, ok := r.Metrics[MLostExpired]; ok && s.Max > 0 && 2*s.Max >= float64(r.Workers) {
+			out = append(out, fmt.Sprintf("%s: %s = %v of %d", id, MLostExpired, s.Max, r.Workers))
 		}
 	}
 	return out

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redislock-go/redislock/lease"
 )
 
 // Metric names used in Result.Metrics.
@@ -37,7 +39,8 @@ const (
 	MRenewSent      = "renew_sent_per_sec"
 	MGoroutines     = "goroutines_per_lock" // extra goroutines per held lock, beyond the caller's
 	MHeapPerLock    = "heap_bytes_per_lock"
-	MLost           = "lost"                // renew: holds that ended before the run did
+	MLost           = "lost"                // renew: holds that ended before the run did, found gone or failed
+	MLostExpired    = "lost_expired"        // renew: holds whose lease ran out before a renewal got through (a stalled machine)
 	MKeysLeft       = "keys_left_per_lock"  // uncontended: keys left on the nodes per released lock and node
 	MKeysNoTTL      = "keys_without_ttl"    // uncontended: of them, keys without expiry
 	MRedisCPUPerOp  = "redis_cpu_us_per_op" // the servers' CPU (INFO cpu, user + system) per op, all nodes
@@ -344,7 +347,7 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var held, lost, errs atomic.Int64
+	var held, lost, expired, errs atomic.Int64
 	var wg sync.WaitGroup
 	for i := range k {
 		wg.Go(func() {
@@ -353,7 +356,11 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 			err := rn.Hold(hctx, key, cfg.RenewTTL, func(fctx context.Context) error {
 				held.Add(1)
 				<-fctx.Done()
-				if hctx.Err() == nil {
+				switch {
+				case hctx.Err() != nil: // the run ended
+				case errors.Is(context.Cause(fctx), lease.ErrLeaseExpired):
+					expired.Add(1)
+				default:
 					lost.Add(1)
 				}
 				return nil
@@ -396,6 +403,7 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 		MGoroutines:  float64(g1-g0-k) / float64(k),
 		MHeapPerLock: (float64(heap1) - float64(heap0)) / float64(k),
 		MLost:        float64(lost.Load()),
+		MLostExpired: float64(expired.Load()),
 		MErrors:      float64(errs.Load()),
 	}, nil
 }

@@ -98,14 +98,10 @@ func TestACLLibrary(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitSubscribed(t, srv, "redislock:{job}:wake")
+	srv.WaitSubscribed(t, "redislock:{job}:wake", 1)
 	// The waiter's first attempt and its recheck once subscribed are done:
 	// only the release's PUBLISH can wake it before its backoff.
-	for deadline := time.Now().Add(10 * time.Second); evalshaCalls(t, srv) < base+2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter made no second attempt in 10s")
-		}
-	}
+	redistest.Eventually(t, 10*time.Second, "the waiter's second attempt", func() bool { return evalshaCalls(t, srv) >= base+2 })
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -212,19 +208,4 @@ func evalshaCalls(t *testing.T, srv *redistest.Server) int {
 	}
 	n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
 	return n
-}
-
-// waitSubscribed waits until the server has a subscriber on channel.
-func waitSubscribed(t *testing.T, srv *redistest.Server, channel string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		r, err := srv.Do("PUBSUB", "NUMSUB", channel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l, ok := r.([]any); ok && len(l) == 2 && l[1] == int64(1) {
-			return
-		}
-	}
-	t.Fatalf("no subscriber on %s after 10s", channel)
 }

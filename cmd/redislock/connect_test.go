@@ -39,17 +39,13 @@ func startSentinel(t *testing.T, master *redistest.Server) string {
 	addr := "127.0.0.1:" + port
 	sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
 	defer sc.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	redistest.Eventually(t, 10*time.Second, "sentinel on "+addr+" knows mymaster", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		a, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
-		cancel()
-		if err == nil && len(a) == 2 && a[1] == mport {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sentinel on %s does not know mymaster after 10s: %v %v", addr, a, err)
-		}
-	}
+		return err == nil && len(a) == 2 && a[1] == mport
+	})
+	return addr
 }
 
 func TestSentinel(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
 )
 
 func TestInspectJSON(t *testing.T) {
@@ -58,15 +59,10 @@ func TestInspectJSON(t *testing.T) {
 		defer close(waited)
 		_, _ = c.Obtain(wctx, "report", ttl, redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	redistest.Eventually(t, 10*time.Second, "the waiter reported", func() bool {
 		_, out, _ = result(t, "--addr", srv.Addr(), "inspect", "--json", "report")
-		if err := json.Unmarshal([]byte(out), &got); err == nil && len(got) == 1 && got[0].Waiters == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no waiter reported: %s", out)
-		}
-	}
+		return json.Unmarshal([]byte(out), &got) == nil && len(got) == 1 && got[0].Waiters == 1
+	})
 	cancel()
 	<-waited
 

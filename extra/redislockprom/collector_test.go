@@ -176,7 +176,7 @@ func TestWait(t *testing.T) {
 	want(t, reg, 1, "redislock_waiting_calls")
 
 	// The subscription of the waiter is cut: the Client replaces it.
-	waitSubscribed(t, srv, "redislock:{hot}:wake")
+	srv.WaitSubscribed(t, "redislock:{hot}:wake", 1)
 	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
 		t.Fatal(err)
 	}
@@ -194,21 +194,6 @@ func TestWait(t *testing.T) {
 	want(t, reg, 0, "redislock_waiting_calls")
 	want(t, reg, 1, "redislock_wait_duration_seconds", "outcome", "obtained")
 	want(t, reg, 1, "redislock_acquisitions_total", "outcome", "obtained")
-}
-
-// waitSubscribed waits until the server has a subscriber on channel.
-func waitSubscribed(t *testing.T, srv *redistest.Server, channel string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		r, err := srv.Do("PUBSUB", "NUMSUB", channel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l, ok := r.([]any); ok && len(l) == 2 && l[1] == int64(1) {
-			return
-		}
-	}
-	t.Fatalf("no subscriber on %s after 10s", channel)
 }
 
 func TestContendedWait(t *testing.T) {
@@ -299,11 +284,9 @@ func TestLoss(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if value(t, reg, "redislock_releases_total", "result", "error") > 0 {
-			break
-		}
-	}
+	redistest.Eventually(t, 10*time.Second, "the background release failed", func() bool {
+		return value(t, reg, "redislock_releases_total", "result", "error") > 0
+	})
 	srv.Resume()
 	_ = c.Close()
 	if !errors.Is(err, redislock.ErrLockLost) {

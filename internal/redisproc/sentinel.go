@@ -351,13 +351,17 @@ func (s *Sentinel) Failover(ctx context.Context) (*Server, error) {
 	}
 	// A replica that was paused or disconnected is not a candidate until
 	// the sentinel has fresh replies from it (-NOGOODSLAVE meanwhile).
-	var ferr error
-	err = poll(ctx, "SENTINEL FAILOVER accepted", func(ctx context.Context) (bool, string) {
-		_, ferr = do(ctx, sn, "SENTINEL", "FAILOVER", s.cfg.MasterName)
+	start := func(ctx context.Context) (bool, string, error) {
+		_, ferr := do(ctx, sn, "SENTINEL", "FAILOVER", s.cfg.MasterName)
 		if ferr != nil && strings.HasPrefix(ferr.Error(), "NOGOODSLAVE") {
-			return false, ferr.Error()
+			return false, ferr.Error(), nil
 		}
-		return true, ""
+		return true, "", ferr
+	}
+	var ferr error
+	err = poll(ctx, "SENTINEL FAILOVER accepted", func(ctx context.Context) (ok bool, why string) {
+		ok, why, ferr = start(ctx)
+		return ok, why
 	})
 	if err == nil {
 		err = ferr
@@ -366,12 +370,22 @@ func (s *Sentinel) Failover(ctx context.Context) (*Server, error) {
 		return nil, fmt.Errorf("redisproc: SENTINEL FAILOVER on %s: %w", sn.Addr(), err)
 	}
 	var p *Server
+	tries := 1
 	err = poll(ctx, "sentinel failover from "+old.Addr(), func(ctx context.Context) (bool, string) {
 		if p, err = s.Primary(ctx); err != nil {
 			return false, err.Error()
 		}
 		if p == old {
-			return false, "the sentinels still name " + old.Addr()
+			// A failover the sentinel aborted (on a loaded machine: the
+			// replica it chose missed a reply or two, and it gave up)
+			// is not tried again by the sentinel: start another.
+			if m, err := s.fields(ctx, sn, "SENTINEL", "MASTER", s.cfg.MasterName); err == nil && len(m) == 1 &&
+				!strings.Contains(m[0]["flags"], "failover_in_progress") {
+				if ok, _, err := start(ctx); ok && err == nil {
+					tries++
+				}
+			}
+			return false, fmt.Sprintf("the sentinels still name %s (failover started %d times)", old.Addr(), tries)
 		}
 		return s.healthy(ctx, p)
 	})

@@ -95,7 +95,7 @@ func (r *Renewer) work(q *nodeQueue) {
 		c.sent = true
 		if bound <= 0 {
 			r.mu.Unlock()
-			r.finish(c, sent, time.Time{}, nil, context.DeadlineExceeded)
+			r.finish(c, sent, time.Time{}, nil, context.DeadlineExceeded, true)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, bound)
@@ -103,17 +103,24 @@ func (r *Renewer) work(q *nodeQueue) {
 		r.mu.Unlock()
 		start := r.clock.Now()
 		results, err := r.batch(ctx, c.key.group, reqs)
+		// Cut off by its bound: its errors (the call's, or its results')
+		// say nothing of why renewals fail, only that this one came too
+		// late to be of use.
+		cutOff := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err == nil && len(results) != len(reqs) {
 			err = fmt.Errorf("renew: %d results for %d requests", len(results), len(reqs))
 		}
-		r.finish(c, sent, start, results, err)
+		r.finish(c, sent, start, results, err, cutOff)
 	}
 }
 
 // finish applies the outcome of call c, sent at start with the entries
-// sent: results, or err for all of them.
-func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Result, err error) {
+// sent: results, or err for all of them. cutOff reports that the call
+// reached its own bound: an entry whose renewal failed keeps the error of
+// its previous renewal, if that failed too, as the cause to report (a
+// ReplicaError, a node down) rather than the deadline.
+func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Result, err error, cutOff bool) {
 	r.mu.Lock()
 	now := r.now()
 	sentAt := start.Sub(r.base)
@@ -151,7 +158,9 @@ func (r *Renewer) finish(c *call, sent []*Handle, start time.Time, results []Res
 			reports = append(reports, report{h: h, cause: cause})
 			continue
 		default:
-			h.lastErr = res.Err
+			if !cutOff || h.lastErr == nil {
+				h.lastErr = res.Err
+			}
 			h.due = r.retryAt(h, now)
 		}
 		if h.expiry() <= now {

@@ -3,6 +3,7 @@ package renew
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -230,6 +231,44 @@ func TestLostByExpiry(t *testing.T) {
 		}
 		if len(tries) > 100 {
 			t.Fatal("no loss after 100 tries")
+		}
+	}
+}
+
+// A renewal cut off by its call's bound says nothing of why renewals
+// fail: the loss reports the error of the renewal before it (a node
+// down, a ReplicaError), not the deadline, whether the call returns the
+// deadline itself or as its results' errors (as the Client's does).
+func TestLostByExpiryKeepsCause(t *testing.T) {
+	t.Parallel()
+	for _, perResult := range []bool{false, true} {
+		h := newHarness(t, Config{})
+		h.ignoreCtx = perResult
+		h.add("k", Group{Node: "a"})
+		h.clock.Advance(testInterval)
+		h.call().answer(nil, errDown)
+		h.clock.Advance(h.r.nextEvent())
+		c := h.call()
+		if perResult {
+			<-c.ctx.Done() // its bound, in real time
+			c.byKey(func(string) Result { return Result{Err: fmt.Errorf("redislock: %w", c.ctx.Err())} })
+		} else {
+			select { // unanswered: it returns at its bound
+			case <-h.finished:
+			case <-time.After(bound):
+				t.Fatal("the call did not end at its bound")
+			}
+		}
+		if !errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("call ended with %v, want its deadline", c.ctx.Err())
+		}
+		h.clock.Advance(testTTL)
+		e := h.event()
+		if !errors.Is(e.cause, lease.ErrLeaseExpired) || !errors.Is(e.cause, errDown) || errors.Is(e.cause, context.DeadlineExceeded) {
+			t.Errorf("per result %v: cause %v, want ErrLeaseExpired with the error before the cut-off", perResult, e.cause)
+		}
+		for len(h.calls) > 0 { // retries that wait for an answer
+			(<-h.calls).answer(nil, errDown)
 		}
 	}
 }

@@ -54,12 +54,13 @@ func (s *Sub[R, G]) Joined() bool { return s.joined }
 func (s *Sub[R, G]) Local() bool { return s.w.Local() }
 
 // Confirmed waits until the subscription is confirmed or a wake-up arrives
-// (ok), d passes (not ok), or ctx ends (its error).
+// (ok), d passes on the Waker's clock (not ok), or ctx ends (its error).
 func (s *Sub[R, G]) Confirmed(ctx context.Context, d time.Duration) (ok bool, err error) {
 	s.w.mu.Lock()
 	ready := s.ready
 	s.w.mu.Unlock()
-	t := time.NewTimer(d)
+	expired := make(chan struct{})
+	t := s.w.clock.AfterFunc(d, func() { close(expired) })
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -68,7 +69,7 @@ func (s *Sub[R, G]) Confirmed(ctx context.Context, d time.Duration) (ok bool, er
 		return true, nil
 	case <-s.wake:
 		return true, nil
-	case <-t.C:
+	case <-expired:
 		return false, nil
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/lease"
 )
 
 // HealthInterval is how long the connection may stay silent before it is
@@ -40,6 +42,7 @@ type Waker[R, G any] struct {
 	sharded bool
 	named   bool        // a message wakes the waiters it names, no other (NewNamed)
 	onReset func(error) // told when the connection is replaced (may be nil)
+	clock   lease.Clock // times Sub.Confirmed and the pause before a reconnect
 
 	mu      sync.Mutex
 	ps      *redis.PubSub // guarded by mu; replaced when its connection fails
@@ -91,11 +94,18 @@ func NewNamed[R, G any](rdb redis.UniversalClient, onReset func(error)) *Waker[R
 // NewLocal returns a Waker without connection.
 func NewLocal[R, G any]() *Waker[R, G] {
 	return &Waker[R, G]{
+		clock:  realClock{},
 		chans:  make(map[string]*channel[R, G]),
 		signal: make(chan struct{}, 1),
 		stopCh: make(chan struct{}),
 	}
 }
+
+// realClock is the Waker's clock unless a test sets another (SetClock).
+type realClock struct{}
+
+func (realClock) Now() time.Time                                  { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) lease.Timer { return time.AfterFunc(d, f) }
 
 // Local reports whether the Waker has no connection.
 func (w *Waker[R, G]) Local() bool { return w.rdb == nil }
@@ -244,12 +254,13 @@ func (w *Waker[R, G]) reader() {
 			pinged = false
 			w.reset(ps, err)
 			failures++
-			pause := time.NewTimer(min(time.Duration(failures)*100*time.Millisecond, time.Second))
+			paused := make(chan struct{})
+			pause := w.clock.AfterFunc(min(time.Duration(failures)*100*time.Millisecond, time.Second), func() { close(paused) })
 			select {
 			case <-w.stopCh:
 				pause.Stop()
 				return
-			case <-pause.C:
+			case <-paused:
 			}
 			continue
 		}

@@ -3,6 +3,7 @@ package leasetest
 import (
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
@@ -88,6 +89,23 @@ func (c *FakeClock) WaitTimers(n int) {
 	defer c.mu.Unlock()
 	for len(c.timers) < n {
 		c.changed.Wait()
+	}
+}
+
+// AwaitTimers is WaitTimers bounded for a test: it fails tb when n timers
+// are not pending within d, real time (a goroutine under test is stuck or
+// gone). It must be called from the test's goroutine.
+func (c *FakeClock) AwaitTimers(tb testing.TB, n int, d time.Duration) {
+	tb.Helper()
+	done := make(chan struct{})
+	go func() {
+		c.WaitTimers(n)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		tb.Fatalf("%d timers pending on the fake clock after %v, want %d: a goroutine under test is stuck or gone", c.Timers(), d, n)
 	}
 }
 

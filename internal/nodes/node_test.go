@@ -1,0 +1,96 @@
+package nodes_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/nodes"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// A node knows its client's kind and whether it applies deadlines; IsNil
+// sees a nil client inside an interface.
+func TestNewKinds(t *testing.T) {
+	t.Parallel()
+	plain := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	timed := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	for _, c := range []struct {
+		rdb       redis.UniversalClient
+		kind      nodes.Kind
+		deadlines bool
+	}{
+		{plain, nodes.Standalone, false},
+		{timed, nodes.Standalone, true},
+		{cluster, nodes.Cluster, false},
+		{ring, nodes.Ring, false},
+	} {
+		n := nodes.New(0, c.rdb)
+		if n.Kind != c.kind || n.Deadlines != c.deadlines {
+			t.Errorf("%T: kind %d deadlines %v, want %d %v", c.rdb, n.Kind, n.Deadlines, c.kind, c.deadlines)
+		}
+		if own := c.kind == nodes.Standalone || c.kind == nodes.Cluster; n.OwnConns() != own {
+			t.Errorf("%T: OwnConns %v, want %v", c.rdb, n.OwnConns(), own)
+		}
+		n.Close()
+		_ = c.rdb.Close()
+	}
+	var nilClient *redis.Client
+	if !nodes.IsNil(nil) || !nodes.IsNil(redis.UniversalClient(nilClient)) || nodes.IsNil(plain) {
+		t.Fatal("IsNil: wrong for nil, a nil *redis.Client in an interface, or a client")
+	}
+}
+
+// OnConn runs a script and its WAIT on one connection of the key's
+// server; OnConns, on a single server, runs once for every key; a Ring
+// has no connection of its own to give (ErrNoConn).
+func TestOnConnWait(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(nil)
+	n := nodes.New(0, rdb)
+	defer n.Close()
+	ctx := context.Background()
+	err := n.OnConn(ctx, "k", func(conn *redis.Conn) error {
+		if err := conn.Set(ctx, "k", "v", 0).Err(); err != nil {
+			return err
+		}
+		acked, err := nodes.Wait(ctx, conn, 0, 0)
+		if err == nil && acked != 0 {
+			t.Errorf("WAIT on a server without replicas: %d acknowledged", acked)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls [][]int
+	errs := n.OnConns(ctx, []string{"a", "b", "c"}, func(conn *redis.Conn, is []int) error {
+		calls = append(calls, is)
+		return redis.Nil
+	})
+	if len(calls) != 1 || !slices.Equal(calls[0], []int{0, 1, 2}) {
+		t.Fatalf("OnConns on one server ran for %v, want once for [0 1 2]", calls)
+	}
+	for i, err := range errs {
+		if err != redis.Nil {
+			t.Fatalf("key %d: %v, want its server's error", i, err)
+		}
+	}
+	if _, ok := n.MasterAddr(ctx, "k"); ok {
+		t.Fatal("MasterAddr answered for a client that is not a Cluster")
+	}
+
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
+	defer ring.Close()
+	r := nodes.New(0, ring)
+	defer r.Close()
+	if err := r.OnConn(ctx, "k", func(*redis.Conn) error { return nil }); !errors.Is(err, nodes.ErrNoConn) {
+		t.Fatalf("OnConn on a Ring: %v, want ErrNoConn", err)
+	}
+}
