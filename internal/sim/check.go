@@ -57,7 +57,7 @@ func (h *History) Refreshed(g *Grant, until time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	g.ValidUntil = until
-	h.events = append(h.events, Event{At: time.Now(), Client: g.Client, What: "refreshed fence " + itoa(g.Fence) + " valid " + ms(until.Sub(time.Now()))})
+	h.events = append(h.events, Event{At: time.Now(), Client: g.Client, What: "refreshed fence " + itoa(g.Fence) + " valid " + ms(time.Until(until))})
 }
 
 // Ended records that g's client stopped holding it at now, and why.
