@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -203,7 +204,7 @@ func (s *Server) start(port, bus int) error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if err := waitPong(addr, done); err != nil {
+	if err := waitReady(addr, cmd.Process.Pid, done); err != nil {
 		_ = cmd.Process.Kill()
 		<-done
 		return err
@@ -214,20 +215,29 @@ func (s *Server) start(port, bus int) error {
 	return nil
 }
 
-// waitPong polls addr with PING until it answers +PONG, the process exits
-// (done) or ReadyTimeout passes.
-func waitPong(addr string, done <-chan struct{}) error {
+// waitReady polls addr until the server there answers as process pid (INFO
+// server's process_id), the process exits (done) or ReadyTimeout passes.
+// A PONG alone is not enough: when the port was free when picked but
+// another test's server, restarted on it, took it first, ours fails to
+// bind and that other server answers.
+func waitReady(addr string, pid int, done <-chan struct{}) error {
 	deadline := time.Now().Add(ReadyTimeout)
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	want := "process_id:" + strconv.Itoa(pid) + "\r\n"
 	for {
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			_ = c.SetDeadline(time.Now().Add(time.Second))
-			_, _ = c.Write([]byte("PING\r\n"))
-			line, rerr := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if rerr == nil && strings.HasPrefix(line, "+PONG") {
-				return nil
+		if info, err := infoServer(addr); err == nil {
+			if strings.Contains(info, want) && pong(addr) {
+				return nil // ours, and done loading its data (PING answers LOADING until then)
+			}
+			if !strings.Contains(info, want) && strings.Contains(info, "process_id:") {
+				// Someone else's server: ours will exit on its failed bind.
+				select {
+				case <-done:
+					return fmt.Errorf("redis-server on %s exited: the port is another server's", addr)
+				case <-time.After(ReadyTimeout):
+					return fmt.Errorf("redis-server on %s: another server answers there", addr)
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -239,6 +249,51 @@ func waitPong(addr string, done <-chan struct{}) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// pong reports whether addr answers PING with PONG.
+func pong(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "+PONG")
+}
+
+// infoServer reads INFO server from addr on a connection of its own.
+func infoServer(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(head, "$") {
+		return "", fmt.Errorf("INFO server: %q", strings.TrimSpace(head)) // -LOADING and the like
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil {
+		return "", err
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", err
+	}
+	return string(body), nil
 }
 
 // Addr is the server's host:port.

@@ -74,3 +74,28 @@ func TestLookPath(t *testing.T) {
 		t.Fatalf("LookPath = %v, want ErrNotFound", err)
 	}
 }
+
+// A server started on a port another server took first (its port was
+// free when picked, then a restarted server bound it) fails to bind and
+// exits; start must say so, not take the other server's PONG for its own.
+func TestStartOnTakenPort(t *testing.T) {
+	t.Parallel()
+	need(t, "redis-server")
+	other, err := Start(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	bin, err := LookPath("redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: Config{Bin: bin, Dir: t.TempDir(), LogLevel: DefaultLogLevel}}
+	if err := s.start(other.Port(), 0); err == nil {
+		s.Kill()
+		t.Fatal("start on a port another server holds succeeded")
+	}
+	if !other.Running() {
+		t.Fatal("the other server stopped")
+	}
+}
