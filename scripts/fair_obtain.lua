@@ -29,29 +29,6 @@
 if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[3]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
-local function below(a, b) -- fences a < b
-  if #a ~= #b then
-    return #a < #b
-  end
-  for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return false
-end
-local function valid(f) -- f if it is a fence, else nil
-  if f and #f <= 19 and string.find(f, '^[1-9]%d*$') and (#f < 19 or not below('9223372036854775807', f)) then
-    return f
-  end
-end
-local function out(f) -- f as a reply: a Lua number while exact
-  if #f < 16 or #f == 16 and not below('9007199254740992', f) then
-    return tonumber(f)
-  end
-  return f
-end
 local v = redis.call('GET', KEYS[1])
 local tok, last, rel = nil, nil, ''
 if v then
@@ -110,16 +87,7 @@ redis.call('ZREM', KEYS[3], ARGV[4])
 -- The last fence + 1, or the clock in µs if that is higher (obtain.lua).
 local f = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 if last then
-  -- last + 1: the digits after the last one that is not a 9 become 0s.
-  local i = #last
-  while string.byte(last, i) == 57 do
-    i = i - 1
-  end
-  if i == 0 then
-    last = '1' .. string.rep('0', #last)
-  else
-    last = string.sub(last, 1, i - 1) .. string.char(string.byte(last, i) + 1) .. string.rep('0', #last - i)
-  end
+  last = inc(last)
   if not valid(last) then
     return redis.error_reply('ERR redislock: no fence is left on this key: its last fence is 9223372036854775807')
   end

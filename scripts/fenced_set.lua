@@ -12,18 +12,6 @@
 -- library sends them so, and stores them as sent), compared as strings:
 -- Lua numbers are doubles, exact only up to 2^53, and fences minted
 -- elsewhere (nanosecond clocks, database sequences) go beyond.
-local function below(a, b)
-  if #a ~= #b then
-    return #a < #b
-  end
-  for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return false
-end
 local newest = redis.call('HGET', KEYS[1], 'f') or '0'
 local fence = ARGV[2]
 if below(fence, newest) then

@@ -48,29 +48,6 @@
 if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
-local function below(a, b) -- fences a < b
-  if #a ~= #b then
-    return #a < #b
-  end
-  for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return false
-end
-local function valid(f) -- f if it is a fence, else nil
-  if f and #f <= 19 and string.find(f, '^[1-9]%d*$') and (#f < 19 or not below('9223372036854775807', f)) then
-    return f
-  end
-end
-local function out(f) -- f as a reply: a Lua number while exact
-  if #f < 16 or #f == 16 and not below('9007199254740992', f) then
-    return tonumber(f)
-  end
-  return f
-end
 local from = ARGV[5]
 local fromID = from and string.sub(from, 1, 12) -- as rel names it
 local handed = 0
@@ -129,16 +106,7 @@ if p and p ~= '0' then
   end
   fence = p
 elseif fence then
-  -- fence + 1: the digits after the last one that is not a 9 become 0s.
-  local i = #fence
-  while string.byte(fence, i) == 57 do
-    i = i - 1
-  end
-  if i == 0 then
-    fence = '1' .. string.rep('0', #fence)
-  else
-    fence = string.sub(fence, 1, i - 1) .. string.char(string.byte(fence, i) + 1) .. string.rep('0', #fence - i)
-  end
+  fence = inc(fence)
   if not valid(fence) then
     return redis.error_reply('ERR redislock: no fence is left on this key: its last fence is 9223372036854775807')
   end

@@ -42,6 +42,12 @@ const (
 	RecordDelete Script = "record_delete.lua"
 )
 
+// FencePrelude holds the fence functions (compare, check, reply,
+// increment as decimal strings) that Obtain, FairObtain, MultiObtain,
+// FencedSet and RecordDelete share: internal/script puts it in front of
+// each.
+const FencePrelude Script = "fence.lua"
+
 // BatchRefresh is the script of batched renewal (internal/renew):
 // refresh.lua for the locks of one slot at once.
 const BatchRefresh Script = "batch_refresh.lua"

@@ -7,7 +7,7 @@ import (
 )
 
 var all = []Script{Obtain, Refresh, Release, TTL, Inspect, FairObtain, FairLeave,
-	MultiObtain, MultiRefresh, MultiRelease, MultiTTL, FencedSet, RecordGet, RecordDelete, BatchRefresh,
+	MultiObtain, MultiRefresh, MultiRelease, MultiTTL, FencedSet, RecordGet, RecordDelete, BatchRefresh, FencePrelude,
 	SemaphorePrelude, SemaphoreAcquire, SemaphoreRefresh, SemaphoreRelease, SemaphoreTTL, SemaphoreInspect}
 
 // Every script has a source with a header, and every file is a Script.

@@ -16,7 +16,7 @@ import (
 )
 
 var (
-	obtainFast   = newFast(scripts.Obtain.Source())
+	obtainFast   = newFast(withFences(scripts.Obtain))
 	refreshFast  = newFast(scripts.Refresh.Source())
 	releaseFast  = newFast(scripts.Release.Source())
 	ttlFast      = newFast(scripts.TTL.Source())
@@ -24,16 +24,21 @@ var (
 	refresh      = refreshFast.script
 	release      = releaseFast.script
 	inspect      = redis.NewScript(scripts.Inspect.Source())
-	fairObtain   = redis.NewScript(scripts.FairObtain.Source())
+	fairObtain   = redis.NewScript(withFences(scripts.FairObtain))
 	fairLeave    = redis.NewScript(scripts.FairLeave.Source())
-	multiObtain  = redis.NewScript(scripts.MultiObtain.Source())
+	multiObtain  = redis.NewScript(withFences(scripts.MultiObtain))
 	multiRefresh = redis.NewScript(scripts.MultiRefresh.Source())
 	multiRelease = redis.NewScript(scripts.MultiRelease.Source())
 	multiTTL     = redis.NewScript(scripts.MultiTTL.Source())
-	fencedSet    = redis.NewScript(scripts.FencedSet.Source())
+	fencedSet    = redis.NewScript(withFences(scripts.FencedSet))
 	recordGet    = redis.NewScript(scripts.RecordGet.Source())
-	recordDelete = redis.NewScript(scripts.RecordDelete.Source())
+	recordDelete = redis.NewScript(withFences(scripts.RecordDelete))
 )
+
+// withFences is s behind the fence functions it uses (scripts/fence.lua).
+func withFences(s scripts.Script) string {
+	return scripts.FencePrelude.Source() + "\n" + s.Source()
+}
 
 // Publish is how a release wakes waiters (release.lua's ARGV[3],
 // multi_release.lua's and fair_leave.lua's ARGV[2]), boxed once: it is an
