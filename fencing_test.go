@@ -271,7 +271,7 @@ func TestLockFencesExactAboveDoubles(t *testing.T) {
 		}
 	}
 	const above = 1<<53 + 1
-	for _, last := range []int64{above, 1800000000000000100, math.MaxInt64 - 2} {
+	for _, last := range []int64{above, 1e18 - 1, 1800000000000000100, math.MaxInt64 - 2} { // 1e18-1: a carry through every digit
 		t.Run(strconv.FormatInt(last, 10), func(t *testing.T) {
 			ws := newWaitStarts()
 			c := newClient(t, rdb, redislock.WithObserver(ws))
