@@ -12,10 +12,11 @@ import (
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
-// clockQuorum is three real servers under libfaketime.
+// clockQuorum is three real servers under libfaketime: a cluster (its
+// client method) whose clocks a test steps.
 type clockQuorum struct {
-	srvs []*redistest.ClockServer
-	rdbs []redis.UniversalClient
+	cluster
+	clocks []*redistest.ClockServer
 }
 
 func startClockQuorum(t *testing.T) *clockQuorum {
@@ -23,20 +24,11 @@ func startClockQuorum(t *testing.T) *clockQuorum {
 	q := &clockQuorum{}
 	for range 3 {
 		s := redistest.StartClock(t)
-		q.srvs = append(q.srvs, s)
+		q.clocks = append(q.clocks, s)
+		q.srvs = append(q.srvs, s.Server)
 		q.rdbs = append(q.rdbs, s.Client(func(o *redis.Options) { o.MaxRetries = -1 }))
 	}
 	return q
-}
-
-func (q *clockQuorum) client(t *testing.T, opts ...redislock.ClientOption) *redislock.Client {
-	t.Helper()
-	c, err := redislock.NewQuorum(q.rdbs, append([]redislock.ClientOption{slackNodeTimeout}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // One node's clock jumping forward expires the lock there only: the
@@ -57,7 +49,7 @@ func TestClockQuorumServerStepForward(t *testing.T) {
 		eventually(t, 10*time.Second, fmt.Sprintf("node %d holds the lock", i), func() bool { return held(ctx, rdb, redislock.LockKey("qf")) })
 	}
 
-	q.srvs[0].Step(time.Hour)
+	q.clocks[0].Step(time.Hour)
 	if _, err := b.Obtain(ctx, "qf", 10*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
 		t.Fatalf("one node's clock ahead: contender got %v, want ErrNotObtained", err)
 	}
@@ -65,7 +57,7 @@ func TestClockQuorumServerStepForward(t *testing.T) {
 		t.Fatalf("one node's clock ahead: holder's refresh: %v", err)
 	}
 
-	q.srvs[1].Step(time.Hour)
+	q.clocks[1].Step(time.Hour)
 	// The refused attempt's grant on node 0 may still be being released in
 	// the background (it answered after the refusal was certain).
 	eventually(t, 10*time.Second, "node 0 free", func() bool { return !held(ctx, q.rdbs[0], redislock.LockKey("qf")) })
@@ -90,7 +82,7 @@ func TestClockQuorumServerStepBack(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	a, b := q.client(t), q.client(t)
 	la := mustObtain(t, ctx, a, "qb", 2*time.Second)
-	for _, s := range q.srvs {
+	for _, s := range q.clocks {
 		s.Step(-time.Hour)
 	}
 	if _, err := b.Obtain(ctx, "qb", time.Second); !errors.Is(err, redislock.ErrNotObtained) {
