@@ -136,8 +136,15 @@ func TestHandoffLeavingWaiters(t *testing.T) {
 		var mu sync.Mutex
 		for range 8 {
 			wg.Go(func() {
-				for range 60 {
-					octx, cancel := context.WithTimeout(ctx, 2*time.Millisecond+time.Duration(rand.IntN(50000))*time.Microsecond)
+				for i := range 60 {
+					// Mostly waiters that give up within 2-52 ms; every
+					// tenth call waits up to 5 s, so that grants happen
+					// however slow a loaded machine makes each call.
+					wait := 2*time.Millisecond + time.Duration(rand.IntN(50000))*time.Microsecond
+					if i%10 == 0 {
+						wait = 5 * time.Second
+					}
+					octx, cancel := context.WithTimeout(ctx, wait)
 					l, err := c.Obtain(octx, "leaving", time.Minute)
 					cancel()
 					if err != nil {
