@@ -129,7 +129,12 @@ var soakKeys = []struct {
 const (
 	soakLockTTL   = 2 * time.Second
 	soakRecordTTL = time.Minute
-	soakWorkers   = 32
+	soakWorkers   = 32 // on a real server
+	// soakMiniWorkers is fewer: miniredis runs one script at a time, in
+	// Go (instrumented under -race), so 32 callers queue long enough behind
+	// each other, on a loaded machine, for one call to outlast the 2 s
+	// lease's validity (a call's deadline in single mode).
+	soakMiniWorkers = 8
 	// soakDefaultKeys is how many distinct keys the soak locks on a real
 	// server: REDISLOCK_SOAK_KEYS overrides it.
 	soakDefaultKeys = 100_000
@@ -153,7 +158,7 @@ func TestKeyHygiene(t *testing.T) {
 		srv := redistest.Start(t)
 		rdb := srv.Client(func(o *redis.Options) { o.PoolSize = 2 * soakWorkers })
 		start := time.Now()
-		abandoned := soak(t, rdb, n)
+		abandoned := soak(t, rdb, n, soakWorkers)
 		t.Logf("%d keys in %v", n, time.Since(start).Round(time.Millisecond))
 		counts := checkKeys(t, rdb)
 		t.Logf("left: %v", counts)
@@ -169,9 +174,9 @@ func TestKeyHygiene(t *testing.T) {
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		m := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 2 * soakWorkers})
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 2 * soakMiniWorkers})
 		defer rdb.Close()
-		soak(t, rdb, min(n, 2000))
+		soak(t, rdb, min(n, 2000), soakMiniWorkers)
 		checkKeys(t, rdb)
 		var longest time.Duration
 		for _, k := range soakKeys {
@@ -184,18 +189,18 @@ func TestKeyHygiene(t *testing.T) {
 	})
 }
 
-// soak runs the workload on n keys and returns how many locks it
-// abandoned.
-func soak(t *testing.T, rdb *redis.Client, n int) (abandoned int) {
+// soak runs the workload on n keys with workers callers and returns how
+// many locks it abandoned.
+func soak(t *testing.T, rdb *redis.Client, n, workers int) (abandoned int) {
 	t.Helper()
 	ctx := ctxT(t, 5*time.Minute)
 	waits := &waitSignals{}
 	c := newClient(t, rdb, redislock.WithObserver(waits))
 	jobs := make(chan int)
-	errs := make(chan error, soakWorkers)
+	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for range soakWorkers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
