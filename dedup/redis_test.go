@@ -17,20 +17,33 @@ import (
 // Deduplication on real redis-servers: each worker has its own Client on
 // its own connections, as separate processes would.
 
+// slowReplies gives a reply 5 s, not redistest's 1 s: on a loaded machine
+// a reply can take longer than a second, and go-redis retries a command
+// that timed out, so that a reply late past a second turns into a retry
+// storm (and, for the job's INCR, a second side effect made by the test's
+// own transport, not by the job running twice).
+func slowReplies(o *redis.Options) {
+	o.ReadTimeout, o.WriteTimeout = 5*time.Second, 5*time.Second
+}
+
 func redisWorkers(t *testing.T, srvs []*redistest.Server, n int, opts ...dedup.Option) []*dedup.Group {
 	t.Helper()
 	gs := make([]*dedup.Group, n)
 	for i := range gs {
 		var rdbs []redis.UniversalClient
 		for _, s := range srvs {
-			rdbs = append(rdbs, s.Client(nil))
+			rdbs = append(rdbs, s.Client(slowReplies))
 		}
+		// Bounds far from what a loaded machine does to a call (the
+		// defaults: a 3 s release, in quorum mode a 3 s node timeout for
+		// the 30 s lease): the jobs' exactly-once is tested, not them.
+		bounds := []redislock.ClientOption{redislock.WithReleaseTimeout(10 * time.Second), redislock.WithNodeTimeout(10 * time.Second)}
 		var c *redislock.Client
 		if len(rdbs) == 1 {
-			c = redislock.New(rdbs[0])
+			c = redislock.New(rdbs[0], bounds...)
 		} else {
 			var err error
-			if c, err = redislock.NewQuorum(rdbs); err != nil {
+			if c, err = redislock.NewQuorum(rdbs, bounds...); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -73,7 +86,8 @@ func TestWorkerPoolQuorum(t *testing.T) {
 // "effect:<id>" on srv, and checks that each counter is 1.
 func poolWithEffects(t *testing.T, srv *redistest.Server, workers []*dedup.Group, jobs, deliveries int) {
 	t.Helper()
-	rdb := srv.Client(nil)
+	// The side effect is made once per run: never retried by go-redis.
+	rdb := srv.Client(func(o *redis.Options) { slowReplies(o); o.MaxRetries = -1 })
 	start := time.Now()
 	pool(t, workers, jobs, deliveries, func(ctx context.Context, id string) error {
 		return rdb.Incr(ctx, "effect:"+id).Err()
