@@ -130,6 +130,7 @@ func lockKey(k string) string { return redislock.DefaultPrefix + "{" + k + "}" }
 // checker over the history.
 func run(t *testing.T, name string, w Workload, nem Nemesis, splitVotes bool) (Report, []Op, []FaultRecord, Stats) {
 	t.Helper()
+	warmUp(t, w)
 	h := NewHistory()
 	ctx, cancel := context.WithTimeout(context.Background(), w.Duration)
 	defer cancel()
@@ -221,4 +222,31 @@ func record(t *testing.T, claim string, r Report, expectedChecks []string) {
 	summary.lines = append(summary.lines, fmt.Sprintf("%s ops=%d expected_violations=%d unexpected_violations=%d checks=%v", t.Name(), r.Ops, e, u, r.Checks()))
 	summary.mu.Unlock()
 	_ = claim
+}
+
+// warmUp makes each of w's workers' calls once, at the same time, on keys
+// of their own, before any fault: every node then has a connection per
+// worker and the scripts loaded. Without it, on a loaded machine, a first
+// call's dial and script load can outlast the 100 ms node timeout of a 1 s
+// lease on every node, each abandoned call's connection is dropped, and
+// the next call starts cold again: no grant in the whole run.
+func warmUp(t *testing.T, w Workload) {
+	t.Helper()
+	errs := make(chan error, w.Workers)
+	for i := range w.Workers {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			l, err := w.Client.Obtain(ctx, fmt.Sprintf("%s:warm:%d", w.Key, i), time.Minute, redislock.WithNodeTimeout(10*time.Second))
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			errs <- err
+		}()
+	}
+	for range w.Workers {
+		if err := <-errs; err != nil {
+			t.Fatalf("warm-up: %v", err)
+		}
+	}
 }
