@@ -13,6 +13,9 @@ import (
 // ErrRefused is a dial to a node that is down.
 var ErrRefused = errors.New("sim: connection refused")
 
+// ErrUnreachable is a dial without deadline to a blackholed node.
+var ErrUnreachable = errors.New("sim: no route to host")
+
 // Node is one server as the network sees it.
 type Node struct {
 	// Dial opens a connection to the server itself (the far end of every
@@ -132,8 +135,12 @@ func (n *Network) dial(ctx context.Context, c, i int) (net.Conn, error) {
 	switch {
 	case f.Down || closed:
 		return nil, ErrRefused
+	case f.Blackhole && ctx.Done() == nil:
+		// A dial that cannot end would hang the run: a real dialer's
+		// timeout fails it, later.
+		return nil, ErrUnreachable
 	case f.Blackhole:
-		<-ctx.Done()
+		<-ctx.Done() // go-redis' pool dials carry the dial timeout
 		return nil, ctx.Err()
 	}
 	srv, err := n.nodes[i].Dial()
@@ -285,7 +292,10 @@ func (l *link) deliverAt() time.Time {
 	f := l.n.Get(l.node)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	at := time.Now().Add(l.rnd.Between(f.DelayLo, f.DelayHi))
+	// Every chunk takes a few µs more, drawn from the seed: no two
+	// deliveries fall on one instant, whose order the Go scheduler, not
+	// the seed, would decide.
+	at := time.Now().Add(l.rnd.Between(f.DelayLo, f.DelayHi) + l.rnd.Between(time.Microsecond, 50*time.Microsecond))
 	if at.Before(l.last) {
 		at = l.last
 	}
