@@ -146,15 +146,30 @@ func TestClaimQuorumMajorityDown(t *testing.T) {
 	if ops[0].Outcome == Fail {
 		t.Errorf("a stalled majority was reported as contention (ErrNotObtained): %s", ops[0])
 	}
-	call := h.Now()
-	l2, err := c.Obtain(ctx, "majority-down", ttl, redislock.WithRetry(retry()))
-	op := Op{Worker: 2, Kind: Acquire, Key: "majority-down", Call: call, Return: h.Now(), TTL: ttl, Outcome: Classify(err), Err: errText(err)}
-	if err == nil {
-		op.Token, op.Fence, op.ValidUntil = l2.Token(), l2.Fence(), h.At(l2.ValidUntil())
-	} else {
-		t.Errorf("after the nodes resumed, the lock never became free: %v", err)
+	// The resumed nodes answer their backlog first: on a loaded machine an
+	// attempt can still miss the 50 ms node timeout on a majority and end
+	// in ErrNoQuorum. Those attempts are recorded (their partial grants are
+	// the library's to clean up) and retried; only contention that
+	// outlasts the 3 s, or another error, fails the claim.
+	var l2 *redislock.Lock
+	for {
+		call := h.Now()
+		var err error
+		l2, err = c.Obtain(ctx, "majority-down", ttl, redislock.WithRetry(retry()))
+		op := Op{Worker: 2, Kind: Acquire, Key: "majority-down", Call: call, Return: h.Now(), TTL: ttl, Outcome: Classify(err), Err: errText(err)}
+		if err == nil {
+			op.Token, op.Fence, op.ValidUntil = l2.Token(), l2.Fence(), h.At(l2.ValidUntil())
+		}
+		h.Add(op)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, redislock.ErrNoQuorum) || ctx.Err() != nil {
+			t.Errorf("after the nodes resumed, the lock never became free: %v", err)
+			break
+		}
+		t.Logf("after the resume, an attempt found no majority (retried): %v", err)
 	}
-	h.Add(op)
 	if l2 != nil {
 		releaseRec(t, h, 2, l2)
 	}

@@ -110,6 +110,7 @@ type Workload struct {
 type Stats struct {
 	Grants, NotObtained, AcquireUnknown  int
 	WritesOK, WritesStale, WritesUnknown int
+	WritesSkipped                        int // lease lost or too near its end to write
 	Releases, ReleaseNotHeld             int
 }
 
@@ -145,6 +146,7 @@ func (s *Stats) add(o Stats) {
 	s.WritesOK += o.WritesOK
 	s.WritesStale += o.WritesStale
 	s.WritesUnknown += o.WritesUnknown
+	s.WritesSkipped += o.WritesSkipped
 	s.Releases += o.Releases
 	s.ReleaseNotHeld += o.ReleaseNotHeld
 }
@@ -257,6 +259,7 @@ func (w Workload) critical(h *History, id, iter int, l *redislock.Lock, rng *ran
 		return
 	}
 	time.Sleep(jitter(w.Hold))
+	late := w.Broken == UsePastValidity && id == 0 // broken: writes whatever the lease says
 	if w.Refresh && rng.IntN(2) == 0 {
 		fctx, fcancel := context.WithTimeout(bg, w.TTL)
 		c := h.Now()
@@ -267,6 +270,20 @@ func (w Workload) critical(h *History, id, iter int, l *redislock.Lock, rng *ran
 			op.ValidUntil = h.At(l.ValidUntil())
 		}
 		h.Add(op)
+		if errors.Is(ferr, redislock.ErrNotHeld) && !late {
+			st.WritesSkipped++ // the lock is lost: a correct holder stops
+			return
+		}
+	}
+	// A correct holder writes only inside its lease, and with a margin: the
+	// write must land before the lease ends, and a worker descheduled
+	// between this check and the write's arrival (a loaded machine, a
+	// fault's reconnect burst) would otherwise write after its lease, a late
+	// write that fences cannot order when it lands before the next holder's
+	// (a lost update that is the paused-holder limit, not this claim).
+	if time.Until(l.ValidUntil()) < w.TTL/2 && !late {
+		st.WritesSkipped++
+		return
 	}
 	value := fmt.Sprintf("%d|w%d.%d", n+1, id, iter)
 	wctx, wcancel := context.WithTimeout(bg, time.Second)

@@ -206,7 +206,10 @@ func TestRunDetectsStalledRenewals(t *testing.T) {
 		}
 		defer conn.Release()
 		<-fctx.Done()
-		if time.Now().After(until.Add(50 * time.Millisecond)) {
+		// The watchdog's timer, not the stuck renewal, ends fn: without
+		// it nothing would before ctx's 30 s. The second is scheduling
+		// slack for a loaded machine, not a speed requirement.
+		if time.Now().After(until.Add(time.Second)) {
 			t.Errorf("fn's ctx cancelled %v after ValidUntil", time.Since(until))
 		}
 		return nil

@@ -91,7 +91,7 @@ func TestVerifyBlocksTakeover(t *testing.T) {
 	ctx := ctxFor(t)
 	a := newClient(t, newPool(t), table)
 	b := newClient(t, appPool(t, "pglock-verify"), table)
-	l, err := a.Obtain(ctx, "v", 200*time.Millisecond)
+	l, err := a.Obtain(ctx, "v", time.Second) // Verify inside it on a loaded machine
 	if err != nil {
 		t.Fatal(err)
 	}

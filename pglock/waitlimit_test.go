@@ -12,18 +12,19 @@ import (
 )
 
 // Waiters without a ctx deadline do not give up on a holder that is alive
-// and renewing its lease past the waiters' TTL: the default wait limit is
-// far longer than one TTL.
+// and renewing its lease (of 1 s: renewals that get through on a loaded
+// machine) for several of the waiters' TTLs: the default wait limit is far
+// longer than one TTL.
 func TestWaitOutlivesRenewingHolder(t *testing.T) {
 	pool, table := newPool(t), newTable(t)
 	holder, waiters := newClient(t, pool, table), newClient(t, pool, table)
-	const ttl = 300 * time.Millisecond
+	const ttl = 300 * time.Millisecond // the waiters'
 	locked := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		err := holder.Run(context.Background(), "fill", ttl, func(ctx context.Context, l *pglock.Lock) error {
+		err := holder.Run(context.Background(), "fill", time.Second, func(ctx context.Context, l *pglock.Lock) error {
 			close(locked)
-			time.Sleep(3 * ttl) // the work: three of the waiters' TTLs, renewed throughout
+			time.Sleep(4 * ttl) // the work: four of the waiters' TTLs, past the holder's first lease
 			return ctx.Err()
 		})
 		if err != nil {

@@ -2,6 +2,7 @@ package lockbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -64,7 +65,7 @@ func runBlackhole(ctx context.Context, cfg *Config, t *target, c *cell, runID st
 		return nil, err
 	}
 	s, err := runPairs(ctx, cfg, t, up, c.nodes, runID+":up", f)
-	_ = up.Close()
+	err = errors.Join(err, closeBounded(up, f.grace))
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func runBlackhole(ctx context.Context, cfg *Config, t *target, c *cell, runID st
 	}
 	s, err = runPairs(ctx, cfg, t, bh, c.nodes-1, runID+":bh", f)
 	hole.drop() // the calls still waiting for the node fail, so Close returns
-	_ = bh.Close()
+	err = errors.Join(err, closeBounded(bh, f.grace))
 	if err != nil {
 		return nil, err
 	}
@@ -109,10 +110,13 @@ type pairStats struct {
 // warm-up and the measured window, timing Obtain and Release apart; INFO
 // is read on the first live nodes.
 func runPairs(ctx context.Context, cfg *Config, t *target, lk Locker, live int, runID string, f *failures) (pairStats, error) {
+	ctx, cancel := context.WithCancel(ctx) // its own: the cell runs two
+	defer cancel()
+	f.cancel = cancel // no worker of the cell runs now
 	var phase atomic.Int32
 	var obtain, release hist
 	var ops, errs int64
-	var wg sync.WaitGroup
+	var wg crew
 	wg.Go(func() {
 		defer f.catch()
 		key := "lockbench:" + runID + ":bh"
@@ -139,10 +143,11 @@ func runPairs(ctx context.Context, cfg *Config, t *target, lk Locker, live int, 
 		}
 	})
 	s0, s1, err := window(ctx, cfg, t, live, &phase, nil)
-	wg.Wait()
-	if err != nil {
+	late, serr := f.stop(&wg)
+	if err = errors.Join(err, serr); err != nil {
 		return pairStats{}, err
 	}
+	errs += int64(late) // a call that returned only when cancelled
 	return pairStats{
 		ops:        float64(ops) / s1.at.Sub(s0.at).Seconds(),
 		obtainP50:  us(obtain.quantile(0.5)),

@@ -74,21 +74,31 @@ func workersOf(r *Result) string {
 }
 
 // noteOf is a result's note, with the repetitions of a hot key that
-// granted nothing: their wait and handoff figures are missing from the
-// medians (the grants/s range shows the 0).
+// granted nothing (their wait and handoff figures are missing from the
+// medians; the grants/s range shows the 0) and those whose workers had to
+// be cancelled to stop (MStalled).
 func noteOf(r *Result) string {
-	idle := 0
+	idle, stalled := 0, 0
 	for _, s := range r.Samples {
 		if s[MIdle] == 1 {
 			idle++
 		}
+		if s[MStalled] > 0 {
+			stalled++
+		}
 	}
-	if idle == 0 {
-		return r.Note
+	n := r.Note
+	add := func(s string) {
+		if n != "" {
+			n += "; "
+		}
+		n += s
 	}
-	n := fmt.Sprintf("NO GRANT in %d of %d repetitions", idle, len(r.Samples))
-	if r.Note != "" {
-		n = r.Note + "; " + n
+	if idle > 0 {
+		add(fmt.Sprintf("NO GRANT in %d of %d repetitions", idle, len(r.Samples)))
+	}
+	if stalled > 0 {
+		add(fmt.Sprintf("STALLED workers cancelled in %d of %d repetitions", stalled, len(r.Samples)))
 	}
 	return n
 }

@@ -32,9 +32,14 @@ type Config struct {
 	Reps        int           `json:"reps"`
 	TTL         time.Duration `json:"ttl"`
 	WaitTimeout time.Duration `json:"wait_timeout"` // hotkey: ctx of one Obtain
-	RenewLocks  int           `json:"renew_locks"`
-	RenewTTL    time.Duration `json:"renew_ttl"`
-	PoolSize    int           `json:"pool_size"` // go-redis PoolSize; 0 = go-redis default
+	// StopGrace bounds a cell's end: workers still in a library call this
+	// long after the window's end are cancelled, and the ones that have
+	// not returned this long after that are left behind (the cell is
+	// reported STALLED).
+	StopGrace  time.Duration `json:"stop_grace"`
+	RenewLocks int           `json:"renew_locks"`
+	RenewTTL   time.Duration `json:"renew_ttl"`
+	PoolSize   int           `json:"pool_size"` // go-redis PoolSize; 0 = go-redis default
 	// Pin runs the cells of one worker with GOMAXPROCS 1, the tool and the
 	// spawned redis-servers on CPU 0 (Linux), so that client and server
 	// share one CPU as they take turns.
@@ -67,6 +72,7 @@ func DefaultConfig() Config {
 		Reps:        3,
 		TTL:         10 * time.Second,
 		WaitTimeout: 2 * time.Second,
+		StopGrace:   10 * time.Second,
 		RenewLocks:  1000,
 		RenewTTL:    3 * time.Second,
 
@@ -86,8 +92,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown scenario %q", s))
 		}
 	}
-	if c.Duration <= 0 || c.Reps < 1 || c.TTL < time.Millisecond || c.RenewTTL < 30*time.Millisecond || c.WaitTimeout <= 0 {
-		errs = append(errs, errors.New("duration, reps, ttl, renew-ttl and wait-timeout must be positive (renew-ttl >= 30ms)"))
+	if c.Duration <= 0 || c.Reps < 1 || c.TTL < time.Millisecond || c.RenewTTL < 30*time.Millisecond || c.WaitTimeout <= 0 || c.StopGrace <= 0 {
+		errs = append(errs, errors.New("duration, reps, ttl, renew-ttl, wait-timeout and stop-grace must be positive (renew-ttl >= 30ms)"))
 	}
 	if c.Spawn < 0 || c.RenewLocks < 0 || c.PoolSize < 0 || c.Hold < 0 || c.Think < 0 || c.Warmup < 0 {
 		errs = append(errs, errors.New("negative values are not allowed"))
@@ -176,6 +182,7 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions; libraries are interleaved within each repetition, results are medians with min-max")
 	fs.DurationVar(&c.TTL, "ttl", c.TTL, "lock TTL for uncontended, hotkey and quorum")
 	fs.DurationVar(&c.WaitTimeout, "wait-timeout", c.WaitTimeout, "hotkey: ctx timeout of one Obtain (the worker then tries again)")
+	fs.DurationVar(&c.StopGrace, "stop-grace", c.StopGrace, "how long workers may take to return after a window ends before they are cancelled, and after that before the cell is reported STALLED")
 	fs.IntVar(&c.RenewLocks, "renew-locks", c.RenewLocks, "renew: locks held at once with auto-renewal")
 	fs.DurationVar(&c.RenewTTL, "renew-ttl", c.RenewTTL, "renew: lock TTL (renewed every TTL/3)")
 	fs.IntVar(&c.StampedeCallers, "stampede-callers", c.StampedeCallers, "stampede: concurrent requests per cold key")

@@ -164,7 +164,7 @@ func WriteTable(w io.Writer, rep *Report) {
 		for _, g := range ren {
 			for _, r := range g {
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Library, r.Workers, spread(r, MRenewCalls), med(r, MRenewSent),
-					med(r, MGoroutines), med(r, MHeapPerLock), med(r, MLost), med(r, MErrors), r.Note)
+					med(r, MGoroutines), med(r, MHeapPerLock), med(r, MLost), med(r, MErrors), noteOf(r))
 			}
 		}
 		tw.Flush()

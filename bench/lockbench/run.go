@@ -230,10 +230,14 @@ func Run(ctx context.Context, cfg Config, libs []Library, progress io.Writer) (*
 					c.res.Note = "not supported by this adapter"
 					continue
 				}
-				if errors.Is(err, errFailed) {
+				if errors.Is(err, errFailed) || errors.Is(err, errStalled) && ctx.Err() == nil {
+					// A stalled cell keeps the samples of its earlier
+					// repetitions, a failed one none.
 					c.failed = true
-					c.res.Note = err.Error()
-					c.res.Samples = nil
+					if errors.Is(err, errFailed) {
+						c.res.Samples = nil
+					}
+					c.res.Note = fmt.Sprintf("%v (repetition %d)", err, r+1)
 					fmt.Fprintf(os.Stderr, "\nlockbench: %s w=%d n=%d %s: %v\n", c.scenario, c.workers, c.nodes, c.lib.Name, err)
 					continue
 				}
@@ -293,8 +297,13 @@ func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]f
 		}
 		defer unpin()
 	}
+	// The cell's workers run on a context of their own: a worker that has
+	// not returned StopGrace after being told to stop is cancelled
+	// (failures.stop).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := failures{cancel: cancel, grace: cfg.StopGrace}
 	if c.scenario == Blackhole { // lockers of its own (blackhole.go)
-		var f failures
 		s, err := runBlackhole(ctx, cfg, t, c, runID(), &f)
 		if ferr := f.err(); ferr != nil {
 			return nil, ferr
@@ -314,8 +323,6 @@ func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]f
 	if err != nil {
 		return nil, err
 	}
-	defer lk.Close()
-	var f failures
 	id := runID()
 	var s map[string]float64
 	switch c.scenario {
@@ -328,7 +335,10 @@ func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]f
 	case Stampede:
 		s, err = runStampede(ctx, cfg, t, lk, c.workers, c.nodes, id, &f)
 	default:
-		return nil, fmt.Errorf("unknown scenario %q", c.scenario)
+		err = fmt.Errorf("unknown scenario %q", c.scenario)
+	}
+	if !errors.Is(err, errStalled) { // else its workers may still use it
+		err = errors.Join(err, closeBounded(lk, cfg.StopGrace))
 	}
 	if ferr := f.err(); ferr != nil {
 		return nil, ferr
@@ -436,6 +446,9 @@ func Problems(rep *Report) []string {
 	var out []string
 	for _, r := range rep.Results {
 		id := fmt.Sprintf("%s w=%d n=%d %s", r.Scenario, r.Workers, r.Nodes, r.Library)
+		if strings.HasPrefix(r.Note, errStalled.Error()) {
+			out = append(out, id+": "+r.Note)
+		}
 		if len(r.Samples) == 0 {
 			if r.Note == "" || strings.HasPrefix(r.Note, errFailed.Error()) {
 				out = append(out, id+": no samples "+r.Note)
@@ -449,7 +462,7 @@ func Problems(rep *Report) []string {
 		if s, ok := r.Metrics[progress]; !ok || s.Min <= 0 {
 			out = append(out, id+": no progress ("+progress+")")
 		}
-		for _, m := range []string{MErrors, MLost} {
+		for _, m := range []string{MErrors, MLost, MStalled} {
 			if s, ok := r.Metrics[m]; ok && s.Max > 0 {
 				out = append(out, fmt.Sprintf("%s: %s = %v", id, m, s.Max))
 			}

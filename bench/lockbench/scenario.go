@@ -145,7 +145,7 @@ func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, work
 	ops := make([]int64, workers)
 	released := make([]int64, workers) // pairs released, warm-up included
 	var errs atomic.Int64
-	var wg sync.WaitGroup
+	var wg crew
 	for w := range workers {
 		wg.Go(func() {
 			defer f.catch()
@@ -181,8 +181,8 @@ func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, work
 		})
 	}
 	s0, s1, err := window(ctx, cfg, t, nodes, &phase, nil)
-	wg.Wait()
-	if err != nil {
+	late, serr := f.stop(&wg)
+	if err = errors.Join(err, serr); err != nil {
 		return nil, err
 	}
 	var all hist
@@ -210,6 +210,7 @@ func runUncontended(ctx context.Context, cfg *Config, t *target, lk Locker, work
 		MCallsPerOp:  perOp(s0.calls, s1.calls, float64(n)),
 		MSentPerOp:   perOp(s0.sent, s1.sent, float64(n)),
 		MErrors:      float64(errs.Load()),
+		MStalled:     float64(late),
 	}, s0, s1, float64(n)), nil
 }
 
@@ -236,7 +237,7 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 	waiting := make([]atomic.Int64, workers)
 	var errs, gaveUp atomic.Int64
 	st := &hotState{lastHolder: -1}
-	var wg sync.WaitGroup
+	var wg crew
 	for w := range workers {
 		wg.Go(func() {
 			defer f.catch()
@@ -296,8 +297,8 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 			}
 		}
 	})
-	wg.Wait()
-	if err != nil {
+	late, serr := f.stop(&wg)
+	if err = errors.Join(err, serr); err != nil {
 		return nil, err
 	}
 	all := unfinished
@@ -331,6 +332,7 @@ func runHotkey(ctx context.Context, cfg *Config, t *target, lk Locker, workers, 
 		MCallsPerOp:     perOp(s0.calls, s1.calls, float64(n)),
 		MSentPerOp:      perOp(s0.sent, s1.sent, float64(n)),
 		MErrors:         float64(errs.Load()),
+		MStalled:        float64(late),
 	}, s0, s1, float64(n)), nil
 }
 
@@ -348,7 +350,7 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var held, lost, expired, errs atomic.Int64
-	var wg sync.WaitGroup
+	var wg crew
 	for i := range k {
 		wg.Go(func() {
 			defer f.catch()
@@ -388,8 +390,8 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 		s1 = t.snap(ctx, 1)
 	}
 	cancel()
-	wg.Wait()
-	if err != nil {
+	late, serr := f.stop(&wg)
+	if err = errors.Join(err, serr); err != nil {
 		return nil, err
 	}
 	secs := s1.at.Sub(s0.at).Seconds()
@@ -405,5 +407,6 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 		MLost:        float64(lost.Load()),
 		MLostExpired: float64(expired.Load()),
 		MErrors:      float64(errs.Load()),
+		MStalled:     float64(late),
 	}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -118,6 +117,7 @@ func runStampede(ctx context.Context, cfg *Config, t *target, lk Locker, callers
 		keys, fillsN int64
 		errs         atomic.Int64
 		s0           snapshot
+		stalled      int
 	)
 	measuring := false
 	warmEnd := base.Add(cfg.Warmup)
@@ -134,7 +134,7 @@ func runStampede(ctx context.Context, cfg *Config, t *target, lk Locker, callers
 		key := fmt.Sprintf("lockbench:%s:s:%d", runID, round)
 		k := &coldKey{}
 		rets := make([]int64, callers)
-		var wg sync.WaitGroup
+		var wg crew
 		for c := range callers {
 			wg.Go(func() {
 				defer f.catch()
@@ -150,7 +150,11 @@ func runStampede(ctx context.Context, cfg *Config, t *target, lk Locker, callers
 				rets[c] = int64(time.Since(base))
 			})
 		}
-		wg.Wait()
+		late, err := f.stop(&wg)
+		if err != nil {
+			return nil, err
+		}
+		stalled += late
 		if !measuring {
 			continue
 		}
@@ -176,6 +180,7 @@ func runStampede(ctx context.Context, cfg *Config, t *target, lk Locker, callers
 		MCallsPerOp:  perOp(s0.calls, s1.calls, n),
 		MSentPerOp:   perOp(s0.sent, s1.sent, n),
 		MErrors:      float64(errs.Load()),
+		MStalled:     float64(stalled),
 	}, s0, s1, n), nil
 }
 
@@ -255,7 +260,7 @@ func writeStampedeTable(w io.Writer, rep *Report) {
 	for _, g := range groups {
 		for _, r := range g {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Library, r.Workers, med(r, MOpsPerSec), med(r, MFillsPerKey),
-				med(r, MValueP50), spread(r, MValueP99), med(r, MValueMax), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MErrors), r.Note)
+				med(r, MValueP50), spread(r, MValueP99), med(r, MValueMax), med(r, MCallsPerOp), med(r, MSentPerOp), med(r, MErrors), noteOf(r))
 		}
 	}
 	tw.Flush()
