@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -114,42 +116,62 @@ func simParentArgs(t *testing.T, mode string, first int64, n int, extra ...strin
 		procs = min(runtime.GOMAXPROCS(0), 4)
 	}
 	procs = max(1, min(procs, n))
+	// The seeds go out in chunks, in ascending order, to procs children
+	// at a time; a search starts no chunk above one that found it.
+	per := (n + procs - 1) / procs
+	if spec.expect != "" {
+		per = min(per, 100)
+	}
 	type result struct {
 		lo    int64
 		out   string
 		err   error
 		found int64 // the seed a search found its violation at, 0: none
 	}
-	res := make(chan result, procs)
-	per := (n + procs - 1) / procs
-	for p := range procs {
-		lo := first + int64(p*per)
-		cnt := min(per, int(first+int64(n)-lo))
-		if cnt <= 0 {
-			res <- result{lo: lo}
-			continue
+	var (
+		mu      sync.Mutex
+		next    = first
+		lowest  int64 // the lowest chunk that found it, 0: none yet
+		rs      []result
+		workers sync.WaitGroup
+	)
+	take := func() (int64, int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		lo := next
+		if lo >= first+int64(n) || lowest != 0 {
+			return 0, 0, false
 		}
-		go func() {
-			args := append([]string{"-test.run=^TestSimChild$", "-test.v",
-				"-sim.mode=" + mode, fmt.Sprintf("-sim.seed=%d", lo), fmt.Sprintf("-sim.seeds=%d", cnt),
-				fmt.Sprintf("-sim.show=%v", *simShow)}, extra...)
-			cmd := exec.Command(os.Args[0], args...)
-			cmd.Env = append(os.Environ(), simChildEnv+"=1", "GOGC=400") // miniredis makes a Lua state per script call
-			out, err := cmd.CombinedOutput()
-			r := result{lo: lo, out: string(out), err: err}
-			for _, line := range strings.Split(r.out, "\n") {
-				if s, ok := strings.CutPrefix(strings.TrimSpace(line), "simfound "); ok {
-					r.found, _ = strconv.ParseInt(s, 10, 64)
-				}
-			}
-			res <- r
-		}()
+		next += int64(per)
+		return lo, min(per, int(first+int64(n)-lo)), true
 	}
-	var rs []result
 	for range procs {
-		rs = append(rs, <-res)
+		workers.Go(func() {
+			for lo, cnt, ok := take(); ok; lo, cnt, ok = take() {
+				args := append([]string{"-test.run=^TestSimChild$", "-test.v",
+					"-sim.mode=" + mode, fmt.Sprintf("-sim.seed=%d", lo), fmt.Sprintf("-sim.seeds=%d", cnt),
+					fmt.Sprintf("-sim.show=%v", *simShow)}, extra...)
+				cmd := exec.Command(os.Args[0], args...)
+				cmd.Env = append(os.Environ(), simChildEnv+"=1", "GOGC=400") // miniredis makes a Lua state per script call
+				out, err := cmd.CombinedOutput()
+				r := result{lo: lo, out: string(out), err: err}
+				for _, line := range strings.Split(r.out, "\n") {
+					if s, ok := strings.CutPrefix(strings.TrimSpace(line), "simfound "); ok {
+						r.found, _ = strconv.ParseInt(s, 10, 64)
+					}
+				}
+				mu.Lock()
+				rs = append(rs, r)
+				if r.found != 0 && (lowest == 0 || lo < lowest) {
+					lowest = lo
+				}
+				mu.Unlock()
+			}
+		})
 	}
-	var found *result // the lowest seed that found it: the children's ranges ascend
+	workers.Wait()
+	sort.Slice(rs, func(i, j int) bool { return rs[i].lo < rs[j].lo })
+	var found *result // the lowest seed that found it
 	for i := range rs {
 		if rs[i].found != 0 && (found == nil || rs[i].found < found.found) {
 			found = &rs[i]
@@ -230,16 +252,16 @@ func TestSimChild(t *testing.T) {
 // simReport shrinks the run of seed that broke inv, prints the smallest
 // history found, and fails the test unless the mode looked for inv.
 func simReport(t *testing.T, spec simModeSpec, seed int64, cfg sim.Config, faults []sim.Fault, inv string, h *sim.History, run sim.Run) {
+	small, fs, sh := sim.Shrink(run, cfg, faults, inv, 150, h)
 	var first sim.Violation
-	for _, v := range h.Violations() {
+	for _, v := range sh.Violations() {
 		if v.Invariant == inv {
 			first = v
 			break
 		}
 	}
-	small, fs, sh := sim.Shrink(run, cfg, faults, inv, 100, h)
-	t.Logf("sim %s seed %d: %s (%d clients, %v, %d faults; shrunk from %d clients, %v, %d faults); smallest history:\n%s",
-		*simMode, seed, first, small.Clients, small.Duration, len(fs), cfg.Clients, cfg.Duration, len(faults), sh)
+	t.Logf("sim %s seed %d: %s (%d clients, %v, %d faults, %d grants, %d steps checked; shrunk from %d clients, %v, %d faults); smallest history:\n%s",
+		*simMode, seed, first, small.Clients, small.Duration, len(fs), sh.Grants(), sh.Steps(), cfg.Clients, cfg.Duration, len(faults), sh.Until(inv))
 	if spec.expect == "" {
 		t.Errorf("sim seed %d broke %q; replay: go test -run 'TestSim$/%s' -sim.seed=%d -sim.seeds=1 -sim.show -v", seed, inv, *simMode, seed)
 		return

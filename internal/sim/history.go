@@ -139,13 +139,29 @@ func (h *History) violate(inv string, at time.Time, format string, args ...any) 
 }
 
 // String prints the history: one event a line, times from its start.
-func (h *History) String() string {
+func (h *History) String() string { return h.until(nil) }
+
+// Until prints the history up to the first violation of inv (all of it
+// when inv was not broken).
+func (h *History) Until(inv string) string {
+	at, ok := h.Found(inv)
+	if !ok {
+		return h.String()
+	}
+	end := h.start.Add(at)
+	return h.until(&end)
+}
+
+func (h *History) until(end *time.Time) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ev := append([]Event(nil), h.events...)
 	sort.SliceStable(ev, func(i, j int) bool { return ev[i].At.Before(ev[j].At) })
 	var b strings.Builder
 	for _, e := range ev {
+		if end != nil && e.At.After(*end) {
+			break
+		}
 		who := "net "
 		if e.Client >= 0 {
 			who = fmt.Sprintf("c%d  ", e.Client)

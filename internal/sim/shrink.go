@@ -11,16 +11,16 @@ type Run func(cfg Config, faults []Fault) *History
 // tried without, one at a time), at most budget runs. It returns the
 // smallest it found and its history. A run of a seed does not always
 // replay alike (the order of goroutines ready at one instant is the Go
-// scheduler's), so a candidate counts only when its own run broke inv.
+// scheduler's), so a candidate counts only when its own run broke inv; it
+// gets three runs to do so.
 func Shrink(run Run, cfg Config, faults []Fault, inv string, budget int, best *History) (Config, []Fault, *History) {
 	fails := func(c Config, fs []Fault) *History {
-		if budget <= 0 {
-			return nil
-		}
-		budget--
-		h := run(c, fs)
-		for _, v := range h.Violations() {
-			if v.Invariant == inv {
+		for range 3 { // a candidate gets three runs: runs need not replay alike
+			if budget <= 0 {
+				return nil
+			}
+			budget--
+			if h := run(c, fs); h.Broke(inv) {
 				return h
 			}
 		}
