@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +48,7 @@ type Network struct {
 	faults []Faults
 	links  map[*link]int // open links, by node
 	dials  map[[2]int]uint64
+	nextID uint64
 }
 
 // NewNetwork returns a network in front of nodes, its random choices drawn
@@ -61,8 +64,8 @@ func (n *Network) Set(i int, f Faults) {
 	n.mu.Lock()
 	n.faults[i] = f
 	var cut, stall []*link
-	for l, node := range n.links {
-		if node != i {
+	for _, l := range n.sorted() {
+		if node := n.links[l]; node != i {
 			continue
 		}
 		switch {
@@ -92,8 +95,8 @@ func (n *Network) Get(i int) Faults {
 func (n *Network) Cut(i int) {
 	n.mu.Lock()
 	var cut []*link
-	for l, node := range n.links {
-		if node == i {
+	for _, l := range n.sorted() {
+		if n.links[l] == i {
 			cut = append(cut, l)
 		}
 	}
@@ -110,13 +113,22 @@ func (n *Network) Close() {
 	n.mu.Lock()
 	n.closed = true
 	var cut []*link
-	for l := range n.links {
-		cut = append(cut, l)
-	}
+	cut = n.sorted()
 	n.mu.Unlock()
 	for _, l := range cut {
 		l.close()
 	}
+}
+
+// sorted returns the open links in dial order (not a map's random one, so
+// that a seed's cuts replay alike); n.mu is held.
+func (n *Network) sorted() []*link {
+	ls := make([]*link, 0, len(n.links))
+	for l := range n.links {
+		ls = append(ls, l)
+	}
+	slices.SortFunc(ls, func(a, b *link) int { return cmp.Compare(a.id, b.id) })
+	return ls
 }
 
 // Dialer returns a go-redis Dialer for client c to node i.
@@ -157,6 +169,8 @@ func (n *Network) dial(ctx context.Context, c, i int) (net.Conn, error) {
 		x.Close()
 		return nil, ErrRefused
 	}
+	n.nextID++
+	l.id = n.nextID
 	n.links[l] = i
 	n.mu.Unlock()
 	l.start()
@@ -204,6 +218,7 @@ func (c *tcpLike) Close() error {
 // client's pipe, server the node's connection.
 type link struct {
 	n      *Network
+	id     uint64 // in dial order: cuts and stalls go in this order
 	node   int
 	client net.Conn
 	server net.Conn
