@@ -24,8 +24,9 @@ type Config struct {
 	// Skew bounds the offset of the clients' wall clocks (quorum fences
 	// are proposed from them).
 	Skew time.Duration
-	// Amnesia drops the operational requirement: one node restarts empty
-	// at once, again and again (within it, empty restarts wait MaxTTL).
+	// Amnesia drops the operational requirement: node 0 restarts empty
+	// at once, again and again, while the others go down now and then
+	// keeping their data (within it, empty restarts wait MaxTTL).
 	Amnesia bool
 	// Faults is how many network and node faults the schedule draws.
 	Faults int
