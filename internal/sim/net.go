@@ -112,8 +112,7 @@ func (n *Network) Cut(i int) {
 func (n *Network) Close() {
 	n.mu.Lock()
 	n.closed = true
-	var cut []*link
-	cut = n.sorted()
+	cut := n.sorted()
 	n.mu.Unlock()
 	for _, l := range cut {
 		l.close()
