@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,14 +26,19 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 // The simulation (internal/sim): clients of this library on miniredis
 // nodes that run its scripts, through a simulated network, on clocks of
 // their own, all inside a synctest bubble, every choice drawn from one
-// seed. Replay a seed: go test -run 'TestSim$' -sim.seed=N -sim.seeds=1
-// -sim.show -v. A longer run: go test -run 'TestSim$' -sim.seeds=100000.
+// seed. Rerun a seed: go test -run 'TestSim$/safe' -sim.seed=N
+// -sim.seeds=1 -sim.show -v. A longer run: go test -run 'TestSim$'
+// -sim.seeds=100000. The searches (TestSimAssumptions, TestSimMutations)
+// run with a budget of seeds: go test -run TestSim -sim.budget=2000 (CI's
+// sim step).
 var (
-	simSeeds = flag.Int("sim.seeds", 20, "simulation: seeds to run (TestSim)")
-	simFirst = flag.Int64("sim.seed", 1, "simulation: the first seed")
-	simShow  = flag.Bool("sim.show", false, "simulation: print each seed's history")
-	simMode  = flag.String("sim.mode", "safe", "simulation: the child's mode (set by the tests)")
-	simProcs = flag.Int("sim.procs", 0, "simulation: processes to spread the seeds over (0: GOMAXPROCS, at most 4)")
+	simSeeds  = flag.Int("sim.seeds", 20, "simulation: seeds TestSim runs per mode")
+	simBudget = flag.Int("sim.budget", 0, "simulation: seeds a search for a predicted violation may use (0: the searches are skipped)")
+	simFirst  = flag.Int64("sim.seed", 1, "simulation: the first seed")
+	simShow   = flag.Bool("sim.show", false, "simulation: print each seed's history")
+	simMode   = flag.String("sim.mode", "safe", "simulation: the child's mode (set by the tests)")
+	simProcs  = flag.Int("sim.procs", 0, "simulation: processes to spread the seeds over (0: GOMAXPROCS, at most 4)")
+	simReplay = flag.Bool("sim.replay", false, "simulation: run each seed twice and count the seeds whose histories agree (TestSim)")
 )
 
 // simChildEnv marks the process a sim test re-executes itself in: the
@@ -48,11 +56,13 @@ func simConfig() sim.Config {
 		Drift: 0.008, Skew: 20 * time.Millisecond, Faults: 6}
 }
 
-// simMode is one way of running the simulation: its config, and the
-// invariant it must find broken ("" for none: every seed must pass).
+// simModeSpec is one way of running the simulation: its config, the
+// invariant it must find broken ("" for none: every seed must pass), and
+// the broken world it runs in (sim_mutate_test.go; "" for none).
 type simModeSpec struct {
 	cfg    func() sim.Config
 	expect string
+	mutate string
 }
 
 var simModes = map[string]simModeSpec{
@@ -61,65 +71,127 @@ var simModes = map[string]simModeSpec{
 	// One node of three restarts empty at once: a second majority can
 	// grant the lock (README: the operational requirement).
 	"amnesia": {cfg: func() sim.Config { c := simConfig(); c.Amnesia = true; return c }, expect: sim.InvExclusion},
-	// The nodes' clocks run 4-8 % fast, beyond the drift factor: keys
-	// expire before the validity the clients were given.
-	"drift": {cfg: func() sim.Config { c := simConfig(); c.Drift, c.DriftFast = 0.08, true; return c }, expect: sim.InvLossReported},
+	// The nodes' clocks run 4-8 % fast against the clients', beyond the
+	// drift factor: keys expire before the validity the clients were
+	// given, and another client is granted the lock meanwhile.
+	"drift": {cfg: func() sim.Config { c := simConfig(); c.Drift, c.DriftFast = 0.08, true; return c }, expect: sim.InvExclusion},
 }
 
 // TestSim runs the seeds within the assumptions, in quorum mode and in
 // single mode; every invariant must hold on every step of every seed.
 func TestSim(t *testing.T) {
-	for _, mode := range []string{"safe"} { // "single": not yet green, see the report
-		t.Run(mode, func(t *testing.T) { simParent(t, mode, *simFirst, *simSeeds) })
+	var extra []string
+	if *simReplay {
+		extra = append(extra, "-sim.replay")
+	}
+	for _, mode := range []string{"safe", "single"} {
+		t.Run(mode, func(t *testing.T) { simParentArgs(t, mode, *simFirst, *simSeeds, extra...) })
 	}
 }
 
-// The modes amnesia and drift drop an assumption on purpose and look for
-// the violation the README predicts (go test -run 'TestSimChild$' with
-// REDISLOCK_SIM_CHILD=1 -sim.mode=amnesia): not yet found in 200 seeds,
-// so they are not run as tests (see the report of issue 23).
+// TestSimAssumptions drops one assumption at a time: the simulation must
+// find the violation the README predicts, within -sim.budget seeds, and
+// print the smallest history it shrank it to.
+func TestSimAssumptions(t *testing.T) {
+	for _, mode := range []string{"amnesia", "drift"} {
+		t.Run(mode, func(t *testing.T) { simParent(t, mode, *simFirst, *simBudget) })
+	}
+}
 
 // simParent runs seeds [first, first+n) of mode in child processes.
 func simParent(t *testing.T, mode string, first int64, n int) {
+	simParentArgs(t, mode, first, n)
+}
+
+func simParentArgs(t *testing.T, mode string, first int64, n int, extra ...string) {
 	if os.Getenv(simChildEnv) != "" {
 		t.Skip("in a simulation child")
+	}
+	spec := simModes[mode]
+	if spec.expect != "" && n <= 0 {
+		t.Skip("a search: run with -sim.budget=N (go test -run TestSim -sim.budget=2000)")
 	}
 	procs := *simProcs
 	if procs <= 0 {
 		procs = min(runtime.GOMAXPROCS(0), 4)
 	}
-	if simModes[mode].expect != "" {
-		procs = 1 // the first seed that finds it, in seed order
-	}
 	procs = max(1, min(procs, n))
-	type result struct {
-		out string
-		err error
-	}
-	res := make(chan result, procs)
+	// The seeds go out in chunks, in ascending order, to procs children
+	// at a time; a search starts no chunk above one that found it.
 	per := (n + procs - 1) / procs
-	for p := range procs {
-		lo := first + int64(p*per)
-		cnt := min(per, int(first)+n-int(lo))
-		go func() {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestSimChild$", "-test.v",
-				"-sim.mode="+mode, fmt.Sprintf("-sim.seed=%d", lo), fmt.Sprintf("-sim.seeds=%d", cnt),
-				fmt.Sprintf("-sim.show=%v", *simShow))
-			cmd.Env = append(os.Environ(), simChildEnv+"=1", "GOGC=400") // miniredis makes a Lua state per script call
-			out, err := cmd.CombinedOutput()
-			res <- result{string(out), err}
-		}()
+	if spec.expect != "" {
+		per = min(per, 100)
+	}
+	type result struct {
+		lo    int64
+		out   string
+		err   error
+		found int64 // the seed a search found its violation at, 0: none
+	}
+	var (
+		mu      sync.Mutex
+		next    = first
+		lowest  int64 // the lowest chunk that found it, 0: none yet
+		rs      []result
+		workers sync.WaitGroup
+	)
+	take := func() (int64, int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		lo := next
+		if lo >= first+int64(n) || lowest != 0 {
+			return 0, 0, false
+		}
+		next += int64(per)
+		return lo, min(per, int(first+int64(n)-lo)), true
 	}
 	for range procs {
-		r := <-res
+		workers.Go(func() {
+			for lo, cnt, ok := take(); ok; lo, cnt, ok = take() {
+				args := append([]string{"-test.run=^TestSimChild$", "-test.v",
+					"-sim.mode=" + mode, fmt.Sprintf("-sim.seed=%d", lo), fmt.Sprintf("-sim.seeds=%d", cnt),
+					fmt.Sprintf("-sim.show=%v", *simShow)}, extra...)
+				cmd := exec.Command(os.Args[0], args...)
+				cmd.Env = append(os.Environ(), simChildEnv+"=1", "GOGC=400") // miniredis makes a Lua state per script call
+				out, err := cmd.CombinedOutput()
+				r := result{lo: lo, out: string(out), err: err}
+				for _, line := range strings.Split(r.out, "\n") {
+					if s, ok := strings.CutPrefix(strings.TrimSpace(line), "simfound "); ok {
+						r.found, _ = strconv.ParseInt(s, 10, 64)
+					}
+				}
+				mu.Lock()
+				rs = append(rs, r)
+				if r.found != 0 && (lowest == 0 || lo < lowest) {
+					lowest = lo
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	workers.Wait()
+	sort.Slice(rs, func(i, j int) bool { return rs[i].lo < rs[j].lo })
+	var found *result // the lowest seed that found it
+	for i := range rs {
+		if rs[i].found != 0 && (found == nil || rs[i].found < found.found) {
+			found = &rs[i]
+		}
+	}
+	for _, r := range rs {
+		if spec.expect != "" && found != nil && r.lo != found.lo {
+			continue // another child's search; the lowest seed's is the result
+		}
 		for _, line := range strings.Split(r.out, "\n") {
-			if strings.HasPrefix(strings.TrimSpace(line), "sim") || strings.Contains(line, "ms ") || r.err != nil {
+			if strings.HasPrefix(strings.TrimSpace(line), "sim") || strings.Contains(line, "ms ") || r.err != nil && spec.expect == "" {
 				t.Log(line)
 			}
 		}
-		if r.err != nil {
-			t.Errorf("simulation child: %v", r.err)
+		if r.err != nil && spec.expect == "" {
+			t.Errorf("simulation child (seeds from %d): %v", r.lo, r.err)
 		}
+	}
+	if spec.expect != "" && found == nil {
+		t.Errorf("sim %s: %q not found in seeds %d..%d", mode, spec.expect, first, first+int64(n)-1)
 	}
 }
 
@@ -138,36 +210,62 @@ func TestSimChild(t *testing.T) {
 		// go-redis probes a node it failed to dial once a second until its
 		// pool is closed: let the last probes end before the bubble does.
 		defer time.Sleep(2 * time.Second)
-		grants, events := 0, 0
+		run := func(seed int64, c sim.Config, fs []sim.Fault) *sim.History {
+			return runSeed(seed, c, fs, spec.mutate)
+		}
+		grants, events, steps, replayed := 0, 0, 0, 0
 		for seed := *simFirst; seed < *simFirst+int64(*simSeeds); seed++ {
 			faults := sim.Schedule(seed, cfg)
-			h := runSeed(seed, cfg, faults)
-			grants, events = grants+h.Grants(), events+h.Events()
+			h := run(seed, cfg, faults)
+			grants, events, steps = grants+h.Grants(), events+h.Events(), steps+h.Steps()
 			if *simShow {
 				t.Logf("sim seed %d:\n%s", seed, h)
 			}
-			vs := h.Violations()
-			if len(vs) == 0 {
-				continue
+			if *simReplay {
+				if again := run(seed, cfg, faults); again.Digest() == h.Digest() {
+					replayed++
+				} else if *simShow {
+					t.Logf("sim seed %d: the second run:\n%s", seed, again)
+				}
 			}
-			inv := vs[0].Invariant
-			if spec.expect != "" && inv != spec.expect {
-				continue // another violation than the one this mode looks for
+			inv := spec.expect
+			if !h.Broke(inv) {
+				if vs := h.Violations(); spec.expect == "" && len(vs) > 0 {
+					inv = vs[0].Invariant
+				} else {
+					continue // none, or not the one this mode looks for
+				}
 			}
-			run := func(c sim.Config, fs []sim.Fault) *sim.History { return runSeed(seed, c, fs) }
-			small, fs, sh := sim.Shrink(run, cfg, faults, inv, 60)
-			t.Logf("sim %s seed %d: %s (%d clients, %v, %d faults; shrunk from %d clients, %v, %d faults); smallest history:\n%s",
-				*simMode, seed, vs[0], small.Clients, small.Duration, len(fs), cfg.Clients, cfg.Duration, len(faults), sh)
-			if spec.expect == "" {
-				t.Errorf("sim seed %d broke %q; replay: go test -run 'TestSim$/%s' -sim.seed=%d -sim.seeds=1 -sim.show -v", seed, inv, *simMode, seed)
-				return
-			}
-			t.Logf("sim %s: found %q at seed %d, as predicted", *simMode, inv, seed)
+			simReport(t, spec, seed, cfg, faults, inv, h, func(c sim.Config, fs []sim.Fault) *sim.History { return run(seed, c, fs) })
 			return
 		}
-		t.Logf("sim %s: seeds %d..%d, %d grants, %d events, no violation", *simMode, *simFirst, *simFirst+int64(*simSeeds)-1, grants, events)
+		t.Logf("sim %s: seeds %d..%d, %d grants, %d events, %d steps checked, no violation", *simMode, *simFirst, *simFirst+int64(*simSeeds)-1, grants, events, steps)
+		if *simReplay {
+			t.Logf("sim %s: %d of %d seeds ran twice alike", *simMode, replayed, *simSeeds)
+		}
 		if spec.expect != "" {
 			t.Fatalf("sim %s: %q not found in %d seeds", *simMode, spec.expect, *simSeeds)
 		}
 	})
+}
+
+// simReport shrinks the run of seed that broke inv, prints the smallest
+// history found, and fails the test unless the mode looked for inv.
+func simReport(t *testing.T, spec simModeSpec, seed int64, cfg sim.Config, faults []sim.Fault, inv string, h *sim.History, run sim.Run) {
+	small, fs, sh := sim.Shrink(run, cfg, faults, inv, 150, h)
+	var first sim.Violation
+	for _, v := range sh.Violations() {
+		if v.Invariant == inv {
+			first = v
+			break
+		}
+	}
+	t.Logf("sim %s seed %d: %s (%d clients, %v, %d faults, %d grants, %d steps checked; shrunk from %d clients, %v, %d faults); smallest history:\n%s",
+		*simMode, seed, first, small.Clients, small.Duration, len(fs), sh.Grants(), sh.Steps(), cfg.Clients, cfg.Duration, len(faults), sh.Until(inv))
+	if spec.expect == "" {
+		t.Errorf("sim seed %d broke %q; replay: go test -run 'TestSim$/%s' -sim.seed=%d -sim.seeds=1 -sim.show -v", seed, inv, *simMode, seed)
+		return
+	}
+	fmt.Printf("simfound %d\n", seed)
+	t.Logf("sim %s: found %q at seed %d, as predicted", *simMode, inv, seed)
 }

@@ -18,6 +18,7 @@ func (w *simWorld) client(c int) {
 	r := sim.NewRand(w.seed, 2, uint64(c))
 	cl, closeAll := w.newClient(c, r)
 	defer closeAll()
+	time.Sleep(r.Between(time.Microsecond, time.Millisecond)) // the clients do not start on one instant
 	for time.Since(w.start) < w.cfg.Duration {
 		key := fmt.Sprintf("k%d", r.Intn(w.cfg.Keys))
 		ttl := r.Between(w.cfg.MinTTL, w.cfg.MaxTTL).Truncate(time.Millisecond)
@@ -33,6 +34,9 @@ func (w *simWorld) client(c int) {
 }
 
 func (w *simWorld) grant(c int, key string, called time.Time, l *redislock.Lock) *sim.Grant {
+	if w.mut.late {
+		time.Sleep(time.Until(l.ValidUntil()) + time.Millisecond)
+	}
 	g := &sim.Grant{Client: c, Key: key, Token: l.Token(), Fence: l.Fence(), Called: called,
 		Returned: time.Now(), ValidUntil: l.ValidUntil(), Valid: l.ValidUntil}
 	w.hist.Granted(g)

@@ -24,6 +24,7 @@ type simWorld struct {
 	clocks []*sim.Clock
 	net    *sim.Network
 	hist   *sim.History
+	mut    simMutation // the broken behaviour, if any (sim_mutate_test.go)
 	done   chan struct{}
 	wg     sync.WaitGroup
 
@@ -32,17 +33,26 @@ type simWorld struct {
 	holes []int // per node: faults that blackhole it
 }
 
-// runSeed runs seed with cfg and faults and returns its history, checked
-// on every step and at the end. It runs inside a synctest bubble (the
-// whole process's only one: see TestSim).
-func runSeed(seed int64, cfg sim.Config, faults []sim.Fault) *sim.History {
-	w := newSimWorld(seed, cfg)
+// runSeed runs seed with cfg and faults, in the world broken by the
+// mutation named mutate (none: ""), and returns its history, checked on
+// every step and at the end. It runs inside a synctest bubble (the whole
+// process's only one: see TestSim).
+func runSeed(seed int64, cfg sim.Config, faults []sim.Fault, mutate string) *sim.History {
+	// Every run starts on a whole second of the bubble's clock, so that
+	// the clocks' readings, in µs for fences, are the same in every run
+	// of a seed (the wait is virtual: it costs nothing).
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	w := newSimWorld(seed, cfg, simMutations[mutate])
 	w.run(faults)
 	return w.hist
 }
 
-func newSimWorld(seed int64, cfg sim.Config) *simWorld {
-	w := &simWorld{seed: seed, cfg: cfg, start: time.Now(), done: make(chan struct{})}
+func newSimWorld(seed int64, cfg sim.Config, mut simMutation) *simWorld {
+	w := &simWorld{seed: seed, cfg: cfg, mut: mut, start: time.Now(), done: make(chan struct{})}
+	var rw *scriptRewriter
+	if mut.script != nil {
+		rw = &scriptRewriter{rewrite: mut.script, shas: map[string]string{}}
+	}
 	w.hist = sim.NewHistory(w.start)
 	r := sim.NewRand(seed, 4)
 	var ns []sim.Node
@@ -55,6 +65,9 @@ func newSimWorld(seed int64, cfg sim.Config) *simWorld {
 		m := miniredis.NewMiniRedis()
 		m.SetTime(c.Read(w.start))
 		m.ClockTTL(true)
+		if rw != nil {
+			rw.install(m)
+		}
 		w.nodes, w.clocks = append(w.nodes, m), append(w.clocks, c)
 		ns = append(ns, sim.Node{Dial: m.Dial, Deliver: func() { m.SetTime(c.Read(time.Now())) }})
 		w.hist.Log(-1, "node %d clock rate %.4f", i, c.Rate())
@@ -214,7 +227,10 @@ func (w *simWorld) newClient(c int, r *sim.Rand) (*redislock.Client, func()) {
 		redislock.WithWallClock(func() time.Time { return clock.Read(time.Now()) })}
 	var cl *redislock.Client
 	if w.cfg.Nodes == 1 {
-		cl = redislock.New(rdbs[0], opts...)
+		// No pub/sub: go-redis' PubSub reads and dials under a mutex, and
+		// a goroutine waiting on a mutex is not durably blocked, so a
+		// second one waiting for it would stop the bubble's clock for good.
+		cl = redislock.New(rdbs[0], append(opts, redislock.WithNotify(false))...)
 	} else {
 		var err error
 		if cl, err = redislock.NewQuorum(rdbs, opts...); err != nil {

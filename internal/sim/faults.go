@@ -24,8 +24,9 @@ type Config struct {
 	// Skew bounds the offset of the clients' wall clocks (quorum fences
 	// are proposed from them).
 	Skew time.Duration
-	// Amnesia drops the operational requirement: one node restarts empty
-	// at once, again and again (within it, empty restarts wait MaxTTL).
+	// Amnesia drops the operational requirement: node 0 restarts empty
+	// at once, again and again, while the others go down now and then
+	// keeping their data (within it, empty restarts wait MaxTTL).
 	Amnesia bool
 	// Faults is how many network and node faults the schedule draws.
 	Faults int
@@ -90,8 +91,15 @@ func Schedule(seed int64, cfg Config) []Fault {
 		fs = append(fs, f)
 	}
 	if cfg.Amnesia {
-		for range 3 + r.Intn(4) {
+		// Node 0 restarts empty at once, again and again; the other nodes
+		// go down for a while now and then (keeping their data), so that
+		// some grants miss one of them: those are the grants a restart of
+		// node 0 leaves without a majority.
+		for range 6 + r.Intn(6) {
 			fs = append(fs, Fault{At: r.Between(0, cfg.Duration), Node: 0, Kind: FaultAmnesia, For: r.Between(0, 2*time.Millisecond)})
+		}
+		for range 3 + r.Intn(4) {
+			fs = append(fs, Fault{At: r.Between(0, cfg.Duration), Node: 1 + r.Intn(max(1, cfg.Nodes-1)), Kind: FaultRestart, For: r.Between(cfg.MinTTL/2, cfg.MaxTTL)})
 		}
 	}
 	sortFaults(fs)

@@ -73,6 +73,7 @@ type History struct {
 	grants     []*Grant
 	events     []Event
 	violations []Violation
+	steps      int // checks of the nodes' state (Probe)
 }
 
 // NewHistory starts a history at start (true time).
@@ -90,6 +91,32 @@ func (h *History) Violations() []Violation {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]Violation(nil), h.violations...)
+}
+
+// Broke reports whether invariant inv was found broken.
+func (h *History) Broke(inv string) bool {
+	_, ok := h.Found(inv)
+	return ok
+}
+
+// Found returns when invariant inv was first found broken, from the
+// history's start.
+func (h *History) Found(inv string) (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, v := range h.violations {
+		if v.Invariant == inv {
+			return v.At.Sub(h.start), true
+		}
+	}
+	return 0, false
+}
+
+// Steps returns how often the nodes' state was checked (Probe).
+func (h *History) Steps() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.steps
 }
 
 // Grants returns the number of grants.
@@ -112,13 +139,29 @@ func (h *History) violate(inv string, at time.Time, format string, args ...any) 
 }
 
 // String prints the history: one event a line, times from its start.
-func (h *History) String() string {
+func (h *History) String() string { return h.until(nil) }
+
+// Until prints the history up to the first violation of inv (all of it
+// when inv was not broken).
+func (h *History) Until(inv string) string {
+	at, ok := h.Found(inv)
+	if !ok {
+		return h.String()
+	}
+	end := h.start.Add(at)
+	return h.until(&end)
+}
+
+func (h *History) until(end *time.Time) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ev := append([]Event(nil), h.events...)
 	sort.SliceStable(ev, func(i, j int) bool { return ev[i].At.Before(ev[j].At) })
 	var b strings.Builder
 	for _, e := range ev {
+		if end != nil && e.At.After(*end) {
+			break
+		}
 		who := "net "
 		if e.Client >= 0 {
 			who = fmt.Sprintf("c%d  ", e.Client)
@@ -129,13 +172,19 @@ func (h *History) String() string {
 }
 
 // Digest is a summary of the history that two runs of one seed share
-// when they replay alike.
+// when they replay alike: its grants (client, fence, when returned and
+// ended, all from the start; fences come from clocks, which start at the
+// run's start) and its violations.
 func (h *History) Digest() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var b strings.Builder
 	for _, g := range h.grants {
-		fmt.Fprintf(&b, "%d:%d:%d:%d;", g.Client, g.Fence, g.Returned.Sub(h.start), g.End().Sub(h.start))
+		fmt.Fprintf(&b, "%d:%d:%d:%d;", g.Client, g.Fence-h.start.UnixMicro(), g.Returned.Sub(h.start), g.End().Sub(h.start))
 	}
+	for _, v := range h.violations {
+		fmt.Fprintf(&b, "%s@%d;", v.Invariant, v.At.Sub(h.start))
+	}
+	fmt.Fprintf(&b, "events %d steps %d", len(h.events), h.steps)
 	return b.String()
 }

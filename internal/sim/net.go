@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +14,9 @@ import (
 
 // ErrRefused is a dial to a node that is down.
 var ErrRefused = errors.New("sim: connection refused")
+
+// ErrUnreachable is a dial without deadline to a blackholed node.
+var ErrUnreachable = errors.New("sim: no route to host")
 
 // Node is one server as the network sees it.
 type Node struct {
@@ -43,6 +48,7 @@ type Network struct {
 	faults []Faults
 	links  map[*link]int // open links, by node
 	dials  map[[2]int]uint64
+	nextID uint64
 }
 
 // NewNetwork returns a network in front of nodes, its random choices drawn
@@ -58,8 +64,8 @@ func (n *Network) Set(i int, f Faults) {
 	n.mu.Lock()
 	n.faults[i] = f
 	var cut, stall []*link
-	for l, node := range n.links {
-		if node != i {
+	for _, l := range n.sorted() {
+		if node := n.links[l]; node != i {
 			continue
 		}
 		switch {
@@ -89,8 +95,8 @@ func (n *Network) Get(i int) Faults {
 func (n *Network) Cut(i int) {
 	n.mu.Lock()
 	var cut []*link
-	for l, node := range n.links {
-		if node == i {
+	for _, l := range n.sorted() {
+		if n.links[l] == i {
 			cut = append(cut, l)
 		}
 	}
@@ -106,14 +112,22 @@ func (n *Network) Cut(i int) {
 func (n *Network) Close() {
 	n.mu.Lock()
 	n.closed = true
-	var cut []*link
-	for l := range n.links {
-		cut = append(cut, l)
-	}
+	cut := n.sorted()
 	n.mu.Unlock()
 	for _, l := range cut {
 		l.close()
 	}
+}
+
+// sorted returns the open links in dial order (not a map's random one, so
+// that a seed's cuts replay alike); n.mu is held.
+func (n *Network) sorted() []*link {
+	ls := make([]*link, 0, len(n.links))
+	for l := range n.links {
+		ls = append(ls, l)
+	}
+	slices.SortFunc(ls, func(a, b *link) int { return cmp.Compare(a.id, b.id) })
+	return ls
 }
 
 // Dialer returns a go-redis Dialer for client c to node i.
@@ -132,8 +146,12 @@ func (n *Network) dial(ctx context.Context, c, i int) (net.Conn, error) {
 	switch {
 	case f.Down || closed:
 		return nil, ErrRefused
+	case f.Blackhole && ctx.Done() == nil:
+		// A dial that cannot end would hang the run: a real dialer's
+		// timeout fails it, later.
+		return nil, ErrUnreachable
 	case f.Blackhole:
-		<-ctx.Done()
+		<-ctx.Done() // go-redis' pool dials carry the dial timeout
 		return nil, ctx.Err()
 	}
 	srv, err := n.nodes[i].Dial()
@@ -150,6 +168,8 @@ func (n *Network) dial(ctx context.Context, c, i int) (net.Conn, error) {
 		x.Close()
 		return nil, ErrRefused
 	}
+	n.nextID++
+	l.id = n.nextID
 	n.links[l] = i
 	n.mu.Unlock()
 	l.start()
@@ -197,6 +217,7 @@ func (c *tcpLike) Close() error {
 // client's pipe, server the node's connection.
 type link struct {
 	n      *Network
+	id     uint64 // in dial order: cuts and stalls go in this order
 	node   int
 	client net.Conn
 	server net.Conn
@@ -285,7 +306,10 @@ func (l *link) deliverAt() time.Time {
 	f := l.n.Get(l.node)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	at := time.Now().Add(l.rnd.Between(f.DelayLo, f.DelayHi))
+	// Every chunk takes a few µs more, drawn from the seed: no two
+	// deliveries fall on one instant, whose order the Go scheduler, not
+	// the seed, would decide.
+	at := time.Now().Add(l.rnd.Between(f.DelayLo, f.DelayHi) + l.rnd.Between(time.Microsecond, 50*time.Microsecond))
 	if at.Before(l.last) {
 		at = l.last
 	}
