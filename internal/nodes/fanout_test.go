@@ -62,8 +62,11 @@ func TestGatherEveryReply(t *testing.T) {
 func TestStopHandsLateReplies(t *testing.T) {
 	t.Parallel()
 	ns := newNodes(t, 3)
+	pool := newPool(t, 8)
 	release := make(chan struct{})
-	r := nodes.Fanout(newPool(t, 8), ns, func(n *nodes.Node) (int, error) {
+	let := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(let) // before the pool's Close, on a failure too
+	r := nodes.Fanout(pool, ns, func(n *nodes.Node) (int, error) {
 		if n.Index != 0 {
 			<-release
 		}
@@ -75,7 +78,7 @@ func TestStopHandsLateReplies(t *testing.T) {
 	}
 	late := make(chan nodes.Reply[int], 3)
 	r.Stop(func(rep nodes.Reply[int]) { late <- rep })
-	close(release)
+	let()
 	got := []int{(<-late).Node, (<-late).Node}
 	slices.Sort(got)
 	if !slices.Equal(got, []int{1, 2}) {
@@ -85,10 +88,10 @@ func TestStopHandsLateReplies(t *testing.T) {
 	// With one worker, nodes 1 and 2 are answered ErrBusy within Fanout:
 	// node 2's reply waits, not gathered, when Stop comes.
 	release2 := make(chan struct{})
-	pool := newPool(t, 1)
-	let := sync.OnceFunc(func() { close(release2) })
-	t.Cleanup(let) // before the pool's Close, on a failure too
-	r = nodes.Fanout(pool, ns, func(n *nodes.Node) (int, error) {
+	pool1 := newPool(t, 1)
+	let2 := sync.OnceFunc(func() { close(release2) })
+	t.Cleanup(let2) // before the pool's Close, on a failure too
+	r = nodes.Fanout(pool1, ns, func(n *nodes.Node) (int, error) {
 		<-release2
 		return n.Index, nil
 	})
@@ -102,7 +105,7 @@ func TestStopHandsLateReplies(t *testing.T) {
 		t.Fatalf("Stop handed %v at once, want the waiting reply of node 2", now)
 	}
 	<-late
-	let()
+	let2()
 	if rep := <-late; rep.Node != 0 {
 		t.Fatalf("late reply of node %d, want 0", rep.Node)
 	}
@@ -113,20 +116,28 @@ func TestStopHandsLateReplies(t *testing.T) {
 func TestGatherTimeout(t *testing.T) {
 	t.Parallel()
 	ns := newNodes(t, 3)
+	pool := newPool(t, 8)
 	release := make(chan struct{})
-	r := nodes.Fanout(newPool(t, 8), ns, func(n *nodes.Node) (int, error) {
+	let := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(let) // before the pool's Close, on a failure too
+	var answering sync.WaitGroup
+	answering.Add(2)
+	r := nodes.Fanout(pool, ns, func(n *nodes.Node) (int, error) {
 		if n.Index == 1 {
 			<-release // cannot answer before the timeout
+		} else {
+			answering.Done()
 		}
 		return n.Index, nil
 	})
-	rs, missing := r.Gather(10*time.Millisecond, nil)
+	answering.Wait() // nodes 0 and 2 are answering: the timeout is node 1's
+	rs, missing := r.Gather(100*time.Millisecond, nil)
 	if !slices.Equal(indexes(rs), []int{0, 2}) || !slices.Equal(missing, []int{1}) {
 		t.Fatalf("gathered %v, missing %v; want [0 2], [1]", indexes(rs), missing)
 	}
 	late := make(chan nodes.Reply[int], 1)
 	r.Stop(func(rep nodes.Reply[int]) { late <- rep })
-	close(release)
+	let()
 	if rep := <-late; rep.Node != 1 {
 		t.Fatalf("late reply of node %d, want 1", rep.Node)
 	}
