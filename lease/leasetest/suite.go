@@ -413,7 +413,11 @@ func testRun(t *testing.T, e Env, key string) {
 	if !errors.Is(err, errFn) || errors.Is(err, lease.ErrLockLost) {
 		t.Fatalf("Run: %v, want fn's error alone", err)
 	}
-	l := mustObtain(t, e.Other, key, time.Second)
+	// A few quick tries, far less than Run's TTL, so that only a release
+	// frees the lock: in quorum mode Release returns once a majority let
+	// go, and the other Locker's own refused try may still be giving back
+	// a late grant on another node.
+	l := mustObtain(t, e.Other, key, time.Second, lease.WithRetry(lease.LimitRetry(lease.LinearBackoff(5*time.Millisecond), 10)))
 	if l.Fence() <= fence {
 		t.Fatalf("fence %d after Run's %d", l.Fence(), fence)
 	}
