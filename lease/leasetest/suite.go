@@ -115,6 +115,16 @@ func mustObtain(t *testing.T, lk lease.Locker, key string, ttl time.Duration, op
 	return l
 }
 
+// obtainAfterRelease obtains a lock just released, after lk's own refused
+// try, with a few quick tries (50 ms, far less than the released lock's
+// TTL, so that only its release frees it). In quorum mode Release returns
+// once a majority let go and a refused try gives back a late grant in the
+// background; together they can keep a majority held for a moment.
+func obtainAfterRelease(t *testing.T, lk lease.Locker, key string, ttl time.Duration) lease.Lock {
+	t.Helper()
+	return mustObtain(t, lk, key, ttl, lease.WithRetry(lease.LimitRetry(lease.LinearBackoff(5*time.Millisecond), 10)))
+}
+
 func wantIs(t *testing.T, what string, err error, targets ...error) {
 	t.Helper()
 	for _, target := range targets {
@@ -171,7 +181,7 @@ func testExclusion(t *testing.T, e Env, key string) {
 	if err := a.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	b := mustObtain(t, e.Other, key, 10*time.Second)
+	b := obtainAfterRelease(t, e.Other, key, 10*time.Second)
 	if b.Token() == a.Token() || b.Token() == "" {
 		t.Fatalf("tokens: %q after %q; want distinct, non-empty", b.Token(), a.Token())
 	}
@@ -413,11 +423,7 @@ func testRun(t *testing.T, e Env, key string) {
 	if !errors.Is(err, errFn) || errors.Is(err, lease.ErrLockLost) {
 		t.Fatalf("Run: %v, want fn's error alone", err)
 	}
-	// A few quick tries, far less than Run's TTL, so that only a release
-	// frees the lock: in quorum mode Release returns once a majority let
-	// go, and the other Locker's own refused try may still be giving back
-	// a late grant on another node.
-	l := mustObtain(t, e.Other, key, time.Second, lease.WithRetry(lease.LimitRetry(lease.LinearBackoff(5*time.Millisecond), 10)))
+	l := obtainAfterRelease(t, e.Other, key, time.Second)
 	if l.Fence() <= fence {
 		t.Fatalf("fence %d after Run's %d", l.Fence(), fence)
 	}
