@@ -88,7 +88,7 @@ var simRegressions = []struct {
 	// A Refresh counted a node whose obtain had answered after the node
 	// timeout and whose release was on its way: when it landed, no
 	// majority held the lock (quorum.go, grantNodes.holding).
-	{"safe", 6098},
+	{"safe", 2623},
 }
 
 // TestSim runs the seeds within the assumptions, in quorum mode and in

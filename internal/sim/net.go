@@ -140,7 +140,7 @@ func (n *Network) dial(ctx context.Context, c, i int) (net.Conn, error) {
 	f := n.faults[i]
 	k := [2]int{c, i}
 	n.dials[k]++
-	rnd := NewRand(n.seed, 1, uint64(c), uint64(i), n.dials[k])
+	dial := n.dials[k]
 	closed := n.closed
 	n.mu.Unlock()
 	switch {
@@ -159,7 +159,7 @@ func (n *Network) dial(ctx context.Context, c, i int) (net.Conn, error) {
 		return nil, err
 	}
 	cl, x := net.Pipe()
-	l := &link{n: n, node: i, rnd: rnd, client: x, server: srv, done: make(chan struct{})}
+	l := &link{n: n, node: i, client: x, server: srv, done: make(chan struct{})}
 	n.mu.Lock()
 	if n.faults[i].Down || n.closed { // went down meanwhile
 		n.mu.Unlock()
@@ -172,6 +172,10 @@ func (n *Network) dial(ctx context.Context, c, i int) (net.Conn, error) {
 	l.id = n.nextID
 	n.links[l] = i
 	n.mu.Unlock()
+	// One stream per direction: each is drawn from by its own pump alone,
+	// so the two directions' draws never interleave in the scheduler's
+	// order.
+	l.rnd = [2]*Rand{NewRand(n.seed, 1, uint64(c), uint64(i), dial, 0), NewRand(n.seed, 1, uint64(c), uint64(i), dial, 1)}
 	l.start()
 	return &tcpLike{Conn: cl}, nil
 }
@@ -224,7 +228,7 @@ type link struct {
 	done   chan struct{} // closed with the link
 
 	mu      sync.Mutex
-	rnd     *Rand
+	rnd     [2]*Rand  // per direction: [0] up, [1] down
 	last    time.Time // latest delivery so far (bytes keep their order)
 	closed  bool
 	stalled bool // nothing will be delivered any more
@@ -257,6 +261,13 @@ func (l *link) close() {
 	l.n.mu.Unlock()
 }
 
+func dirIndex(up bool) int {
+	if up {
+		return 0
+	}
+	return 1
+}
+
 type chunk struct {
 	b  []byte
 	at time.Time
@@ -273,7 +284,7 @@ func (l *link) pump(src, dst net.Conn, up bool) {
 			k, err := src.Read(buf)
 			if k > 0 {
 				select {
-				case q <- chunk{b: append([]byte(nil), buf[:k]...), at: l.deliverAt()}:
+				case q <- chunk{b: append([]byte(nil), buf[:k]...), at: l.deliverAt(up)}:
 				case <-l.done:
 					return
 				}
@@ -302,14 +313,15 @@ func (l *link) pump(src, dst net.Conn, up bool) {
 
 // deliverAt is when a chunk read now reaches the other end: after its
 // delay, and not before the chunk read before it.
-func (l *link) deliverAt() time.Time {
+func (l *link) deliverAt(up bool) time.Time {
 	f := l.n.Get(l.node)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Every chunk takes a few µs more, drawn from the seed: no two
 	// deliveries fall on one instant, whose order the Go scheduler, not
 	// the seed, would decide.
-	at := time.Now().Add(l.rnd.Between(f.DelayLo, f.DelayHi) + l.rnd.Between(time.Microsecond, 50*time.Microsecond))
+	r := l.rnd[dirIndex(up)]
+	at := time.Now().Add(r.Between(f.DelayLo, f.DelayHi) + r.Between(time.Microsecond, 50*time.Microsecond))
 	if at.Before(l.last) {
 		at = l.last
 	}
@@ -327,7 +339,7 @@ func (l *link) deliverable(up bool) bool {
 	if l.stalled || l.closed {
 		return false
 	}
-	if f.Blackhole || (!up && f.DropReply > 0 && l.rnd.Chance(f.DropReply)) {
+	if f.Blackhole || (!up && f.DropReply > 0 && l.rnd[1].Chance(f.DropReply)) {
 		l.stalled = true
 		return false
 	}
