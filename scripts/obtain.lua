@@ -92,6 +92,9 @@ if not from and (not v or string.byte(v, 1) == 126) then
     return out
   end
 end
+-- fence.lua
+-- (internal/script puts the fence functions on the line above: here, after
+-- the common cases, which use none, since each run makes them anew.)
 local fromID = from and string.sub(from, 1, 12) -- as rel names it
 local handed = 0
 local fence, rel, mark = nil, '', ''
