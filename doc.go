@@ -151,7 +151,11 @@
 // other holders denied the grant (both as a *QuorumError with each failing
 // node's *NodeError). Refresh, TTL and Release decide at the majority too
 // and return; the other nodes finish in the background (Close waits for
-// them), so a dead or stalled minority slows none of them. Release goes to
+// them), so a dead or stalled minority slows none of them. Refresh and TTL
+// ask, and count, only the nodes that granted the lock: a node whose
+// obtain failed or answered after the node timeout is released in the
+// background, and until that release lands it may hold the grant all the
+// same, so it never makes a majority. Release goes to
 // the nodes that granted; one whose grant answers after the Release is
 // released then, so that a release never reaches a node before its grant.
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,7 +45,7 @@ func (qm *quorumMode) nodeTimeout(o *options, ttl time.Duration) time.Duration {
 
 func (qm *quorumMode) ttl(ctx context.Context, l *Lock) (least int64, ok int, errs []error) {
 	least = -1
-	ok, errs = onGrant(qm, ctx, nil, qm.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", l, ttlOn, func(p pttl) bool {
+	ok, errs = onGrant(qm, ctx, l.grant.holding(qm.c), qm.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", l, ttlOn, func(p pttl) bool {
 		if p.held && (least < 0 || p.ms < least) {
 			least = p.ms
 		}
@@ -66,8 +65,10 @@ func ttlOn(ctx context.Context, rdb redis.Scripter, l *Lock) (pttl, error) {
 	return pttl{ms, held}, err
 }
 
+// refresh extends l on the nodes that granted it (grantNodes.holding):
+// only their answers make its majority.
 func (qm *quorumMode) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error) {
-	return onGrant(qm, ctx, nil, qm.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ttl.Milliseconds()}, refreshOn, isTrue)
+	return onGrant(qm, ctx, l.grant.holding(qm.c), qm.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ttl.Milliseconds()}, refreshOn, isTrue)
 }
 
 // extension is a refresh of l to ms milliseconds.
@@ -306,64 +307,6 @@ func (qm *quorumMode) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	})
 	round.Gather(l.opts.releaseTimeout, nil)
 	round.Stop(nil)
-}
-
-// grantNodes is what a quorum Lock knows about the nodes its grant reached:
-// which granted, and which had not answered when Obtain returned at the
-// majority. Release and a lost Refresh act on the nodes that granted and
-// never wait for the others: a node that grants after the lock was given up
-// is released when its answer arrives, on the goroutine that brings it, so
-// that its release cannot reach the node before its grant does.
-type grantNodes struct {
-	mu      sync.Mutex
-	granted []bool // guarded by mu: by node, answered granted
-	pending []bool // guarded by mu: by node, not answered yet
-	done    bool   // guarded by mu: released or lost; late grants are released at once
-}
-
-// newGrantNodes records a won attempt: the nodes that granted before the
-// decision, and those not heard from (missing).
-func newGrantNodes(n int, granted, missing []int) *grantNodes {
-	g := &grantNodes{granted: make([]bool, n), pending: make([]bool, n)}
-	for _, i := range granted {
-		g.granted[i] = true
-	}
-	for _, i := range missing {
-		g.pending[i] = true
-	}
-	return g
-}
-
-// answered records node i's late reply to the grant and reports whether it
-// must be released now: it granted (or may have: failed) after the lock was
-// given up.
-func (g *grantNodes) answered(i int, granted, failed bool) (release bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.pending[i] = false
-	if granted {
-		g.granted[i] = true
-	}
-	return (granted || failed) && g.done
-}
-
-// releasing marks the grant given up and returns the nodes that granted it:
-// those a release must reach. A node that has not answered is released by
-// answered's caller when it does.
-func (g *grantNodes) releasing(c *Client) []*nodes.Node {
-	if g == nil {
-		return c.nodes
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.done = true
-	var ns []*nodes.Node
-	for i, ok := range g.granted {
-		if ok {
-			ns = append(ns, c.nodes[i])
-		}
-	}
-	return ns
 }
 
 // settleLate is the late handler of a won quorum attempt (nodes.Round.Stop):
