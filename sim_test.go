@@ -77,8 +77,23 @@ var simModes = map[string]simModeSpec{
 	"drift": {cfg: func() sim.Config { c := simConfig(); c.Drift, c.DriftFast = 0.08, true; return c }, expect: sim.InvExclusion},
 }
 
+// simRegressions are seeds that found a bug once, run by every TestSim
+// (each fails on every run without its fix). A change to the workload or
+// to the schedule's draws may make one play something else: it then stays
+// one more seed.
+var simRegressions = []struct {
+	mode string
+	seed int64
+}{
+	// A Refresh counted a node whose obtain had answered after the node
+	// timeout and whose release was on its way: when it landed, no
+	// majority held the lock (quorum.go, grantNodes.holding).
+	{"safe", 6098},
+}
+
 // TestSim runs the seeds within the assumptions, in quorum mode and in
-// single mode; every invariant must hold on every step of every seed.
+// single mode, and the regression seeds; every invariant must hold on
+// every step of every seed.
 func TestSim(t *testing.T) {
 	var extra []string
 	if *simReplay {
@@ -87,6 +102,11 @@ func TestSim(t *testing.T) {
 	for _, mode := range []string{"safe", "single"} {
 		t.Run(mode, func(t *testing.T) { simParentArgs(t, mode, *simFirst, *simSeeds, extra...) })
 	}
+	t.Run("regressions", func(t *testing.T) {
+		for _, r := range simRegressions {
+			simParentArgs(t, r.mode, r.seed, 1, extra...)
+		}
+	})
 }
 
 // TestSimAssumptions drops one assumption at a time: the simulation must
@@ -152,7 +172,9 @@ func simParentArgs(t *testing.T, mode string, first int64, n int, extra ...strin
 					"-sim.mode=" + mode, fmt.Sprintf("-sim.seed=%d", lo), fmt.Sprintf("-sim.seeds=%d", cnt),
 					fmt.Sprintf("-sim.show=%v", *simShow)}, extra...)
 				cmd := exec.Command(os.Args[0], args...)
-				cmd.Env = append(os.Environ(), simChildEnv+"=1", "GOGC=400") // miniredis makes a Lua state per script call
+				// miniredis makes a Lua state per script call: garbage, most of
+				// it short-lived (GOGC=1600: 15 % less CPU than 400, 150 MB).
+				cmd.Env = append(os.Environ(), simChildEnv+"=1", "GOGC=1600")
 				out, err := cmd.CombinedOutput()
 				r := result{lo: lo, out: string(out), err: err}
 				for _, line := range strings.Split(r.out, "\n") {
