@@ -61,7 +61,10 @@ func TestAutoPipelineFaults(t *testing.T) {
 	rdb := srv.Client(nil)
 	admin := srv.Client(nil)
 	c := redislock.New(rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A hang guard, not a budget: each step below waits for its event (a
+	// count of outcomes, a server state) as long as it takes, up to this.
+	const hang = 2 * time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
 	const keys = 64 // mostly one key per worker: many calls in flight
 	var holders [keys]atomic.Int32
@@ -81,10 +84,15 @@ func TestAutoPipelineFaults(t *testing.T) {
 				k := (w + i) % keys
 				octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
 				l, err := c.Obtain(octx, "fault-"+strconv.Itoa(k), 5*time.Second)
+				ended := octx.Err() != nil
 				ocancel()
 				if err != nil {
+					// Named outcomes (Obtain's doc): refused, a node's
+					// error, a grant confirmed too late, or this call's
+					// ctx ending its first attempt.
 					var ne *redislock.NodeError
-					if !errors.Is(err, redislock.ErrNotObtained) && !errors.As(err, &ne) {
+					if !errors.Is(err, redislock.ErrNotObtained) && !errors.As(err, &ne) && !errors.Is(err, redislock.ErrGrantExpired) &&
+						!(ended && errors.Is(err, context.DeadlineExceeded)) {
 						t.Errorf("unnamed error: %v", err)
 					}
 					failures.Add(1)
@@ -107,18 +115,19 @@ func TestAutoPipelineFaults(t *testing.T) {
 			}
 		})
 	}
+	deadline, _ := ctx.Deadline()
 	// progress waits until n more grants (or failures) have been counted.
 	progress := func(what string, count *atomic.Int64, n int64) {
 		t.Helper()
 		from := count.Load()
-		eventually(t, 10*time.Second, what, func() bool { return count.Load() >= from+n })
+		eventually(t, time.Until(deadline), what, func() bool { return count.Load() >= from+n })
 	}
 	progress("grants through the auto-pipeliner", &grants, 200)
 	// Writes paused until Obtain contexts (2 s) end during the pause;
 	// every connection cut in the middle of the pause, with calls held
 	// there, and after it, with calls going on.
 	admin.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE")
-	eventually(t, 10*time.Second, "calls held by the pause", func() bool {
+	eventually(t, time.Until(deadline), "calls held by the pause", func() bool {
 		return infoField(admin, "clients", "blocked_clients") > 0
 	})
 	admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")

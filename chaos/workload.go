@@ -79,9 +79,6 @@ type Broken int
 
 const (
 	NotBroken Broken = iota
-	// RawDelete: worker 0, after each grant, sleeps past its ValidUntil, then
-	// "releases" with a plain DEL of the lock key, without the token check.
-	RawDelete
 	// UsePastValidity: worker 0 sleeps past its ValidUntil, then reads and
 	// writes anyway (with a register that ignores fences this loses updates).
 	UsePastValidity
@@ -102,7 +99,6 @@ type Workload struct {
 	Refresh  bool // refresh once per grant before writing
 
 	Broken Broken
-	RawDel func(ctx context.Context) error // the raw DEL for RawDelete
 	Seed   uint64
 }
 
@@ -222,15 +218,6 @@ func (w Workload) worker(ctx context.Context, h *History, id, maxIters int) Stat
 		op.Token, op.Fence, op.ValidUntil = l.Token(), l.Fence(), h.At(l.ValidUntil())
 		h.Add(op)
 		w.critical(h, id, i, l, rng, jitter, &st)
-		if w.Broken == RawDelete && id == 0 {
-			// Broken: outlive the lease, then delete whatever holds the key.
-			time.Sleep(time.Until(l.ValidUntil()) + w.TTL/2)
-			c := h.Now()
-			derr := w.RawDel(context.Background())
-			h.Add(Op{Worker: id, Kind: Release, Key: w.Key, Call: c, Return: h.Now(), TTL: w.TTL, Outcome: Classify(derr),
-				Token: l.Token(), Err: errText(derr), Note: "raw DEL without token check (broken variant)"})
-			continue
-		}
 		c := h.Now()
 		rerr := l.Release(context.Background())
 		h.Add(Op{Worker: id, Kind: Release, Key: w.Key, Call: c, Return: h.Now(), TTL: w.TTL, Outcome: Classify(rerr), Token: l.Token(), Err: errText(rerr)})

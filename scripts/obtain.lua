@@ -48,11 +48,56 @@
 if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
-local from = ARGV[5]
+local from, p = ARGV[5], ARGV[3]
+if p == '0' then
+  p = nil
+end
+local v = redis.call('GET', KEYS[1])
+-- The common cases first, with as few library calls as they can make (each
+-- costs the server about as much as a small command): no handoff, the key
+-- absent or a released record, its fence and the proposal below 2^53, where
+-- Lua numbers hold them exactly. Each answers as the general code below.
+if not from and (not v or string.byte(v, 1) == 126) then
+  local f, r, n, q = nil, '', nil, nil
+  if v then
+    f, r = string.match(v, '^~:([1-9]%d*):([^:]*)')
+    n = f and #f <= 16 and tonumber(f)
+    if not (n and n < 9007199254740991) then
+      n = false -- no fence, or too long: the general code decides
+    end
+  end
+  if p then
+    q = #p <= 16 and string.find(p, '^[1-9]%d*$') and tonumber(p)
+    if q and q >= 9007199254740992 then
+      q = false
+    end
+  end
+  if n ~= false and (not p or q) then
+    local out
+    if p then
+      if n and n >= q then
+        return {-1, n}
+      end
+      f, out = p, q
+    else
+      if n then
+        out = n + 1
+      else
+        local t = redis.call('TIME') -- see the general code's fresh key
+        out = t[1] * 1000000 + t[2]
+      end
+      f = string.format('%d', out)
+    end
+    redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f .. ':' .. r .. ':' .. (ARGV[4] or '') .. ';', 'PX', ARGV[2])
+    return out
+  end
+end
+-- fence.lua
+-- (internal/script puts the fence functions on the line above: here, after
+-- the common cases, which use none, since each run makes them anew.)
 local fromID = from and string.sub(from, 1, 12) -- as rel names it
 local handed = 0
 local fence, rel, mark = nil, '', ''
-local v = redis.call('GET', KEYS[1])
 if v then
   -- tok ":" f ":" r [":" ...], found with plain searches (patterns cost
   -- more on long values); any part missing: a value of someone else's.
@@ -96,8 +141,7 @@ if v then
     end
   end
 end
-local p = ARGV[3]
-if p and p ~= '0' then
+if p then
   if not valid(p) then
     return redis.error_reply('ERR redislock: the proposed fence is not a positive int64')
   end

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,10 +36,21 @@ var (
 	recordDelete = redis.NewScript(withFences(scripts.RecordDelete))
 )
 
-// withFences is s behind the fence functions it uses (scripts/fence.lua).
+// withFences is s with the fence functions it uses (scripts/fence.lua):
+// on its line fencesHere if it has one, else in front. A script runs its
+// whole chunk on every call, making each function anew: code before that
+// line does not pay for them.
 func withFences(s scripts.Script) string {
-	return scripts.FencePrelude.Source() + "\n" + s.Source()
+	src := s.Source()
+	if i := strings.Index(src, fencesHere); i >= 0 {
+		return src[:i+1] + scripts.FencePrelude.Source() + "\n" + src[i+1:]
+	}
+	return scripts.FencePrelude.Source() + "\n" + src
 }
+
+// fencesHere is the line of a script where withFences puts the fence
+// functions.
+const fencesHere = "\n-- fence.lua\n"
 
 // Publish is how a release wakes waiters (release.lua's ARGV[3],
 // multi_release.lua's and fair_leave.lua's ARGV[2]), boxed once: it is an

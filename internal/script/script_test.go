@@ -288,7 +288,7 @@ func TestObtainScriptUnknownValue(t *testing.T) {
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "old")
-		for _, v := range []string{"TOKA:123", "TOKA:123:holder;*", "garbage", "~", "~:x:"} {
+		for _, v := range []string{"TOKA:123", "TOKA:123:holder;*", "garbage", "~", "~:x:", "~:0123: x", "~:12", "~:1e5: x", "~:-5: x", "~:0x10: x"} {
 			rdb.Set(ctx, k.Lock, v, time.Hour)
 			r, err := Obtain{Keys: k.Boxed[:1], Token: "t", TTL: 10000, Holder: ""}.Run(ctx, rdb)
 			if err != nil || r.Status != Held || r.PTTL <= 0 {

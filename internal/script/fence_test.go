@@ -1,0 +1,71 @@
+package script
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock/internal/keys"
+)
+
+// obtain.lua reads fences below 2^53 as Lua numbers on its fast path and
+// as decimal strings above: around the boundary, and on a carry through
+// every digit, each grant's fence is exactly the last + 1 (or the
+// proposal), in the reply and in the key, and a proposal not above the
+// last fence is refused with it.
+func TestObtainScriptFenceBoundaries(t *testing.T) {
+	t.Parallel()
+	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		k := keys.New("redislock:", "boundary")
+		released := func(last int64) {
+			t.Helper()
+			if err := rdb.Set(ctx, k.Lock, "~:"+strconv.FormatInt(last, 10)+": 0123456789ab", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stored := func(fence int64, rel ...string) {
+			t.Helper()
+			v := rdb.Get(ctx, k.Lock).Val()
+			if want := "tok:" + strconv.FormatInt(fence, 10) + ":" + append(rel, " 0123456789ab")[0] + ":;"; v != want {
+				t.Fatalf("lock key %q, want %q", v, want)
+			}
+		}
+		const b = 1 << 53
+		for _, last := range []int64{9, 99, 999999999999999, 9999999999999999, b - 3, b - 2, b - 1, b, b + 1} {
+			released(last)
+			r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000}.Run(ctx, rdb)
+			if err != nil || r.Status != Granted || r.Fence != last+1 {
+				t.Fatalf("after %d: %+v, %v; want fence %d", last, r, err, last+1)
+			}
+			stored(last + 1)
+		}
+		for _, c := range []struct{ last, proposal int64 }{
+			{2, 3}, {b - 2, b - 1}, {b - 1, b}, {b, b + 1}, {b - 1, b + 100}, {123, b + 5}, {9999999999999999, 10000000000000000},
+		} {
+			for _, low := range []int64{c.last, c.last - 1} {
+				released(c.last)
+				r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000, Proposal: low, Holder: ""}.Run(ctx, rdb)
+				if err != nil || r.Status != LowProposal || r.Counter != c.last {
+					t.Fatalf("proposal %d after %d: %+v, %v; want refused with %d", low, c.last, r, err, c.last)
+				}
+			}
+			r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000, Proposal: c.proposal, Holder: ""}.Run(ctx, rdb)
+			if err != nil || r.Status != Granted || r.Fence != c.proposal {
+				t.Fatalf("proposal %d after %d: %+v, %v; want granted", c.proposal, c.last, r, err)
+			}
+			stored(c.proposal)
+		}
+		// A fresh key: the server clock in µs; a proposal is taken as is.
+		rdb.Del(ctx, k.Lock)
+		before := time.Now().Add(-time.Minute).UnixMicro()
+		r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000}.Run(ctx, rdb)
+		if err != nil || r.Status != Granted || r.Fence < before || r.Fence > math.MaxInt64/2 {
+			t.Fatalf("fresh key: %+v, %v; want a fence from the clock", r, err)
+		}
+		stored(r.Fence, "")
+	})
+}
