@@ -35,16 +35,19 @@ var simMutations = map[string]simMutation{
 	// Obtain takes any proposed fence, also one below the key's last:
 	// a client whose clock is behind proposes a lower one.
 	"lowfence": {expect: sim.InvFenceOrder, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- obtain:", "if fence and not below(fence, p) then", "if false then")
+		return replaceOnce(src, "-- obtain:", "if fence and not below(fence, p) then", "if false then", // the general code
+			"if n and n >= q then", "if false then") // the common cases
 	}},
 	// Obtain sets the key without PX: it never expires.
 	"nopx": {expect: sim.InvExpiry, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- obtain:", "';' .. mark, 'PX', ARGV[2])", "';' .. mark)")
+		return replaceOnce(src, "-- obtain:", "';' .. mark, 'PX', ARGV[2])", "';' .. mark)",
+			"';', 'PX', ARGV[2])", "';')")
 	}},
 	// Obtain sets half the TTL asked for: the key expires while its
 	// holder was told it is valid.
 	"halfpx": {expect: sim.InvLossReported, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- obtain:", "';' .. mark, 'PX', ARGV[2])", "';' .. mark, 'PX', math.floor(ARGV[2] / 2))")
+		return replaceOnce(src, "-- obtain:", "';' .. mark, 'PX', ARGV[2])", "';' .. mark, 'PX', math.floor(ARGV[2] / 2))",
+			"';', 'PX', ARGV[2])", "';', 'PX', math.floor(ARGV[2] / 2))")
 	}},
 	// The grant reaches its caller one TTL after Obtain returned it, as
 	// if Obtain returned grants after their validity (the library's own
@@ -58,13 +61,21 @@ func init() {
 	}
 }
 
-// replaceOnce replaces old with new in src, if src is the script whose
-// header begins with head and old is in it.
-func replaceOnce(src, head, old, new string) (string, bool) {
-	if !strings.Contains(src, head) || !strings.Contains(src, old) {
+// replaceOnce rewrites src, if src is the script whose header begins with
+// head: each pair of olds (old, new) replaces its old once, and every old
+// must be in it (a script changed under a mutation makes it fail to apply,
+// and its check then not fire: TestSimMutations fails).
+func replaceOnce(src, head string, olds ...string) (string, bool) {
+	if !strings.Contains(src, head) {
 		return "", false
 	}
-	return strings.Replace(src, old, new, 1), true
+	for i := 0; i+1 < len(olds); i += 2 {
+		if !strings.Contains(src, olds[i]) {
+			return "", false
+		}
+		src = strings.Replace(src, olds[i], olds[i+1], 1)
+	}
+	return src, true
 }
 
 // TestSimMutations runs each mutation and asserts that its check fires
