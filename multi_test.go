@@ -238,17 +238,21 @@ func TestRunMultiLost(t *testing.T) {
 	rdb := srv.Client(nil)
 	c := newClient(t, rdb)
 	a, z := t.Name()+"-a", t.Name()+"-z"
-	err := c.RunMulti(ctxT(t, 10*time.Second), []string{a, z}, time.Second, func(ctx context.Context, m *redislock.MultiLock) error {
+	// A lease far longer than the renewal interval: only a renewal's
+	// finding can end it, however loaded the machine; the test's ctx is a
+	// hang guard.
+	tctx := ctxT(t, 2*time.Minute)
+	err := c.RunMulti(tctx, []string{a, z}, 30*time.Second, func(ctx context.Context, m *redislock.MultiLock) error {
 		if err := rdb.Del(ctx, "redislock:{"+z+"}").Err(); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(5 * time.Second):
+		case <-tctx.Done():
 			return errors.New("fn's ctx not cancelled after a key was lost")
 		}
-	})
+	}, redislock.WithRefreshInterval(20*time.Millisecond))
 	if !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("RunMulti = %v, want ErrLockLost", err)
 	}

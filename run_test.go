@@ -52,9 +52,11 @@ func TestRunDetectsStolenLock(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 10*time.Second)
+		ctx := ctxT(t, 2*time.Minute) // a hang guard
 		fnErr := errors.New("fn failed")
-		err := c.Run(ctx, "stolen", time.Second, func(fnCtx context.Context, l *redislock.Lock) error {
+		// A lease far longer than the renewal interval: only a renewal's
+		// finding can end it, however loaded the machine.
+		err := c.Run(ctx, "stolen", 30*time.Second, func(fnCtx context.Context, l *redislock.Lock) error {
 			validUntil := l.ValidUntil()
 			// Someone deletes the lock and takes it (an operator, a bug).
 			// On the test's ctx, not fn's: a renewal between the two calls
@@ -75,7 +77,7 @@ func TestRunDetectsStolenLock(t *testing.T) {
 					t.Errorf("ValidUntil still set after the loss")
 				}
 				return fnErr
-			case <-time.After(5 * time.Second):
+			case <-ctx.Done():
 				return errors.New("fn's ctx not cancelled")
 			}
 		}, redislock.WithRefreshInterval(20*time.Millisecond))
