@@ -246,8 +246,16 @@ func TestRunMultiLost(t *testing.T) {
 		if err := rdb.Del(ctx, "redislock:{"+z+"}").Err(); err != nil {
 			return err
 		}
+		validUntil := m.ValidUntil()
 		select {
 		case <-ctx.Done():
+			// By the renewal that found the key gone, not the lease's end.
+			if cause := context.Cause(ctx); !errors.Is(cause, redislock.ErrNotHeld) {
+				t.Errorf("cause = %v, want a renewal's ErrNotHeld", cause)
+			}
+			if !time.Now().Before(validUntil) {
+				t.Errorf("loss noticed only after the validity ended")
+			}
 			return nil
 		case <-tctx.Done():
 			return errors.New("fn's ctx not cancelled after a key was lost")
