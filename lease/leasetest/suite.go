@@ -356,10 +356,11 @@ func testInspect(t *testing.T, e Env, key string) {
 func testHoldDetectsLoss(t *testing.T, e Env, key string) {
 	ctx := ctxFor(t)
 	// Renewed every interval, a TTL of many intervals: each renewal has
-	// most of a TTL to get through on a loaded machine, and the loss below
-	// can only be the renewal's finding (the lease does not run out first).
+	// most of a TTL to get through on a loaded machine (renewals held up
+	// for 3 s were seen at a load of 20 on 2 cores), and the loss below can
+	// only be the renewal's finding (the lease does not run out first).
 	interval := 100 * time.Millisecond
-	ttl := max(3*e.TTL, 30*interval)
+	ttl := max(3*e.TTL, 100*interval)
 	l := mustObtain(t, e.Locker, key, ttl)
 	h, err := lease.Hold(ctx, l, ttl, lease.WithRefreshInterval(interval))
 	if err != nil {
@@ -387,10 +388,12 @@ func testHoldDetectsLoss(t *testing.T, e Env, key string) {
 		}
 		info, err := e.Other.Inspect(ctx, key)
 		switch {
-		case err == nil && info.Held:
+		case err != nil: // no answer (a call timed out on a loaded machine): ask again
+			t.Logf("Inspect: %v", err)
+		case info.Held:
 			held = true
 		case e.Now().Before(vu):
-			t.Fatalf("renewed lock, valid until %v: %+v, %v", vu, info, err)
+			t.Fatalf("renewed lock, valid until %v: %+v", vu, info)
 		}
 	}
 	e.Break(key)
