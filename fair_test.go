@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,4 +193,67 @@ func TestFairInvalid(t *testing.T) {
 	if _, err := q.Obtain(ctxT(t, 10*time.Second), "k", time.Second, redislock.WithFair(true)); !errors.Is(err, redislock.ErrInvalidArgument) {
 		t.Fatalf("fair quorum Obtain: %v", err)
 	}
+}
+
+// An attempt still in flight when its waiter's ctx ends is abandoned, and
+// may reach Redis after the call has left the queue (a command on the wire
+// overtaken by the leave on another connection) and queue the ticket: its
+// settle takes the ticket out again, long before the queue TTL would.
+func TestFairAbandonedAttemptLeaves(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		key := t.Name()
+		hook := &lateScript{}
+		b.rdb.AddHook(hook)
+		c := newClient(t, b.rdb, redislock.WithFair(true), redislock.WithQueueTTL(time.Minute))
+		holder, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hook.entered, hook.proceed, hook.ran = make(chan struct{}), make(chan struct{}), make(chan struct{})
+		hook.armed.Store(true) // the waiter's first attempt
+		cctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Obtain(cctx, key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(50*time.Millisecond)))
+			done <- err
+		}()
+		<-hook.entered
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled waiter: %v", err)
+		}
+		close(hook.proceed) // the abandoned attempt reaches Redis now, and queues the ticket
+		<-hook.ran
+		eventually(t, 10*time.Second, "the abandoned attempt's ticket out of the queue", func() bool { return queueLen(t, b.rdb, key) == 0 })
+		if err := holder.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// lateScript holds its client's next script call, once armed, until
+// proceed is closed, then sends it whatever became of the caller's ctx (a
+// command already on the wire when the caller gave up) and closes ran.
+type lateScript struct {
+	armed                 atomic.Bool
+	entered, proceed, ran chan struct{}
+}
+
+func (h *lateScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lateScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := strings.ToLower(cmd.Name()); (n == "evalsha" || n == "eval") && h.armed.CompareAndSwap(true, false) {
+			close(h.entered)
+			<-h.proceed
+			defer close(h.ran)
+			return next(context.WithoutCancel(ctx), cmd)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *lateScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/renew"
 	"github.com/redislock-go/redislock/internal/script"
@@ -192,7 +193,16 @@ func (a *obtainCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
 	})
 }
 
-func (a *obtainCall) Settle(ctx context.Context, err error) { (*settleRelease)(a).settle(ctx, err) }
+// Settle releases what the abandoned attempt may have granted and, in fair
+// mode, takes its ticket out of the queue again: the Obtain call has left
+// the queue already, but the attempt may have queued the ticket after that.
+func (a *obtainCall) Settle(ctx context.Context, err error) {
+	(*settleRelease)(a).settle(ctx, err)
+	l := (*Lock)(a)
+	if t := l.attempt.ticket; t != nil {
+		leaveQueue(ctx, l.c, l.c.nodes[0], l.keys, t.id, &l.opts)
+	}
+}
 
 // settleRelease is a Lock whose attempt's call was abandoned: once the
 // call has returned, whatever it may have granted is released.
@@ -346,13 +356,19 @@ func (s *single) fairLeave(r *request) func() {
 		return nil
 	}
 	return func() {
-		if !r.ticket.queued.Load() {
-			return
+		if r.ticket.queued.Load() {
+			leaveQueue(context.Background(), s.c, s.n, r.keys, r.ticket.id, &r.opts)
 		}
-		_ = s.c.call(background(context.Background()), s.n, r.opts.releaseTimeout, false, "fair leave", func(ctx context.Context, rdb redis.Scripter) error {
-			return script.FairLeave(ctx, rdb, r.keys.FairLeave(), r.ticket.id, s.publish(&r.opts))
-		}, nil)
 	}
+}
+
+// leaveQueue takes ticket id out of k's fair queue on n, on a detached
+// context bounded by the release timeout; ZREM of a ticket not queued
+// changes nothing.
+func leaveQueue(ctx context.Context, c *Client, n *nodes.Node, k keys.Lock, id string, o *options) {
+	_ = c.call(background(ctx), n, o.releaseTimeout, false, "fair leave", func(ctx context.Context, rdb redis.Scripter) error {
+		return script.FairLeave(ctx, rdb, k.FairLeave(), id, c.m.publish(o))
+	}, nil)
 }
 
 // waitLate is how late Redis may end a WAIT, with room to spare: an idle
