@@ -59,13 +59,7 @@ func (g *grantNodes) holding(c *Client) []*nodes.Node {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ns := make([]*nodes.Node, 0, len(g.granted)) // not nil: onGrant reads nil as every node
-	for i, ok := range g.granted {
-		if ok {
-			ns = append(ns, c.nodes[i])
-		}
-	}
-	return ns
+	return g.grantedNodes(c)
 }
 
 // releasing marks the grant given up and returns the nodes that granted it:
@@ -78,7 +72,13 @@ func (g *grantNodes) releasing(c *Client) []*nodes.Node {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.done = true
-	var ns []*nodes.Node
+	return g.grantedNodes(c)
+}
+
+// grantedNodes returns the nodes that granted, with g.mu held; not nil
+// (onGrant reads nil as every node).
+func (g *grantNodes) grantedNodes(c *Client) []*nodes.Node {
+	ns := make([]*nodes.Node, 0, len(g.granted))
 	for i, ok := range g.granted {
 		if ok {
 			ns = append(ns, c.nodes[i])

@@ -31,7 +31,7 @@ func TestQuorumRefreshIgnoresReleasedNode(t *testing.T) {
 	q := startQuorum(t, 3)
 	const key, ttl = "orphan", 3 * time.Second
 	proxy := redistest.StartProxy(t, q.srvs[1].Addr())
-	hook := &lateNodeHook{key: redislock.DefaultPrefix + "{" + key + "}", held: make(chan struct{}),
+	hook := &lateNodeHook{key: redislock.LockKey(key), held: make(chan struct{}),
 		let: make(chan struct{}), landed: make(chan struct{})}
 	var rdbs []redis.UniversalClient
 	for i, s := range q.srvs {
