@@ -48,5 +48,14 @@ func Renewing(c *Client) int {
 // Pipelined reports whether c's node has set up auto-pipelining.
 func Pipelined(c *Client) bool { return c.nodes[0].Pipelined() }
 
+// Deferring reports whether c's node batches Obtain and Release calls
+// through go-redis' deferred AutoPipeliner, waiting on their callers'
+// goroutines.
+func Deferring(c *Client) bool { return c.nodes[0].Deferring() }
+
+// Abandoned reports how many calls c's node has abandoned that have not
+// yet returned and been settled.
+func Abandoned(c *Client) int { return c.nodes[0].Guarded.Abandoned() }
+
 // WithWallClock sets the wall clock a quorum Client proposes fences from.
 func WithWallClock(now func() time.Time) ClientOption { return withWallClock(now) }

@@ -171,7 +171,9 @@ type attempt struct {
 
 // obtainCall is a Lock's obtain attempt as a node call (nodes.Op): obtain.lua,
 // or fair_obtain.lua, then WAIT with WithReplicas; an abandoned one is
-// settled by releasing whatever it may have granted (settleRelease).
+// settled by releasing whatever it may have granted (settleRelease). Only
+// without replicas, when its Run uses rdb alone, may it be batched
+// (nodes.Node.Do).
 type obtainCall Lock
 
 func (a *obtainCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {

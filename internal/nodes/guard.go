@@ -211,6 +211,10 @@ func (g *Guarded) wait(ctx context.Context, timeout time.Duration) error {
 
 func (g *Guarded) abandon() { g.abandoned.Add(1) }
 
+// Abandoned reports how many abandoned calls have not yet returned and
+// been settled.
+func (g *Guarded) Abandoned() int { return int(g.abandoned.Load()) }
+
 func (g *Guarded) settled() {
 	n := g.abandoned.Add(-1)
 	if n >= MaxAbandoned {

@@ -62,6 +62,9 @@ type Node struct {
 
 	apOnce sync.Once
 	ap     redis.Scripter // nil: not a *redis.Client, or go-redis refused
+
+	asyncOnce sync.Once
+	async     *redis.AutoPipeliner // deferred face (deferredFace); nil: none
 }
 
 // IsNil reports whether rdb is nil, or a nil pointer (or other nil value)
@@ -123,7 +126,11 @@ type Op interface {
 	Settle(ctx context.Context, err error)
 }
 
-// Do is Call with op's Run and Settle as f and settle.
+// Do is Call with op's Run and Settle as f and settle, but for a batched
+// call on a *redis.Client: that one waits for its replies on the caller's
+// goroutine, within the same bounds, and only a call the caller stopped
+// waiting for goes on on a worker, to be settled. So with pipeline set,
+// op.Run must make its calls through rdb alone.
 func (n *Node) Do(ctx context.Context, timeout time.Duration, pipeline bool, op Op) error {
 	return n.call(ctx, timeout, pipeline, op, nil, nil)
 }
@@ -136,8 +143,8 @@ func (n *Node) call(ctx context.Context, timeout time.Duration, pipeline bool, o
 	}
 	k := n.inflight.Add(1)
 	batch := pipeline && k > AutoPipelineAbove
-	rdb := n.scripter(batch)
 	run := func(ctx context.Context) error {
+		rdb := n.scripter(batch)
 		if op != nil {
 			return op.Run(ctx, rdb)
 		}
@@ -165,8 +172,13 @@ func (n *Node) call(ctx context.Context, timeout time.Duration, pipeline bool, o
 			return err
 		}
 	}
+	if batch && op != nil {
+		if ap := n.deferredFace(); ap != nil {
+			return n.deferred(ctx, timeout, ap, op)
+		}
+	}
 	g := guards.Get().(*guarded)
-	g.ctx, g.rdb, g.op, g.f, g.settle, g.n, g.count = ctx, rdb, op, f, settle, n, &n.Guarded
+	g.ctx, g.rdb, g.op, g.f, g.settle, g.n, g.count = ctx, n.scripter(batch), op, f, settle, n, &n.Guarded
 	err := guard(g, n.workers, timeout)
 	if IsAbandoned(err) {
 		n.noteReached(err) // a timeout: the node did not answer in time
@@ -260,8 +272,13 @@ func (n *Node) InFlight() (fanned, cleaning int) {
 	return int(n.fanned.Load()), int(n.cleaning.Load())
 }
 
-// Pipelined reports whether the node has set up auto-pipelining (tests).
-func (n *Node) Pipelined() bool { return n.ap != nil }
+// Pipelined reports whether the node has set up auto-pipelining, either
+// face (tests).
+func (n *Node) Pipelined() bool { return n.ap != nil || n.async != nil }
+
+// Deferring reports whether the node has set up its deferred
+// AutoPipeliner, for batched Ops (tests).
+func (n *Node) Deferring() bool { return n.async != nil }
 
 // admit takes one of the node's slots of a kind, or reports that it has
 // none left.

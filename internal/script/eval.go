@@ -46,15 +46,26 @@ type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
+// Deferred is a Scripter whose Process may return before the command has
+// its reply, because its caller stopped waiting for it (a batched node
+// call's): Late then reports true, and the command must not be read.
+type Deferred interface {
+	redis.Scripter
+	processor
+	Late() bool
+}
+
 // direct is where a call may go straight through Process: go-redis'
-// plain and Cluster clients answer every command before Process returns.
-// Anything else (an AutoPipeliner, a Ring, a user's wrapper) goes through
-// Script.Run.
+// plain and Cluster clients answer every command before Process returns,
+// and a Deferred tells when it did not. Anything else (an AutoPipeliner,
+// a Ring, a user's wrapper) goes through Script.Run.
 func direct(rdb redis.Scripter) (processor, bool) {
 	switch r := rdb.(type) {
 	case *redis.Client:
 		return r, true
 	case *redis.ClusterClient:
+		return r, true
+	case Deferred:
 		return r, true
 	}
 	return nil, false
@@ -79,17 +90,38 @@ func (s *fast) run(ctx context.Context, rdb redis.Scripter, nkeys int, a []any) 
 	return send(ctx, p, s, a, redis.NewCmd).Result()
 }
 
-// send processes the EVALSHA command a, and EVAL on NOSCRIPT.
+// send processes the EVALSHA command a, and EVAL on NOSCRIPT. A command
+// a Deferred left without its reply is not read: the caller gets a fresh
+// one with Process' error.
 func send[C redis.Cmder](ctx context.Context, p processor, s *fast, a []any, newCmd func(ctx context.Context, args ...any) C) C {
 	cmd := newCmd(ctx, a...)
 	cmd.SetFirstKeyPos(3)
-	_ = p.Process(ctx, cmd)
+	if err := p.Process(ctx, cmd); late(p) {
+		return lateCmd(ctx, newCmd, err)
+	}
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		a[0], a[1] = "eval", s.src
 		cmd = newCmd(ctx, a...)
 		cmd.SetFirstKeyPos(3)
-		_ = p.Process(ctx, cmd)
+		if err := p.Process(ctx, cmd); late(p) {
+			return lateCmd(ctx, newCmd, err)
+		}
 	}
+	return cmd
+}
+
+// late reports whether p is a Deferred that left its last command
+// without a reply.
+func late(p processor) bool {
+	d, ok := p.(Deferred)
+	return ok && d.Late()
+}
+
+// lateCmd is a command in place of one left without a reply: err, and
+// nothing else.
+func lateCmd[C redis.Cmder](ctx context.Context, newCmd func(ctx context.Context, args ...any) C, err error) C {
+	cmd := newCmd(ctx)
+	cmd.SetErr(err)
 	return cmd
 }
 

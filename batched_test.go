@@ -1,0 +1,152 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/redistest"
+)
+
+// batchCallers is how many callers the batched tests run at once: far
+// more than nodes.AutoPipelineAbove (16), so that most of their calls are
+// batched through the deferred AutoPipeliner.
+const batchCallers = 64
+
+// all runs f(i) on batchCallers goroutines at once and waits for them.
+func all(f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range batchCallers {
+		wg.Go(func() { f(i) })
+	}
+	wg.Wait()
+}
+
+// Batched calls (many in flight) wait for their replies on their callers'
+// goroutines: against a server that accepts and never answers, each
+// returns at its ctx's end, at its node timeout, or (Release) at the
+// release timeout, whatever go-redis' own timeouts; once the server
+// answers again, every abandoned call is settled: what a late Obtain
+// granted is released, and a late Release has released.
+func TestBatchedCallsBounded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := stalledClient(srv)
+	const short = 300 * time.Millisecond
+	bound := short + 2*time.Second
+	c := newClient(t, rdb, redislock.WithReleaseTimeout(short))
+	ctx := ctxT(t, 2*time.Minute)
+	admin := srv.Client(nil)
+
+	// settled waits, once the server answers again, for every abandoned
+	// call to be settled, and checks that no lock of prefix is held.
+	settled := func(t *testing.T, prefix string) {
+		t.Helper()
+		srv.Resume()
+		eventually(t, time.Minute, "abandoned calls settled", func() bool { return redislock.Abandoned(c) == 0 })
+		for i := range batchCallers {
+			if k := redislock.LockKey(prefix + strconv.Itoa(i)); held(ctx, admin, k) {
+				t.Errorf("%s is held after its abandoned calls were settled", k)
+			}
+		}
+	}
+	// bounded checks that call, against the stalled server, returned an
+	// error matching context.DeadlineExceeded within bound.
+	bounded := func(t *testing.T, what string, call func() error) {
+		start := time.Now()
+		err := call()
+		if took := time.Since(start); took > bound {
+			t.Errorf("%s against a stalled server took %v, want at most %v", what, took, bound)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s against a stalled server: %v, want an error matching context.DeadlineExceeded", what, err)
+		}
+	}
+
+	// release obtains a lock of prefix for each caller, then releases them
+	// all on the stalled server.
+	release := func(t *testing.T, prefix string) {
+		locks := make([]*redislock.Lock, batchCallers)
+		all(func(i int) {
+			l, err := c.Obtain(ctx, prefix+strconv.Itoa(i), time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			locks[i] = l
+		})
+		if t.Failed() {
+			return
+		}
+		srv.Pause()
+		t.Cleanup(srv.Resume)
+		all(func(i int) { bounded(t, "Release", func() error { return locks[i].Release(ctx) }) })
+		if !redislock.Deferring(c) {
+			t.Fatal("no call was batched through the deferred auto-pipeliner: the test exercised nothing")
+		}
+		settled(t, prefix)
+	}
+	// The first releases find release.lua not loaded (NOSCRIPT): the
+	// worker that settles each goes on with EVAL, as the call would have.
+	t.Run("Release, script not loaded", func(t *testing.T) { release(t, "unloaded-") })
+	t.Run("Release", func(t *testing.T) { release(t, "rel-") })
+	t.Run("Obtain, ctx", func(t *testing.T) {
+		srv.Pause()
+		t.Cleanup(srv.Resume)
+		all(func(i int) {
+			bounded(t, "Obtain", func() error {
+				cctx, cancel := context.WithTimeout(ctx, short)
+				defer cancel()
+				_, err := c.Obtain(cctx, "ctx-"+strconv.Itoa(i), time.Minute)
+				return err
+			})
+		})
+		settled(t, "ctx-")
+	})
+	t.Run("Obtain, node timeout", func(t *testing.T) {
+		srv.Pause()
+		t.Cleanup(srv.Resume)
+		never, cancel := context.WithCancel(ctx) // can end, never does
+		defer cancel()
+		all(func(i int) {
+			bounded(t, "Obtain", func() error {
+				_, err := c.Obtain(never, "nt-"+strconv.Itoa(i), time.Minute, redislock.WithNodeTimeout(short))
+				return err
+			})
+		})
+		settled(t, "nt-")
+	})
+}
+
+// SCRIPT FLUSH while batched calls run: each falls back from EVALSHA to
+// EVAL, through the deferred AutoPipeliner as on the client.
+func TestBatchedScriptFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(nil)
+	admin := srv.Client(nil)
+	c := newClient(t, rdb)
+	ctx := ctxT(t, time.Minute)
+	for round := range 5 {
+		if err := admin.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		all(func(i int) {
+			key := "flush-" + strconv.Itoa(i)
+			l, err := c.Obtain(ctx, key, time.Minute)
+			if err != nil {
+				t.Errorf("round %d: Obtain: %v", round, err)
+				return
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Errorf("round %d: Release: %v", round, err)
+			}
+		})
+	}
+	if !redislock.Deferring(c) {
+		t.Fatal("no call was batched through the deferred auto-pipeliner: the test exercised nothing")
+	}
+}
