@@ -102,6 +102,23 @@ func singleClient(t *testing.T, n *node) *redislock.Client {
 	return c
 }
 
+// stagedClient is a lock client on n for the staged tests, which inject no
+// fault: its go-redis timeouts are 10 s instead of ClientOptions' 300 ms,
+// so a loaded machine slows a step down but does not fail it, and it is
+// warmed up (connected, the scripts loaded) before the first step, so a
+// step is one round trip.
+func stagedClient(t *testing.T, n *node, key string) *redislock.Client {
+	t.Helper()
+	o := ClientOptions(n.proxy.Addr())
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second, 10*time.Second
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := redislock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	warmUp(t, Workload{Client: c, Key: key, Workers: 1})
+	return c
+}
+
 func quorumClient(t *testing.T, ns []*node, opts ...redislock.ClientOption) *redislock.Client {
 	rdbs := make([]redis.UniversalClient, len(ns))
 	for i, n := range ns {
