@@ -40,7 +40,7 @@ func TestBrokenRawDeleteIsCaught(t *testing.T) {
 // letting go by a raw DEL (broken) or by Release, and checks the history.
 func stagedRelease(t *testing.T, key string, broken bool) (Report, []Op) {
 	n := startNodes(t, 1)[0]
-	c := singleClient(t, n)
+	c := stagedClient(t, n, key)
 	h := NewHistory()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard
 	defer cancel()
@@ -68,7 +68,11 @@ func stagedRelease(t *testing.T, key string, broken bool) (Report, []Op) {
 	a := obtain(1, time.Second)
 	// A's lease ends: its ValidUntil passed, its key expired on the server.
 	redistest.Eventually(t, 30*time.Second, "the end of A's lease", func() bool {
-		return time.Now().After(a.ValidUntil()) && n.rdb.Exists(ctx, lockKey(key)).Val() == 0
+		if !time.Now().After(a.ValidUntil()) {
+			return false
+		}
+		ex, err := n.rdb.Exists(ctx, lockKey(key)).Result()
+		return err == nil && ex == 0 // a timed-out EXISTS is no answer
 	})
 	b := obtain(2, time.Minute) // far longer than the rest of the test
 	if broken {
