@@ -77,12 +77,20 @@ func sentinelLock(t *testing.T, s *redistest.Sentinel) {
 // it once its failover client has switched (go-redis asks the sentinels),
 // fn runs on undisturbed, and a waiter that waited across the failover is
 // granted only after Run released the lock, with a higher fence.
+//
+// Until the failover client has switched, the renewals go to the old
+// primary, which stays a writable master until the sentinels repoint it:
+// the new primary's copy of the key lives on the TTL of the last renewal
+// it replicated. The lease is kept only if the client switches within
+// that TTL. On a loaded machine two of the three sentinels heard of the
+// switch about 2 s after the promotion, and a 3 s lease was lost in one
+// run of five; with 10 s the switch has room to be late.
 func sentinelFailoverKeepsLock(t *testing.T, s *redistest.Sentinel) {
-	tctx := ctxT(t, 40*time.Second)
+	tctx := ctxT(t, time.Minute)
 	ctx := tctx
 	c, other := newClient(t, s.Client(nil)), newClient(t, s.Client(nil))
 	key := t.Name()
-	const ttl = 3 * time.Second
+	const ttl = 10 * time.Second
 	old, err := s.Primary(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +124,7 @@ func sentinelFailoverKeepsLock(t *testing.T, s *redistest.Sentinel) {
 		if p == old || !holds(t, p, key, l.Token()) {
 			t.Fatalf("the new primary %s (old %s) does not hold the lock", p.Addr(), old.Addr())
 		}
-		renewedAfter(t, l, validityFrom(time.Now(), ttl), 10*time.Second)
+		renewedAfter(t, l, validityFrom(time.Now(), ttl), 2*ttl)
 		if d := pttl(t, p, key); d < ttl/2 {
 			t.Fatalf("PTTL on the new primary %v after a renewal of %v", d, ttl)
 		}

@@ -40,7 +40,7 @@ func TestBrokenRawDeleteIsCaught(t *testing.T) {
 // letting go by a raw DEL (broken) or by Release, and checks the history.
 func stagedRelease(t *testing.T, key string, broken bool) (Report, []Op) {
 	n := startNodes(t, 1)[0]
-	c := singleClient(t, n)
+	c := stagedClient(t, n, key)
 	h := NewHistory()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard
 	defer cancel()
@@ -68,7 +68,11 @@ func stagedRelease(t *testing.T, key string, broken bool) (Report, []Op) {
 	a := obtain(1, time.Second)
 	// A's lease ends: its ValidUntil passed, its key expired on the server.
 	redistest.Eventually(t, 30*time.Second, "the end of A's lease", func() bool {
-		return time.Now().After(a.ValidUntil()) && n.rdb.Exists(ctx, lockKey(key)).Val() == 0
+		if !time.Now().After(a.ValidUntil()) {
+			return false
+		}
+		ex, err := n.rdb.Exists(ctx, lockKey(key)).Result()
+		return err == nil && ex == 0 // a timed-out EXISTS is no answer
 	})
 	b := obtain(2, time.Minute) // far longer than the rest of the test
 	if broken {
@@ -91,40 +95,4 @@ func stagedRelease(t *testing.T, key string, broken bool) (Report, []Op) {
 	r := CheckAll(strings.ReplaceAll(t.Name(), "/", "_"), ops, false, "", "", 0)
 	summary.ops.Add(int64(len(ops)))
 	return r, ops
-}
-
-// A holder keeps using its grant past ValidUntil against a resource that
-// ignores fences: its write lands after a newer holder's (stale write
-// accepted) and read-modify-writes overlap (lost update).
-func TestBrokenUsePastValidityIsCaught(t *testing.T) {
-	needRedis(t)
-	n := startNodes(t, 1)[0]
-	key := "broken-late"
-	w := Workload{
-		Client: singleClient(t, n), Register: &MemRegister{Key: "mem:" + key, Unfenced: true}, Key: key,
-		Workers: workers, TTL: 150 * time.Millisecond, Duration: 2 * time.Second, Hold: 2 * time.Millisecond,
-		Retry: retry(), Seed: 22, Broken: UsePastValidity,
-	}
-	r, ops, fs, _ := run(t, "broken use past ValidUntil", w, Nemesis{}, false)
-	expectFlagged(t, "broken: a grant used past ValidUntil without fencing is caught", r, ops, fs,
-		[]string{CheckStaleWrite, CheckLostUpdate},
-		CheckWriteLost) // a resource that ignores fences can also end below the highest acknowledged fence
-}
-
-// The same late holder against a fenced register: the fence rejects the
-// late write, and every checker passes. This is the claim fencing makes.
-func TestClaimFencingStopsLateHolder(t *testing.T) {
-	needRedis(t)
-	n := startNodes(t, 1)[0]
-	key := "fenced-late"
-	w := Workload{
-		Client: singleClient(t, n), Register: &MemRegister{Key: "mem:" + key}, Key: key,
-		Workers: workers, TTL: 150 * time.Millisecond, Duration: 2 * time.Second, Hold: 2 * time.Millisecond,
-		Retry: retry(), Seed: 22, Broken: UsePastValidity,
-	}
-	r, ops, fs, st := run(t, "late holder, fenced register", w, Nemesis{}, false)
-	if st.WritesStale == 0 {
-		t.Errorf("no late write was rejected: the scenario did not happen (stats %+v)", st)
-	}
-	expectClean(t, "fencing rejects the writes of a holder past its lease", r, ops, fs)
 }

@@ -87,11 +87,9 @@ func startNodes(t *testing.T, n int, args ...string) []*node {
 		s := redistest.Start(t, append(append([]string{}, debugArgs...), args...)...)
 		p := NewProxy(t, fmt.Sprintf("n%d", i), s.Addr())
 		rdb := NewClient(t, p.Addr())
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := rdb.Ping(ctx).Err() // handshake before any toxic
-		cancel()
-		if err != nil {
-			t.Fatal(err)
+		// The handshake, before any toxic.
+		if err := untilOK(func(ctx context.Context) error { return rdb.Ping(ctx).Err() }); err != nil {
+			t.Fatalf("n%d: no PONG within %v: %v", i, readyWithin, err)
 		}
 		out[i] = &node{srv: s, proxy: p, rdb: rdb}
 	}
@@ -101,6 +99,23 @@ func startNodes(t *testing.T, n int, args ...string) []*node {
 func singleClient(t *testing.T, n *node) *redislock.Client {
 	c := redislock.New(n.rdb)
 	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// stagedClient is a lock client on n for the staged tests, which inject no
+// fault: its go-redis timeouts are 10 s instead of ClientOptions' 300 ms,
+// so a loaded machine slows a step down but does not fail it, and it is
+// warmed up (connected, the scripts loaded) before the first step, so a
+// step is one round trip.
+func stagedClient(t *testing.T, n *node, key string) *redislock.Client {
+	t.Helper()
+	o := ClientOptions(n.proxy.Addr())
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second, 10*time.Second
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := redislock.New(rdb)
+	t.Cleanup(func() { _ = c.Close() })
+	warmUp(t, Workload{Client: c, Key: key, Workers: 1})
 	return c
 }
 
@@ -224,29 +239,57 @@ func record(t *testing.T, claim string, r Report, expectedChecks []string) {
 	_ = claim
 }
 
-// warmUp makes each of w's workers' calls once, at the same time, on keys
-// of their own, before any fault: every node then has a connection per
-// worker and the scripts loaded. Without it, on a loaded machine, a first
-// call's dial and script load can outlast the 100 ms node timeout of a 1 s
-// lease on every node, each abandoned call's connection is dropped, and
-// the next call starts cold again: no grant in the whole run.
+// readyWithin bounds the wait for a node's first PONG and for a client's
+// warm-up calls: each call runs under ClientOptions' 300 ms timeouts, which
+// a loaded machine can exceed, so it is tried again until it succeeds.
+const readyWithin = 30 * time.Second
+
+// untilOK calls f until it returns nil, and at most until readyWithin has
+// passed; it returns f's last error.
+func untilOK(f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
+	defer cancel()
+	for {
+		err := f(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// warmUp makes each of w's workers' calls, at the same time, on keys of
+// their own, before any fault: every node then has a connection per worker
+// and the scripts loaded. Without it, on a loaded machine, a first call's
+// dial and script load can outlast the 100 ms node timeout of a 1 s lease
+// on every node, each abandoned call's connection is dropped, and the next
+// call starts cold again: no grant in the whole run. A warm-up call can
+// itself exceed the go-redis client's 300 ms timeouts on a loaded machine:
+// each worker tries again, on a fresh key (a timed-out attempt may hold its
+// own), until one Obtain and Release succeed, within readyWithin.
 func warmUp(t *testing.T, w Workload) {
 	t.Helper()
 	errs := make(chan error, w.Workers)
 	for i := range w.Workers {
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			l, err := w.Client.Obtain(ctx, fmt.Sprintf("%s:warm:%d", w.Key, i), time.Minute, redislock.WithNodeTimeout(10*time.Second))
-			if err == nil {
-				err = l.Release(ctx)
-			}
-			errs <- err
+			attempt := 0
+			errs <- untilOK(func(ctx context.Context) error {
+				attempt++
+				l, err := w.Client.Obtain(ctx, fmt.Sprintf("%s:warm:%d:%d", w.Key, i, attempt), time.Minute, redislock.WithNodeTimeout(10*time.Second))
+				if err != nil {
+					return err
+				}
+				return l.Release(ctx)
+			})
 		}()
 	}
 	for range w.Workers {
 		if err := <-errs; err != nil {
-			t.Fatalf("warm-up: %v", err)
+			t.Fatalf("warm-up: not ready within %v: %v", readyWithin, err)
 		}
 	}
 }

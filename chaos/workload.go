@@ -73,17 +73,6 @@ func (m *MemRegister) Set(_ context.Context, value string, fence int64) error {
 	return m.gate.Do(fence, set)
 }
 
-// Broken selects a deliberately broken client behaviour, to show that the
-// checkers catch it.
-type Broken int
-
-const (
-	NotBroken Broken = iota
-	// UsePastValidity: worker 0 sleeps past its ValidUntil, then reads and
-	// writes anyway (with a register that ignores fences this loses updates).
-	UsePastValidity
-)
-
 // Workload is 8–16 workers doing a non-atomic read-sleep-write of a counter
 // in the register under the lock, each write fenced.
 type Workload struct {
@@ -98,8 +87,7 @@ type Workload struct {
 	Retry    redislock.RetryStrategy
 	Refresh  bool // refresh once per grant before writing
 
-	Broken Broken
-	Seed   uint64
+	Seed uint64
 }
 
 // Stats counts a run's outcomes.
@@ -232,9 +220,6 @@ func (w Workload) worker(ctx context.Context, h *History, id, maxIters int) Stat
 // critical is the read-sleep-write under the lock.
 func (w Workload) critical(h *History, id, iter int, l *redislock.Lock, rng *rand.Rand, jitter func(time.Duration) time.Duration, st *Stats) {
 	bg := context.Background()
-	if w.Broken == UsePastValidity && id == 0 && iter%3 == 0 {
-		time.Sleep(time.Until(l.ValidUntil()) + w.TTL/2) // broken: keep using an expired grant
-	}
 	rctx, rcancel := context.WithTimeout(bg, time.Second)
 	read, _, err := w.Register.Get(rctx)
 	rcancel()
@@ -246,7 +231,6 @@ func (w Workload) critical(h *History, id, iter int, l *redislock.Lock, rng *ran
 		return
 	}
 	time.Sleep(jitter(w.Hold))
-	late := w.Broken == UsePastValidity && id == 0 // broken: writes whatever the lease says
 	if w.Refresh && rng.IntN(2) == 0 {
 		fctx, fcancel := context.WithTimeout(bg, w.TTL)
 		c := h.Now()
@@ -257,7 +241,7 @@ func (w Workload) critical(h *History, id, iter int, l *redislock.Lock, rng *ran
 			op.ValidUntil = h.At(l.ValidUntil())
 		}
 		h.Add(op)
-		if errors.Is(ferr, redislock.ErrNotHeld) && !late {
+		if errors.Is(ferr, redislock.ErrNotHeld) {
 			st.WritesSkipped++ // the lock is lost: a correct holder stops
 			return
 		}
@@ -268,7 +252,7 @@ func (w Workload) critical(h *History, id, iter int, l *redislock.Lock, rng *ran
 	// fault's reconnect burst) would otherwise write after its lease, a late
 	// write that fences cannot order when it lands before the next holder's
 	// (a lost update that is the paused-holder limit, not this claim).
-	if time.Until(l.ValidUntil()) < w.TTL/2 && !late {
+	if time.Until(l.ValidUntil()) < w.TTL/2 {
 		st.WritesSkipped++
 		return
 	}

@@ -323,7 +323,10 @@ func TestPostgresRun(t *testing.T) {
 	cfg.Scenarios = []string{Uncontended, Hotkey, Renew}
 	cfg.Workers, cfg.HotWorkers = []int{2}, []int{3}
 	cfg.Duration, cfg.Warmup, cfg.Reps = 150*time.Millisecond, 20*time.Millisecond, 1
-	cfg.RenewLocks, cfg.RenewTTL = 5, 150*time.Millisecond
+	// Leases long enough that a loaded machine cannot make a renewal late
+	// (a 150 ms lease lost one renewal in a CI run beside other work): the
+	// window is one lease, about three renewals per lock.
+	cfg.RenewLocks, cfg.RenewTTL = 5, 2*time.Second
 	cfg.Libs = []string{"pglock/linear"}
 	rep, err := Run(context.Background(), cfg, Postgres(), nil)
 	if err != nil {
