@@ -21,9 +21,16 @@ func benchClient(b *testing.B, nodes int) *redislock.Client {
 	if nodes == 1 {
 		return newClient(b, redistest.Start(b).Client(nil))
 	}
+	return benchQuorum(b, nodes, nil)
+}
+
+// benchQuorum is a quorum Client of nodes servers, their go-redis
+// options adjusted by fn (may be nil).
+func benchQuorum(b *testing.B, nodes int, fn func(*redis.Options)) *redislock.Client {
+	b.Helper()
 	var rdbs []redis.UniversalClient
 	for _, s := range redistest.StartN(b, nodes) {
-		rdbs = append(rdbs, s.Client(nil))
+		rdbs = append(rdbs, s.Client(fn))
 	}
 	c, err := redislock.NewQuorum(rdbs)
 	if err != nil {
@@ -34,7 +41,10 @@ func benchClient(b *testing.B, nodes int) *redislock.Client {
 }
 
 func benchObtainRelease(b *testing.B, nodes int, ctx context.Context) {
-	c := benchClient(b, nodes)
+	loopObtainRelease(b, benchClient(b, nodes), ctx)
+}
+
+func loopObtainRelease(b *testing.B, c *redislock.Client, ctx context.Context) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l, err := c.Obtain(ctx, "bench", time.Second)
@@ -59,6 +69,20 @@ func BenchmarkObtainRelease(b *testing.B) {
 	dctx, dcancel := context.WithTimeout(context.Background(), time.Hour)
 	defer dcancel()
 	b.Run("nodes=1/ctx=deadline", func(b *testing.B) { benchObtainRelease(b, 1, dctx) })
+	// go-redis as the README configures it: ContextTimeoutEnabled, so the
+	// calls run on the caller's goroutine with the timeout as a deadline.
+	ctxTimeout := func(o *redis.Options) { o.ContextTimeoutEnabled = true }
+	for _, ctx := range []struct {
+		name string
+		ctx  context.Context
+	}{{"background", context.Background()}, {"deadline", dctx}} {
+		b.Run("nodes=1/ContextTimeoutEnabled/ctx="+ctx.name, func(b *testing.B) {
+			loopObtainRelease(b, newClient(b, redistest.Start(b).Client(ctxTimeout)), ctx.ctx)
+		})
+	}
+	b.Run("nodes=3/ContextTimeoutEnabled", func(b *testing.B) {
+		loopObtainRelease(b, benchQuorum(b, 3, ctxTimeout), context.Background())
+	})
 }
 
 // Each goroutine locks keys of its own: throughput without contention.

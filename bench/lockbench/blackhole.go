@@ -78,9 +78,9 @@ func runBlackhole(ctx context.Context, cfg *Config, t *target, c *cell, runID st
 		return nil, err
 	}
 	defer hole.close()
-	// A go-redis client as a user has it: default timeouts (ReadTimeout
-	// 3 s), the run's pool size.
-	dead := redis.NewClient(&redis.Options{Addr: hole.addr(), PoolSize: cfg.PoolSize})
+	// A go-redis client as the other nodes': default timeouts
+	// (ReadTimeout 3 s), the run's pool size and ContextTimeoutEnabled.
+	dead := redis.NewClient(cfg.libOptions(hole.addr()))
 	defer dead.Close()
 	nodes := t.nodes(c.nodes)
 	nodes[len(nodes)-1] = dead

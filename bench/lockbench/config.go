@@ -40,6 +40,11 @@ type Config struct {
 	RenewLocks int           `json:"renew_locks"`
 	RenewTTL   time.Duration `json:"renew_ttl"`
 	PoolSize   int           `json:"pool_size"` // go-redis PoolSize; 0 = go-redis default
+	// ContextTimeout sets ContextTimeoutEnabled on the go-redis clients
+	// handed to the libraries (every library alike), as the README
+	// recommends: go-redis then applies a call's context deadline to its
+	// socket. The default is true.
+	ContextTimeout bool `json:"context_timeout"`
 	// Pin runs the cells of one worker with GOMAXPROCS 1, the tool and the
 	// spawned redis-servers on CPU 0 (Linux), so that client and server
 	// share one CPU as they take turns.
@@ -63,18 +68,19 @@ type Config struct {
 // DefaultConfig is what `go run ./bench` does without flags.
 func DefaultConfig() Config {
 	return Config{
-		Scenarios:   []string{Uncontended, Hotkey, Quorum, Renew, Stampede, Blackhole},
-		Workers:     []int{1, 16, 64, 256},
-		HotWorkers:  []int{8, 32},
-		QuorumSizes: []int{3, 5},
-		Duration:    2 * time.Second,
-		Warmup:      300 * time.Millisecond,
-		Reps:        3,
-		TTL:         10 * time.Second,
-		WaitTimeout: 2 * time.Second,
-		StopGrace:   10 * time.Second,
-		RenewLocks:  1000,
-		RenewTTL:    3 * time.Second,
+		Scenarios:      []string{Uncontended, Hotkey, Quorum, Renew, Stampede, Blackhole},
+		Workers:        []int{1, 16, 64, 256},
+		HotWorkers:     []int{8, 32},
+		QuorumSizes:    []int{3, 5},
+		Duration:       2 * time.Second,
+		Warmup:         300 * time.Millisecond,
+		Reps:           3,
+		TTL:            10 * time.Second,
+		ContextTimeout: true,
+		WaitTimeout:    2 * time.Second,
+		StopGrace:      10 * time.Second,
+		RenewLocks:     1000,
+		RenewTTL:       3 * time.Second,
 
 		StampedeCallers: 100,
 		StampedeProcs:   3,
@@ -190,6 +196,7 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.DurationVar(&c.StampedeFill, "stampede-fill", c.StampedeFill, "stampede: how long a fill takes")
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "run the one-worker cells with GOMAXPROCS=1, the tool and the spawned redis-servers on CPU 0 (Linux)")
 	fs.IntVar(&c.PoolSize, "pool-size", c.PoolSize, "go-redis PoolSize per node (0 = go-redis default, 10 x GOMAXPROCS)")
+	fs.BoolVar(&c.ContextTimeout, "context-timeout", c.ContextTimeout, "give the go-redis clients of the libraries ContextTimeoutEnabled, as redislock's README recommends (--context-timeout=false: go-redis' default, off)")
 	fs.Func("libs", "comma-separated substrings of library names to run (default all)", func(s string) error {
 		c.Libs = splitList(s)
 		return nil

@@ -10,8 +10,8 @@ import (
 // metrics of each scenario, median (min–max) over the repetitions.
 func WriteMarkdown(w io.Writer, rep *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Target: %s, go-redis pool size %d; %s, %d CPU. %d interleaved repetitions of %s (after %s warm-up); median (min–max). Latencies in µs%s.\n",
-		rep.Target.Label, rep.Target.PoolSize, rep.Machine.GoVersion, rep.Machine.NumCPU, rep.Config.Reps, rep.Config.Duration, rep.Config.Warmup, loadNote(rep.Machine))
+	fmt.Fprintf(&b, "Target: %s, go-redis pool size %d%s; %s, %d CPU. %d interleaved repetitions of %s (after %s warm-up); median (min–max). Latencies in µs%s.\n",
+		rep.Target.Label, rep.Target.PoolSize, clientNote(rep.Target), rep.Machine.GoVersion, rep.Machine.NumCPU, rep.Config.Reps, rep.Config.Duration, rep.Config.Warmup, loadNote(rep.Machine))
 	if !rep.Target.Real {
 		b.WriteString("\n**miniredis: NOT a real measurement.**\n")
 	}

@@ -121,8 +121,8 @@ func groupsOf(rep *Report) [][]*Result {
 
 // WriteTable prints human-readable tables, one per scenario kind.
 func WriteTable(w io.Writer, rep *Report) {
-	fmt.Fprintf(w, "target: %s; pool size %d; %s %s/%s, %d CPU, GOMAXPROCS %d\n",
-		rep.Target.Label, rep.Target.PoolSize, rep.Machine.GoVersion, rep.Machine.GOOS, rep.Machine.GOARCH, rep.Machine.NumCPU, rep.Machine.GOMAXPROCS)
+	fmt.Fprintf(w, "target: %s; pool size %d%s; %s %s/%s, %d CPU, GOMAXPROCS %d\n",
+		rep.Target.Label, rep.Target.PoolSize, clientNote(rep.Target), rep.Machine.GoVersion, rep.Machine.GOOS, rep.Machine.GOARCH, rep.Machine.NumCPU, rep.Machine.GOMAXPROCS)
 	fmt.Fprintf(w, "duration %s, warm-up %s, %d rep(s), libraries interleaved; median (min–max); latencies in µs%s\n",
 		rep.Config.Duration, rep.Config.Warmup, rep.Config.Reps, loadNote(rep.Machine))
 	if !rep.Target.Real {
@@ -234,7 +234,7 @@ func SVG(rep *Report) string {
 	title := "redislock benchmark — " + rep.Target.Label
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", margin, esc(title))
 	fmt.Fprintf(&b, `<text x="%d" y="38" fill="#444">%s; median of %d rep(s), whiskers min–max; latency axis is logarithmic (p50 dark, p99 light)</text>`+"\n",
-		margin, esc(fmt.Sprintf("%s, %d CPU, pool %d, %s per run", rep.Machine.GoVersion, rep.Machine.NumCPU, rep.Target.PoolSize, rep.Config.Duration)), rep.Config.Reps)
+		margin, esc(fmt.Sprintf("%s, %d CPU, pool %d%s, %s per run", rep.Machine.GoVersion, rep.Machine.NumCPU, rep.Target.PoolSize, clientNote(rep.Target), rep.Config.Duration)), rep.Config.Reps)
 	if !rep.Target.Real {
 		fmt.Fprintf(&b, `<text x="%d" y="54" fill="#c00" font-weight="bold">miniredis: NOT a real measurement</text>`+"\n", margin)
 	}

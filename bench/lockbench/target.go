@@ -20,7 +20,11 @@ type TargetInfo struct {
 	RedisVersion string   `json:"redis_version,omitempty"`
 	Nodes        []string `json:"nodes"`
 	PoolSize     int      `json:"pool_size"`
-	Label        string   `json:"label"`
+	// ContextTimeout: the libraries' go-redis clients had
+	// ContextTimeoutEnabled (Config.ContextTimeout); false in reports
+	// from before the flag, whose clients did not.
+	ContextTimeout bool   `json:"context_timeout"`
+	Label          string `json:"label"`
 }
 
 // target holds the clients the libraries share and the admin clients the
@@ -100,8 +104,9 @@ func openTarget(ctx context.Context, cfg *Config, needNodes int) (*target, error
 	}
 	t.info.Nodes = addrs
 	t.info.PoolSize = cfg.PoolSize
+	t.info.ContextTimeout = cfg.ContextTimeout
 	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a, PoolSize: cfg.PoolSize})
+		c := redis.NewClient(cfg.libOptions(a))
 		c.AddHook(countHook{&t.sent})
 		t.clients = append(t.clients, c)
 		t.admin = append(t.admin, redis.NewClient(&redis.Options{Addr: a, PoolSize: 2}))
@@ -127,6 +132,25 @@ func openTarget(ctx context.Context, cfg *Config, needNodes int) (*target, error
 		t.info.Label = "embedded miniredis — NOT a real measurement (no redis-server found; use --spawn, --addr or --quorum)"
 	}
 	return t, nil
+}
+
+// libOptions are the go-redis options of a client handed to the
+// libraries: the run's pool size and ContextTimeoutEnabled as configured,
+// go-redis' defaults otherwise (ReadTimeout 3 s).
+func (cfg *Config) libOptions(addr string) *redis.Options {
+	return &redis.Options{Addr: addr, PoolSize: cfg.PoolSize, ContextTimeoutEnabled: cfg.ContextTimeout}
+}
+
+// clientNote describes the libraries' go-redis clients in a report's
+// header: "" for a target that is not Redis.
+func clientNote(t TargetInfo) string {
+	switch {
+	case t.Kind == BackendPostgres:
+		return ""
+	case t.ContextTimeout:
+		return ", ContextTimeoutEnabled"
+	}
+	return ", ContextTimeoutEnabled off"
 }
 
 func haveRedisServer() bool {

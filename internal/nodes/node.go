@@ -152,9 +152,14 @@ func (n *Node) call(ctx context.Context, timeout time.Duration, pipeline bool, o
 	}
 	switch {
 	case n.Deadlines && !batch:
-		ctx, cancel := context.WithTimeout(ctx, timeout)
+		ctx, cancel, dc := withDeadline(ctx, timeout) // deadline.go
 		err := run(ctx)
-		cancel()
+		switch {
+		case dc != nil:
+			dc.end()
+		case cancel != nil:
+			cancel()
+		}
 		n.inflight.Add(-1)
 		n.noteReached(err)
 		return err

@@ -1,0 +1,65 @@
+package lockbench
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The go-redis clients handed to the libraries have ContextTimeoutEnabled
+// unless --context-timeout=false, and the report says which.
+func TestContextTimeoutFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+		note string
+	}{
+		{nil, true, "ContextTimeoutEnabled;"},
+		{[]string{"--context-timeout=false"}, false, "ContextTimeoutEnabled off;"},
+	} {
+		cfg, out := DefaultConfig(), Output{}
+		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+		BindFlags(fs, &cfg, &out)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Miniredis = true
+		cfg.Scenarios = []string{Uncontended}
+		cfg.Workers = []int{1}
+		cfg.Duration, cfg.Warmup, cfg.Reps = 20*time.Millisecond, 0, 1
+		var seen, mismatched atomic.Int32
+		lib := Library{Name: "raw", Primary: true, New: func(n []redis.UniversalClient) (Locker, error) {
+			seen.Add(1)
+			if n[0].(*redis.Client).Options().ContextTimeoutEnabled != tc.want {
+				mismatched.Add(1)
+			}
+			return &rawLocker{rdb: n[0]}, nil
+		}}
+		rep, err := Run(context.Background(), cfg, []Library{lib}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen.Load() == 0 || mismatched.Load() != 0 {
+			t.Errorf("%v: %d of %d clients without ContextTimeoutEnabled=%v", tc.args, mismatched.Load(), seen.Load(), tc.want)
+		}
+		if rep.Target.ContextTimeout != tc.want {
+			t.Errorf("%v: target info context_timeout = %v", tc.args, rep.Target.ContextTimeout)
+		}
+		var md, table bytes.Buffer
+		if err := WriteMarkdown(&md, rep); err != nil {
+			t.Fatal(err)
+		}
+		WriteTable(&table, rep)
+		for _, s := range []string{md.String(), table.String()} {
+			if !strings.Contains(s, tc.note) {
+				t.Errorf("%v: header lacks %q:\n%s", tc.args, tc.note, s)
+			}
+		}
+	}
+}
