@@ -13,15 +13,18 @@ import (
 )
 
 // The go-redis clients handed to the libraries have ContextTimeoutEnabled
-// unless --context-timeout=false, and the report says which.
-func TestContextTimeoutFlag(t *testing.T) {
+// unless --context-timeout=false, and BatchOptions unless
+// --batch-options=false, and the report says which.
+func TestClientOptionFlags(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		want bool
-		note string
+		args  []string
+		want  bool // ContextTimeoutEnabled
+		batch bool // BatchOptions
+		note  string
 	}{
-		{nil, true, "ContextTimeoutEnabled;"},
-		{[]string{"--context-timeout=false"}, false, "ContextTimeoutEnabled off;"},
+		{nil, true, true, "ContextTimeoutEnabled, AutoPipelineOptions: 2 batches in flight, unordered, 20µs flush delay;"},
+		{[]string{"--context-timeout=false"}, false, true, "ContextTimeoutEnabled off, AutoPipelineOptions"},
+		{[]string{"--batch-options=false"}, true, false, "ContextTimeoutEnabled;"},
 	} {
 		cfg, out := DefaultConfig(), Output{}
 		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -36,7 +39,8 @@ func TestContextTimeoutFlag(t *testing.T) {
 		var seen, mismatched atomic.Int32
 		lib := Library{Name: "raw", Primary: true, New: func(n []redis.UniversalClient) (Locker, error) {
 			seen.Add(1)
-			if n[0].(*redis.Client).Options().ContextTimeoutEnabled != tc.want {
+			o := n[0].(*redis.Client).Options()
+			if o.ContextTimeoutEnabled != tc.want || (o.AutoPipelineOptions != nil) != tc.batch {
 				mismatched.Add(1)
 			}
 			return &rawLocker{rdb: n[0]}, nil
@@ -46,10 +50,10 @@ func TestContextTimeoutFlag(t *testing.T) {
 			t.Fatal(err)
 		}
 		if seen.Load() == 0 || mismatched.Load() != 0 {
-			t.Errorf("%v: %d of %d clients without ContextTimeoutEnabled=%v", tc.args, mismatched.Load(), seen.Load(), tc.want)
+			t.Errorf("%v: %d of %d clients without ContextTimeoutEnabled=%v, batch options %v", tc.args, mismatched.Load(), seen.Load(), tc.want, tc.batch)
 		}
-		if rep.Target.ContextTimeout != tc.want {
-			t.Errorf("%v: target info context_timeout = %v", tc.args, rep.Target.ContextTimeout)
+		if rep.Target.ContextTimeout != tc.want || rep.Target.BatchOptions != tc.batch {
+			t.Errorf("%v: target info context_timeout = %v, batch_options = %v", tc.args, rep.Target.ContextTimeout, rep.Target.BatchOptions)
 		}
 		var md, table bytes.Buffer
 		if err := WriteMarkdown(&md, rep); err != nil {

@@ -45,6 +45,12 @@ type Config struct {
 	// recommends: go-redis then applies a call's context deadline to its
 	// socket. The default is true.
 	ContextTimeout bool `json:"context_timeout"`
+	// BatchOptions gives the go-redis clients handed to the libraries the
+	// AutoPipelineOptions redislock's README recommends for many
+	// concurrent callers (BatchOptions). Of the libraries only redislock
+	// uses go-redis' AutoPipeliner, so only its batched calls change. The
+	// default is true.
+	BatchOptions bool `json:"batch_options"`
 	// Pin runs the cells of one worker with GOMAXPROCS 1, the tool and the
 	// spawned redis-servers on CPU 0 (Linux), so that client and server
 	// share one CPU as they take turns.
@@ -77,6 +83,7 @@ func DefaultConfig() Config {
 		Reps:           3,
 		TTL:            10 * time.Second,
 		ContextTimeout: true,
+		BatchOptions:   true,
 		WaitTimeout:    2 * time.Second,
 		StopGrace:      10 * time.Second,
 		RenewLocks:     1000,
@@ -197,6 +204,7 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "run the one-worker cells with GOMAXPROCS=1, the tool and the spawned redis-servers on CPU 0 (Linux)")
 	fs.IntVar(&c.PoolSize, "pool-size", c.PoolSize, "go-redis PoolSize per node (0 = go-redis default, 10 x GOMAXPROCS)")
 	fs.BoolVar(&c.ContextTimeout, "context-timeout", c.ContextTimeout, "give the go-redis clients of the libraries ContextTimeoutEnabled, as redislock's README recommends (--context-timeout=false: go-redis' default, off)")
+	fs.BoolVar(&c.BatchOptions, "batch-options", c.BatchOptions, "give the go-redis clients of the libraries the AutoPipelineOptions redislock's README recommends for many concurrent callers (2 batches in flight, unordered, 20µs flush delay; --batch-options=false: go-redis' default)")
 	fs.Func("libs", "comma-separated substrings of library names to run (default all)", func(s string) error {
 		c.Libs = splitList(s)
 		return nil

@@ -23,8 +23,11 @@ type TargetInfo struct {
 	// ContextTimeout: the libraries' go-redis clients had
 	// ContextTimeoutEnabled (Config.ContextTimeout); false in reports
 	// from before the flag, whose clients did not.
-	ContextTimeout bool   `json:"context_timeout"`
-	Label          string `json:"label"`
+	ContextTimeout bool `json:"context_timeout"`
+	// BatchOptions: the clients had BatchOptions (Config.BatchOptions);
+	// false in reports from before the flag, whose clients did not.
+	BatchOptions bool   `json:"batch_options"`
+	Label        string `json:"label"`
 }
 
 // target holds the clients the libraries share and the admin clients the
@@ -105,6 +108,7 @@ func openTarget(ctx context.Context, cfg *Config, needNodes int) (*target, error
 	t.info.Nodes = addrs
 	t.info.PoolSize = cfg.PoolSize
 	t.info.ContextTimeout = cfg.ContextTimeout
+	t.info.BatchOptions = cfg.BatchOptions
 	for _, a := range addrs {
 		c := redis.NewClient(cfg.libOptions(a))
 		c.AddHook(countHook{&t.sent})
@@ -135,22 +139,38 @@ func openTarget(ctx context.Context, cfg *Config, needNodes int) (*target, error
 }
 
 // libOptions are the go-redis options of a client handed to the
-// libraries: the run's pool size and ContextTimeoutEnabled as configured,
-// go-redis' defaults otherwise (ReadTimeout 3 s).
+// libraries: the run's pool size, ContextTimeoutEnabled and BatchOptions as
+// configured, go-redis' defaults otherwise (ReadTimeout 3 s).
 func (cfg *Config) libOptions(addr string) *redis.Options {
-	return &redis.Options{Addr: addr, PoolSize: cfg.PoolSize, ContextTimeoutEnabled: cfg.ContextTimeout}
+	o := &redis.Options{Addr: addr, PoolSize: cfg.PoolSize, ContextTimeoutEnabled: cfg.ContextTimeout}
+	if cfg.BatchOptions {
+		o.AutoPipelineOptions = BatchOptions()
+	}
+	return o
+}
+
+// BatchOptions are the AutoPipelineOptions redislock's README recommends
+// for a client with many concurrent callers: 2 batches in flight (so that
+// the client and Redis work at once instead of taking turns), not kept in
+// submit order, each gathered for at most 20 µs.
+func BatchOptions() *redis.AutoPipelineOptions {
+	return &redis.AutoPipelineOptions{MaxConcurrentBatches: 2, Unordered: true, MaxFlushDelay: 20 * time.Microsecond}
 }
 
 // clientNote describes the libraries' go-redis clients in a report's
 // header: "" for a target that is not Redis.
 func clientNote(t TargetInfo) string {
-	switch {
-	case t.Kind == BackendPostgres:
+	if t.Kind == BackendPostgres {
 		return ""
-	case t.ContextTimeout:
-		return ", ContextTimeoutEnabled"
 	}
-	return ", ContextTimeoutEnabled off"
+	note := ", ContextTimeoutEnabled off"
+	if t.ContextTimeout {
+		note = ", ContextTimeoutEnabled"
+	}
+	if t.BatchOptions {
+		note += ", AutoPipelineOptions: 2 batches in flight, unordered, 20µs flush delay"
+	}
+	return note
 }
 
 func haveRedisServer() bool {
