@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
@@ -16,6 +17,28 @@ import (
 // more than nodes.AutoPipelineAbove (16), so that most of their calls are
 // batched through the deferred AutoPipeliner.
 const batchCallers = 64
+
+// batchConfigs are the AutoPipelineOptions the batched tests run with:
+// go-redis' default (1 batch in flight, in submit order) and those
+// ExampleWithAutoPipeline recommends (2 batches in flight, unordered).
+var batchConfigs = []struct {
+	name string
+	ap   *redis.AutoPipelineOptions
+}{
+	{"default", nil},
+	{"unordered", &redis.AutoPipelineOptions{MaxConcurrentBatches: 2, Unordered: true, MaxFlushDelay: 20 * time.Microsecond}},
+}
+
+// eachBatchConfig runs f in a parallel subtest per batchConfigs entry,
+// with a server of its own and a client of it with those options.
+func eachBatchConfig(t *testing.T, f func(t *testing.T, srv *redistest.Server, opts func(*redis.Options))) {
+	for _, bc := range batchConfigs {
+		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, redistest.Start(t), func(o *redis.Options) { o.AutoPipelineOptions = bc.ap })
+		})
+	}
+}
 
 // all runs f(i) on batchCallers goroutines at once and waits for them.
 func all(f func(i int)) {
@@ -34,8 +57,14 @@ func all(f func(i int)) {
 // granted is released, and a late Release has released.
 func TestBatchedCallsBounded(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := stalledClient(srv)
+	eachBatchConfig(t, checkBatchedCallsBounded)
+}
+
+func checkBatchedCallsBounded(t *testing.T, srv *redistest.Server, opts func(*redis.Options)) {
+	rdb := srv.Client(func(o *redis.Options) {
+		o.ReadTimeout, o.WriteTimeout = stallTimeout, stallTimeout
+		opts(o)
+	})
 	const short = 300 * time.Millisecond
 	bound := short + 2*time.Second
 	c := newClient(t, rdb, redislock.WithReleaseTimeout(short))
@@ -125,8 +154,11 @@ func TestBatchedCallsBounded(t *testing.T) {
 // EVAL, through the deferred AutoPipeliner as on the client.
 func TestBatchedScriptFlush(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client(nil)
+	eachBatchConfig(t, checkBatchedScriptFlush)
+}
+
+func checkBatchedScriptFlush(t *testing.T, srv *redistest.Server, opts func(*redis.Options)) {
+	rdb := srv.Client(opts)
 	admin := srv.Client(nil)
 	c := newClient(t, rdb)
 	ctx := ctxT(t, time.Minute)

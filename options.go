@@ -271,7 +271,10 @@ func WithNotify(on bool) Option {
 // a *redis.ClusterClient (which sends one pipeline per master). go-redis
 // marks AutoPipeline EXPERIMENTAL; the AutoPipeliner is
 // cached by go-redis and closed with the go-redis client, and the
-// AutoPipelineOptions set on that client apply.
+// AutoPipelineOptions set on that client apply. go-redis' default keeps 1
+// batch in flight, so that the client and Redis take turns; with many
+// callers, the options of ExampleWithAutoPipeline (2 batches in flight,
+// unordered) are faster.
 func WithAutoPipeline(on bool) Option {
 	return optionFunc(func(o *options) { o.autoPipeline = on })
 }
