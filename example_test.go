@@ -174,8 +174,9 @@ func ExampleWithAutoPipeline() {
 		log.Fatal(err)
 	}
 	defer m.Close()
+	addr := m.Addr() // your Redis
 	rdb := redis.NewClient(&redis.Options{
-		Addr:                  m.Addr(),
+		Addr:                  addr,
 		ContextTimeoutEnabled: true,
 		AutoPipelineOptions: &redis.AutoPipelineOptions{
 			MaxConcurrentBatches: 2,
