@@ -92,6 +92,22 @@ if not from and (not v or string.byte(v, 1) == 126) then
     return out
   end
 end
+-- A handoff's common case: KEYS[1] holds the grant ARGV[5] with a fence
+-- below 2^53 - 1, and no proposal: ARGV[1] gets the lock with the next fence,
+-- as the general code below would give it.
+if from and v and not p and string.sub(v, 1, #from + 1) == from .. ':' then
+  local f, r = string.match(v, '^([1-9]%d*):([^:]*)', #from + 2)
+  local n = f and #f <= 16 and tonumber(f)
+  if n and n < 9007199254740991 then
+    local mark = ''
+    if string.byte(v, -1) == 42 then
+      mark = '*'
+    end
+    n = n + 1
+    redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', n) .. ': ' .. string.sub(from, 1, 12) .. string.sub(r, 1, 7 * 13) .. ':' .. (ARGV[4] or '') .. ';' .. mark, 'PX', ARGV[2])
+    return {n, 1}
+  end
+end
 -- fence.lua
 -- (internal/script puts the fence functions on the line above: here, after
 -- the common cases, which use none, since each run makes them anew.)

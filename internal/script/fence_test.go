@@ -69,3 +69,40 @@ func TestObtainScriptFenceBoundaries(t *testing.T) {
 		stored(r.Fence, "")
 	})
 }
+
+// A handoff takes the fast path of obtain.lua for fences below 2^53 - 1
+// and the general code above: on both sides of the boundary, with and
+// without a waiter's mark and with up to 8 releases remembered, the grant
+// passes with the next fence, the handed-over token named first among the
+// releases (7 older ones kept) and the mark carried on.
+func TestHandoffScriptFenceBoundaries(t *testing.T) {
+	t.Parallel()
+	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		k := keys.New("redislock:", "handoff-boundary")
+		const b = 1 << 53
+		const from = "fromtoken0123456789"
+		for _, last := range []int64{9, 999999999999999, 9999999999999999, b - 3, b - 2, b - 1, b, b + 1} {
+			for _, rel := range []string{"", " 0123456789ab", " 111111111111 222222222222 333333333333 444444444444 555555555555 666666666666 777777777777 888888888888"} {
+				for _, mark := range []string{"", "*"} {
+					grant := from + ":" + strconv.FormatInt(last, 10) + ":" + rel + ":holder;" + mark
+					if err := rdb.Set(ctx, k.Lock, grant, time.Minute).Err(); err != nil {
+						t.Fatal(err)
+					}
+					r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000, Holder: "h", From: from}.Run(ctx, rdb)
+					if want := (ObtainReply{Status: Granted, Fence: last + 1, Released: true}); err != nil || r != want {
+						t.Fatalf("handoff of %q: %+v, %v; want %+v", grant, r, err, want)
+					}
+					kept := rel
+					if len(kept) > 7*13 {
+						kept = kept[:7*13]
+					}
+					want := "tok:" + strconv.FormatInt(last+1, 10) + ": " + from[:12] + kept + ":h;" + mark
+					if v := rdb.Get(ctx, k.Lock).Val(); v != want {
+						t.Fatalf("handoff of %q: lock key %q, want %q", grant, v, want)
+					}
+				}
+			}
+		}
+	})
+}
