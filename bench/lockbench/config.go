@@ -204,7 +204,7 @@ func BindFlags(fs *flag.FlagSet, c *Config, o *Output) {
 	fs.BoolVar(&c.Pin, "pin", c.Pin, "run the one-worker cells with GOMAXPROCS=1, the tool and the spawned redis-servers on CPU 0 (Linux)")
 	fs.IntVar(&c.PoolSize, "pool-size", c.PoolSize, "go-redis PoolSize per node (0 = go-redis default, 10 x GOMAXPROCS)")
 	fs.BoolVar(&c.ContextTimeout, "context-timeout", c.ContextTimeout, "give the go-redis clients of the libraries ContextTimeoutEnabled, as redislock's README recommends (--context-timeout=false: go-redis' default, off)")
-	fs.BoolVar(&c.BatchOptions, "batch-options", c.BatchOptions, "give the go-redis clients of the libraries the AutoPipelineOptions redislock's README recommends for many concurrent callers (2 batches in flight, unordered, 20µs flush delay; --batch-options=false: go-redis' default)")
+	fs.BoolVar(&c.BatchOptions, "batch-options", c.BatchOptions, "give the go-redis clients of the libraries the AutoPipelineOptions redislock's README recommends for many concurrent callers ("+batchNote()+"; --batch-options=false: go-redis' default)")
 	fs.Func("libs", "comma-separated substrings of library names to run (default all)", func(s string) error {
 		c.Libs = splitList(s)
 		return nil

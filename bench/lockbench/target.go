@@ -157,6 +157,12 @@ func BatchOptions() *redis.AutoPipelineOptions {
 	return &redis.AutoPipelineOptions{MaxConcurrentBatches: 2, Unordered: true, MaxFlushDelay: 20 * time.Microsecond}
 }
 
+// batchNote describes BatchOptions in reports and the flag's help.
+func batchNote() string {
+	o := BatchOptions()
+	return fmt.Sprintf("%d batches in flight, unordered, %v flush delay", o.MaxConcurrentBatches, o.MaxFlushDelay)
+}
+
 // clientNote describes the libraries' go-redis clients in a report's
 // header: "" for a target that is not Redis.
 func clientNote(t TargetInfo) string {
@@ -168,7 +174,7 @@ func clientNote(t TargetInfo) string {
 		note = ", ContextTimeoutEnabled"
 	}
 	if t.BatchOptions {
-		note += ", AutoPipelineOptions: 2 batches in flight, unordered, 20µs flush delay"
+		note += ", AutoPipelineOptions: " + batchNote()
 	}
 	return note
 }
