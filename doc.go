@@ -54,10 +54,10 @@
 //
 // By default Obtain tries once. With WithRetry it waits while the lock is
 // held, until the strategy gives up, the context ends, or, for a context
-// without deadline, the wait limit passes (WithMaxWait, default 30 s; a
-// lease seen about to end at the limit is waited for); then it returns
-// ErrNotObtained, also matching the context's error when that ended the
-// wait, or a *WaitLimitError with the remaining TTL seen at the limit.
+// without deadline, the wait limit passes (WithMaxWait, default 30 s: a
+// cap, no attempt starts after it); then it returns ErrNotObtained, also
+// matching the context's error when that ended the wait, or a
+// *WaitLimitError with the remaining TTL seen at the limit.
 //
 // Waiting is notified (WithNotify, on by default): a release publishes a
 // wake-up on the lock's channel in the same script that deletes the lock,
@@ -188,7 +188,7 @@
 //	WithPrefix           key namespace           redislock, stampede, dedup, leader, semaphore
 //	WithHolder           holder identity         redislock, lease, pglock, stampede, dedup, leader, semaphore
 //	WithRetry            waiting for a held lock redislock, lease, pglock, stampede, dedup, leader
-//	WithMaxWait          the limit of that wait  redislock, pglock
+//	WithMaxWait          the cap on that wait    redislock, pglock
 //	WithRefreshInterval  renewal                 redislock, lease, pglock, dedup, leader
 //	WithDriftFactor      clock drift             redislock, pglock, semaphore, lease/leasetest
 //	WithLease            a pattern's lock TTL    stampede, dedup, leader
