@@ -40,8 +40,8 @@ var (
 	ErrGrantExpired = lease.ErrGrantExpired
 
 	// ErrInvalidArgument is matched by every error about bad input: an empty
-	// key, a TTL that leaves no validity, a nil client, an invalid option.
-	// Such errors are returned before any call to Redis.
+	// key, a TTL that leaves no validity or exceeds MaxTTL, a nil client, an
+	// invalid option. Such errors are returned before any call to Redis.
 	ErrInvalidArgument = lease.ErrInvalidArgument
 
 	// ErrClosed is returned by a Client's methods after Close.

@@ -25,7 +25,9 @@ import (
 // and the error is then a *WaitLimitError. An unreachable Redis,
 // a Redis error reply or a lost quorum is returned as such (a *NodeError, a *QuorumError
 // matching ErrNoQuorum), never as ErrNotObtained. Bad input is an error
-// matching ErrInvalidArgument, returned before any call to Redis.
+// matching ErrInvalidArgument (an empty key, a TTL under 1 ms, leaving no
+// validity after drift, or above MaxTTL), returned before any call to
+// Redis.
 //
 // A grant is returned only while valid: ValidUntil = request start + TTL -
 // (TTL * drift factor + 2ms), on the monotonic clock. Grants whose outcome is

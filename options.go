@@ -74,6 +74,12 @@ const (
 	DefaultQueueTTL       = 3 * time.Second
 	DefaultMaxWait        = lease.DefaultMaxWait
 
+	// MaxTTL is the longest TTL Obtain, Run and Refresh accept
+	// (lease.MaxTTL, 10 years): a longer one is an error matching
+	// ErrInvalidArgument, so that ValidUntil always carries Go's
+	// monotonic clock reading.
+	MaxTTL = lease.MaxTTL
+
 	// minQueueTTL is the shortest WithQueueTTL.
 	minQueueTTL = 10 * time.Millisecond
 )

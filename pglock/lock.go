@@ -29,10 +29,10 @@ import (
 // retries by WithMaxWait (default 30 s), a cap: no attempt starts after it,
 // and a *lease.WaitLimitError says the limit ended the wait. A database
 // that cannot be reached or answers with an error is returned as such,
-// never as ErrNotObtained.
-// Bad input (an empty key, a key or holder that is not valid UTF-8 or holds
-// NUL bytes, a TTL that leaves no validity) is an error matching
-// ErrInvalidArgument, returned before any statement is sent.
+// never as ErrNotObtained. Bad input (an empty key, a key or holder that is
+// not valid UTF-8 or holds NUL bytes, a TTL that leaves no validity or
+// exceeds lease.MaxTTL) is an error matching ErrInvalidArgument, returned
+// before any statement is sent.
 //
 // A grant is returned only while valid: ValidUntil = request start + TTL -
 // (TTL * drift factor + 2 ms), on the monotonic clock. A grant whose outcome
