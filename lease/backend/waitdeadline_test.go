@@ -28,7 +28,7 @@ func TestWaitDeadlineCap(t *testing.T) {
 		{10 * time.Millisecond, 0},
 		{10 * time.Millisecond, 7 * time.Millisecond},
 		{300 * time.Millisecond, 7 * time.Millisecond},
-		{2 * time.Second, 7 * time.Millisecond},         // one wait, cut at the limit
+		{2 * time.Second, 7 * time.Millisecond},          // one wait, cut at the limit
 		{300 * time.Millisecond, 400 * time.Millisecond}, // an attempt that ends past the limit
 	} {
 		t.Run(fmt.Sprintf("backoff %v rtt %v", tc.backoff, tc.rtt), func(t *testing.T) {
