@@ -213,7 +213,9 @@
 //
 // Contention is ErrNotObtained and never stands for an unreachable Redis;
 // Redis failures are *NodeError values (in quorum mode joined in a
-// *QuorumError); a grant that is gone is ErrNotHeld; work that lost its lock
+// *QuorumError); when no call reached a node, the error says why, whatever
+// the TTL (the dial's error, a server that does not answer); a grant that
+// is gone is ErrNotHeld; work that lost its lock
 // is ErrLockLost; bad input is ErrInvalidArgument, reported before anything
 // is sent. The shared sentinels are package lease's, so errors.Is matches
 // across backends.
