@@ -226,8 +226,9 @@
 // not a consensus protocol. A failover to a replica that had not received
 // the lock grants it again; Redis expires keys on its wall clock, so a
 // server clock that jumps forward expires locks early; under an evicting
-// maxmemory policy Redis may evict a lock (Refresh then reports ErrNotHeld).
-// Use fences where correctness matters. A call on a context that can end
+// maxmemory policy Redis may evict a lock (Refresh then reports ErrNotHeld;
+// the Client warns once per such server through WithLogger and
+// observe.EvictionObserver). Use fences where correctness matters. A call on a context that can end
 // returns by its deadline even against a stalled server, whatever
 // go-redis' options (ContextTimeoutEnabled); one on context.Background()
 // is left to go-redis' own timeouts. docs/limitations.md in the repository

@@ -20,7 +20,7 @@ func TestDirectCallContext(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	n := nodes.New(0, rdb)
+	n := nodes.New(0, rdb, nil)
 	defer n.Close()
 	type key struct{}
 	bg := context.WithValue(context.Background(), key{}, "v")
@@ -112,7 +112,7 @@ func TestDirectCallBounded(t *testing.T) {
 			return d.DialContext(ctx, network, addr)
 		}})
 	defer rdb.Close()
-	n := nodes.New(0, rdb)
+	n := nodes.New(0, rdb, nil)
 	defer n.Close()
 	const timeout = 100 * time.Millisecond
 	call := func(what string, ctx context.Context) {

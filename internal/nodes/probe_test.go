@@ -57,7 +57,7 @@ func TestProbeSaysWhy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rdb := redis.NewClient(&tc.opts)
-			n := nodes.New(0, rdb)
+			n := nodes.New(0, rdb, nil)
 			t.Cleanup(func() { n.Close(); _ = rdb.Close() })
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -76,7 +76,7 @@ func TestProbeSaysWhy(t *testing.T) {
 		t.Parallel()
 		srv := redistest.Start(t)
 		rdb := srv.Client(nil)
-		n := nodes.New(0, rdb)
+		n := nodes.New(0, rdb, nil)
 		t.Cleanup(n.Close)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -88,7 +88,7 @@ func TestProbeSaysWhy(t *testing.T) {
 		require.Error(t, err)
 		var nr *nodes.NoReplyError
 		assert.False(t, errors.As(err, &nr), "%v", err)
-		assert.Equal(t, err, nodes.New(0, rdb).NoReply(err), "NoReply on a node never called: no probe, err itself")
+		assert.Equal(t, err, nodes.New(0, rdb, nil).NoReply(err), "NoReply on a node never called: no probe, err itself")
 	})
 }
 
@@ -101,7 +101,7 @@ func TestNoReply(t *testing.T) {
 	closed := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	rdb := redis.NewClient(&redis.Options{Addr: closed})
-	n := nodes.New(0, rdb)
+	n := nodes.New(0, rdb, nil)
 	t.Cleanup(func() { n.Close(); _ = rdb.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
