@@ -97,7 +97,7 @@ func (g *Group) Do(ctx context.Context, id string, job Job) (Result, error) {
 
 // do is Do on valid arguments.
 func (g *Group) do(ctx context.Context, id string, job Job) (Result, error) {
-	key := g.o.prefix + id
+	key := lease.Key(g.o.prefix, id)
 	if r, found, err := g.recorded(ctx, id, key); found || err != nil {
 		return r, err
 	}

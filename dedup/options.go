@@ -18,8 +18,8 @@ const (
 	// UntilDoneOrFailed): for this long after it ran, a repeat of its id
 	// gets the stored outcome instead of a run.
 	DefaultRetention = 24 * time.Hour
-	// DefaultPrefix is put in front of a job's id to make its lock key and
-	// record key.
+	// DefaultPrefix is the namespace of a job's id in its lock key and
+	// record key (see WithPrefix).
 	DefaultPrefix = "dedup:"
 )
 
@@ -162,9 +162,12 @@ func WithHolder(id string) Option {
 	}
 }
 
-// WithPrefix sets what is put in front of a job's id to make its keys.
+// WithPrefix sets the namespace of the Group's job ids: a job's lock key
+// and record key are lease.Key(prefix, id), "dedup:|invoice-42" by default.
 // Default: DefaultPrefix ("dedup:"). Give each kind of job its own prefix
-// when ids can repeat across kinds.
+// when ids can repeat across kinds: Groups with different prefixes never
+// share a key, whatever their ids (prefix "dedup:" with id "email:1" and
+// prefix "dedup:email:" with id "1" are two jobs). Any string, even empty.
 func WithPrefix(p string) Option {
 	return func(o *options) { o.prefix = p }
 }
