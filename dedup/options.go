@@ -12,8 +12,13 @@ import (
 const (
 	// DefaultLease is the lease a running job holds, renewed every third
 	// of it while the job runs: how long a crashed worker's job stays
-	// locked before another worker may run it.
-	DefaultLease = 30 * time.Second
+	// locked before another worker may run it. 10 s recovers a crashed
+	// worker's jobs within seconds, as the command's default lease; a live
+	// worker loses its job's lock only when two renewals in a row fail
+	// (its backend unreachable for 3.3 to 6.6 s, by when the outage
+	// begins). A longer WithLease rides out longer outages and delays the
+	// recovery as much.
+	DefaultLease = 10 * time.Second
 	// DefaultRetention is how long a job's outcome is kept (UntilDone and
 	// UntilDoneOrFailed): for this long after it ran, a repeat of its id
 	// gets the stored outcome instead of a run.
@@ -90,9 +95,11 @@ func (o *options) fail(err error) {
 }
 
 // WithLease sets the lease a running job holds. Default: DefaultLease
-// (30 s). It is renewed while the job runs, so it bounds only how long a
-// crashed worker keeps its job locked. It must leave validity after the
-// backend's drift (backend.CheckTTL).
+// (10 s). It is renewed every third of it while the job runs (see
+// WithRefreshInterval), so it bounds only how long a crashed worker keeps
+// its job locked, and how long an outage a live worker's renewals ride
+// out. It must leave validity after the backend's drift
+// (backend.CheckTTL).
 func WithLease(d time.Duration) Option {
 	return func(o *options) {
 		o.fail(backend.CheckTTL(d, lease.DefaultDriftFactor))
