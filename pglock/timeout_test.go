@@ -257,6 +257,21 @@ func TestStatementTimeoutWithoutRowLock(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
+// New on a schema that is current takes no migration lock: under
+// lock_timeout it succeeds while another New's migration holds it.
+func TestNewDoesNotWaitForMigrationLock(t *testing.T) {
+	table := newTable(t)
+	admin := newPool(t)
+	newClient(t, admin, table)
+	ctx := ctxFor(t)
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pglock.MigrateLockID))
+	require.NoError(t, err)
+	timeoutClient(t, table, "lock_timeout", "100ms")
+}
+
 // The settings on a role, the way to set them behind a transaction pooler
 // (PgBouncer refuses them as startup parameters): through PgBouncer in
 // transaction mode, the role's lock_timeout ends Refresh and Release with
