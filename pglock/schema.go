@@ -178,19 +178,27 @@ func Schema(table string) (string, error) {
 const migrateLockID = 0x72656469736c6f63 // "redisloc"
 
 // migrate creates or upgrades the schema (migrate) or checks it. A schema
-// that is current is only read: no lock is taken, so that a lock_timeout
-// cannot end New while another client migrates another table.
+// that is current is only read, without the migration lock, so that a
+// lock_timeout cannot end New while another client migrates.
 func (n names) migrate(ctx context.Context, pool *pgxpool.Pool, migrate bool) error {
-	v, err := n.version(ctx, pool)
-	switch {
-	case err != nil:
-		return err
-	case v == SchemaVersion:
+	if !migrate {
+		v, err := n.version(ctx, pool)
+		switch {
+		case err != nil:
+			return err
+		case v == 0:
+			return fmt.Errorf("%w: table %s does not exist (WithMigrate is off; see Schema)", ErrSchema, n.table)
+		case v != SchemaVersion:
+			return fmt.Errorf("%w: table %s is at version %d, want %d (WithMigrate is off; see Schema)", ErrSchema, n.table, v, SchemaVersion)
+		}
 		return nil
-	case !migrate && v == 0:
-		return fmt.Errorf("%w: table %s does not exist (WithMigrate is off; see Schema)", ErrSchema, n.table)
-	case !migrate:
-		return fmt.Errorf("%w: table %s is at version %d, want %d (WithMigrate is off; see Schema)", ErrSchema, n.table, v, SchemaVersion)
+	}
+	// The version comment commits with the tables, so reading it shows
+	// them. Any other answer is read again under the lock: without it, a
+	// read can see another New's table (the catalog's latest state)
+	// without its comment (the statement's snapshot).
+	if v, err := n.version(ctx, pool); err == nil && v == SchemaVersion {
+		return nil
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockID)); err != nil {
