@@ -192,9 +192,10 @@ func WithMaxWait(d time.Duration) Option {
 
 // WithNotify turns notified waiting on or off. Default: on. When on, a
 // waiter whose attempt failed marks the lease row as wanted (in the same
-// statement) and waits on the Client's listening connection (one per
-// Client, opened at the first wait, LISTEN on the table's channel); the
-// holder's Release notifies in its own statement when the row is wanted,
+// statement; the mark skips a row that another transaction holds locked)
+// and waits on the Client's listening connection (one per Client, opened
+// at the first wait, LISTEN on the table's channel); the holder's Release
+// notifies in its own statement when the row is wanted,
 // so the waiter tries again at once. The retry strategy still decides how
 // many attempts are made and bounds each wait, so a lost notification or a
 // listener that is down costs at most one backoff. Off: waiters sleep their

@@ -190,7 +190,9 @@ func Schema(table string) (string, error) {
 // transaction pooler too).
 const migrateLockID = 0x72656469736c6f63 // "redisloc"
 
-// migrate creates or upgrades the schema (migrate) or checks it.
+// migrate creates or upgrades the schema (migrate) or checks it. A schema
+// that is current is only read, without the migration lock, so that a
+// lock_timeout cannot end New while another client migrates.
 func (n names) migrate(ctx context.Context, pool *pgxpool.Pool, migrate bool) error {
 	if !migrate {
 		v, err := n.version(ctx, pool)
@@ -202,6 +204,13 @@ func (n names) migrate(ctx context.Context, pool *pgxpool.Pool, migrate bool) er
 		case v != SchemaVersion:
 			return fmt.Errorf("%w: table %s is at version %d, want %d (WithMigrate is off; see Schema)", ErrSchema, n.table, v, SchemaVersion)
 		}
+		return nil
+	}
+	// The version comment commits with the tables, so reading it shows
+	// them. Any other answer is read again under the lock: without it, a
+	// read can see another New's table (the catalog's latest state)
+	// without its comment (the statement's snapshot).
+	if v, err := n.version(ctx, pool); err == nil && v == SchemaVersion {
 		return nil
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
