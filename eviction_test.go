@@ -185,7 +185,7 @@ func TestEvictionPolicyCluster(t *testing.T) {
 	c := newClient(t, cl.Client(nil), redislock.WithObserver(rec))
 	ctx := ctxT(t, 30*time.Second)
 	for i := range 3 {
-		l, err := c.Obtain(ctx, fmt.Sprintf("cluster-evictable-%d", i), time.Second)
+		l, err := c.Obtain(ctx, fmt.Sprintf("cluster-evictable-%d", i), 10*time.Second)
 		require.NoError(t, err)
 		require.NoError(t, l.Release(ctx))
 	}

@@ -49,18 +49,28 @@ func probeDelay(timeout time.Duration) time.Duration {
 // DialTimeout (go-redis' own default).
 const defaultDialTimeout = 5 * time.Second
 
+// probing marks the context of a probe's dial (IsProbe).
+type probing struct{}
+
+// IsProbe reports whether ctx is the context of a dial probe's dial, for a
+// Dialer that must tell those from go-redis' own dials (a test that counts
+// the dials of its client). The probe dials with the client's own Dialer:
+// a custom Dialer sees its dials too, at most one per node per probeFresh.
+func IsProbe(ctx context.Context) bool { return ctx.Value(probing{}) != nil }
+
 // errProberClosed is the finding of a probe that never ran: its node was
 // closed.
 var errProberClosed = errors.New("redislock: node closed")
 
 // probe is one dial probe of a node.
 type probe struct {
-	target string    // where it dials, as the client's options say
-	began  time.Time // when it was started
-	done   atomic.Bool
-	ended  time.Time // set before done
-	addr   string    // set before done: where it connected, or tried to
-	err    error     // set before done: the dial's error; nil: it connected
+	target  string      // where it dials, as the client's options say
+	began   time.Time   // when it was started
+	dialing atomic.Bool // its goroutine has begun to dial
+	done    atomic.Bool
+	ended   time.Time // set before done
+	addr    string    // set before done: where it connected, or tried to
+	err     error     // set before done: the dial's error; nil: it connected
 }
 
 // prober runs a node's probes.
@@ -81,7 +91,7 @@ type prober struct {
 func newProber(rdb redis.UniversalClient) *prober {
 	p := &prober{}
 	p.dial, p.target = dialerOf(rdb)
-	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.ctx, p.cancel = context.WithCancel(context.WithValue(context.Background(), probing{}, true))
 	p.begin = func() { p.start() }
 	return p
 }
@@ -201,6 +211,7 @@ func (p *prober) start() *probe {
 		return nil
 	}
 	p.wg.Go(func() {
+		pr.dialing.Store(true)
 		pr.addr, pr.err = p.dial(p.ctx)
 		pr.ended = time.Now()
 		pr.done.Store(true)
@@ -282,6 +293,9 @@ func (p *prober) explain(ctx context.Context, err error, start time.Time, timeou
 	pr := p.last.Load()
 	if pr == nil || pr.began.Before(start) && pr.done.Load() && start.Sub(pr.ended) >= probeFresh {
 		return err // no probe ran for this call
+	}
+	if !pr.dialing.Load() {
+		return err // its goroutine has not run yet: a starved process, it knows nothing
 	}
 	e := &NoReplyError{Err: err}
 	if ctx.Err() == nil && timeout > 0 && time.Since(start) >= timeout {
