@@ -14,13 +14,14 @@ import (
 // A node's eviction policy. Redis under maxmemory evicts keys by its
 // maxmemory-policy: every policy but noeviction evicts keys that carry a
 // TTL, and every lock key carries one, so a lock can vanish while its
-// holder believes it valid and be granted to another. The first call on a
-// node (Node.Call, Node.Do) has the node's servers' policies read once, in
-// the background, by INFO memory (which works where CONFIG GET is
-// refused), and each server whose policy evicts is reported to the
-// node's Evicting function. A server that refuses INFO, or fails to
-// answer it within policyTimeout, is not reported, and the caller never
-// sees an error of it.
+// holder believes it valid and be granted to another. Once the first call
+// that reaches a node (Node.Call, Node.Do) has returned, the node's
+// servers' policies are read once, in the background, by INFO memory
+// (which works where CONFIG GET is refused; every shard of a Cluster or
+// Ring), and each server whose policy evicts is reported to the evicting
+// function given to New. A server that refuses INFO, or fails to answer
+// it within policyTimeout, is not reported, and no caller sees an error
+// of it. Starting after the first call keeps it from slowing that call.
 
 // policyTimeout bounds the INFO of a node's eviction check.
 const policyTimeout = 5 * time.Second
@@ -69,7 +70,7 @@ func (n *Node) checkPolicy() {
 
 // PolicyChecked is closed once the node's eviction check has ended (its
 // servers' policies read and reported, or not checked): for tests. It
-// never closes before the node's first call.
+// never closes before a call has reached the node.
 func (n *Node) PolicyChecked() <-chan struct{} { return n.policy.done }
 
 // policies reads the eviction policy of each server of the node, as far

@@ -80,9 +80,9 @@ type prober struct {
 	last   atomic.Pointer[probe]
 	begin  func() // p.start as a func value, made once
 
-	ctx    context.Context // ended by stop
+	ctx    context.Context // the probes' dials, marked (IsProbe); ended by close
 	cancel context.CancelFunc
-	mu     sync.Mutex // guards stopped and the start of wg's goroutines
+	mu     sync.Mutex // guards stop and the start of wg's goroutines
 	stop   bool
 	wg     sync.WaitGroup
 }
