@@ -9,9 +9,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		helperProcess() // never returns
-	}
 	goleak.VerifyTestMain(m)
 }
 
