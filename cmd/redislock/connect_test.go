@@ -7,13 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/lifeline"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
@@ -31,8 +31,7 @@ func startSentinel(t *testing.T, master *redistest.Server) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, conf, "--sentinel", "--logfile", filepath.Join(dir, "log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := lifeline.Start(cmd); err != nil { // dies with the test, however it ends
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
