@@ -47,15 +47,8 @@ func TestParentWithoutPdeathsig(t *testing.T) {
 	}
 }
 
-// TestIdleChild runs until it is killed. It ignores the end of its stdin
-// (its parent's death closes it), which would end Commands.
-func TestIdleChild(t *testing.T) {
-	if _, ok := proctest.Child("idle"); !ok {
-		t.Skip("only runs as a child process")
-	}
-	proctest.Emit("READY")
-	select {}
-}
+// TestIdleChild is a child that runs until it is killed.
+func TestIdleChild(t *testing.T) { proctest.Idle(t, "idle") }
 
 // Linux sends Pdeathsig when the thread that forked the child exits, and
 // the Go runtime ends the thread of a goroutine that exits locked to it.

@@ -46,13 +46,5 @@ func TestParentProcess(t *testing.T) {
 	}
 }
 
-// TestIdleProcess is a child that runs until it is killed. It ignores
-// the end of its stdin (its parent's death closes it), which would end
-// Commands: only its lifeline or Pdeathsig may end it.
-func TestIdleProcess(t *testing.T) {
-	if _, ok := proctest.Child("idle"); !ok {
-		t.Skip("only runs as a child process")
-	}
-	proctest.Emit("READY")
-	select {}
-}
+// TestIdleProcess is a child that runs until it is killed.
+func TestIdleProcess(t *testing.T) { proctest.Idle(t, "idle") }

@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -58,6 +59,21 @@ func Child(role string) (spec string, ok bool) {
 		return "", false
 	}
 	return os.Getenv(specEnv), true
+}
+
+// Idle is the body of a child test that runs until it is killed: it says
+// READY and blocks. It ignores the end of its stdin (its parent's death
+// closes it): only its lifeline or Pdeathsig ends it, for tests of those.
+// Run as no child of role, it skips t.
+func Idle(t testing.TB, role string) {
+	if _, ok := Child(role); !ok {
+		t.Skip("only runs as a child process")
+	}
+	Emit("READY")
+	// Blocks for good. A pending timer keeps the runtime from taking the
+	// wait for a deadlock (select {} alone can end the process with "all
+	// goroutines are asleep").
+	<-time.NewTimer(math.MaxInt64).C
 }
 
 var emitMu sync.Mutex
