@@ -71,8 +71,31 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	r, err := New(cfg)
 	require.NoError(t, err)
 	h.r = r
-	t.Cleanup(r.Close)
+	t.Cleanup(h.close)
 	return h
+}
+
+// close closes the Renewer when the test ends. A call still in flight
+// then (a retry the test did not wait for: a worker makes its call after
+// the clock step that queued it has returned) is answered with errClosed,
+// or Close would wait for it for good under ignoreCtx.
+func (h *harness) close() {
+	stop := make(chan struct{})
+	drained := make(chan struct{})
+	go func() { // ends when Close has returned
+		defer close(drained)
+		for {
+			select {
+			case c := <-h.calls:
+				c.reply <- reply{nil, errClosed}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	h.r.Close()
+	close(stop)
+	<-drained
 }
 
 func (h *harness) batch(ctx context.Context, g Group, reqs []Request) ([]Result, error) {
@@ -176,4 +199,7 @@ func (c *fakeCall) keys() []string {
 
 func keyN(i int) string { return fmt.Sprintf("k%05d", i) }
 
-var errDown = fmt.Errorf("node down")
+var (
+	errDown   = fmt.Errorf("node down")
+	errClosed = fmt.Errorf("test over")
+)
