@@ -78,14 +78,16 @@
 // # Handoff
 //
 // When a Lock is released while other callers of the same Client wait for
-// its key, Release hands the lock straight to the longest-waiting one: one
-// script call checks the releaser's token, releases its grant and grants
-// the waiter's fresh token with the waiter's TTL and the next fence,
-// atomically. The waiter gets its Lock without a round trip of its own, so
-// a hot key shared by the goroutines of one process costs one Redis call
-// per grant. Waiters of other Clients see the lock held throughout; so that
-// they are not starved, a chain of handoffs ends after 16, and that release
-// is an ordinary one that wakes every Client.
+// its key, Release hands the lock straight to the longest-waiting one: the
+// release's one script call checks the releaser's token, releases its
+// grant and grants the waiter's fresh token with the waiter's TTL and the
+// next fence, atomically. The waiter gets its Lock without a round trip of
+// its own, so a hot key shared by the goroutines of one process costs one
+// Redis call per grant. Waiters of other Clients see the lock held
+// throughout; so that they are not starved, a chain of handoffs ends after
+// 16, and that release is an ordinary one that wakes every Client. Where
+// Redis refuses to write the waiter's grant (maxmemory with noeviction),
+// the release frees the lock all the same and the waiter tries on its own.
 //
 // # Fair locks
 //

@@ -17,6 +17,8 @@
 --
 -- The lock key holds a grant or a released record (see obtain.lua); a
 -- released record is free. The queue keys disappear with their last entry.
+-- A caller's entry or mark that Redis refuses to write (out of memory) is
+-- left out: the reply is the same, the caller waits outside the queue.
 -- Replies:
 --   {1, fence}   granted (or a replay of this same grant)
 --   {0, pttl}    held by another grant: its PTTL
@@ -57,10 +59,16 @@ local function enqueue()
     if last[2] and tonumber(last[2]) >= score then
       score = tonumber(last[2]) + 1
     end
-    redis.call('ZADD', KEYS[2], score, ARGV[4])
+    local ok = redis.pcall('ZADD', KEYS[2], score, ARGV[4])
+    if type(ok) == 'table' and ok.err then
+      return -- refused (out of memory): not queued, still contention
+    end
   end
   local ttl = tonumber(ARGV[3])
-  redis.call('ZADD', KEYS[3], now + ttl, ARGV[4])
+  local ok = redis.pcall('ZADD', KEYS[3], now + ttl, ARGV[4])
+  if type(ok) == 'table' and ok.err then
+    return -- refused (out of memory): the entry keeps its deadline
+  end
   for i = 2, 3 do
     if redis.call('PTTL', KEYS[i]) < ttl then
       redis.call('PEXPIRE', KEYS[i], ttl)
@@ -72,7 +80,7 @@ if v then
   if pttl ~= -1 then
     enqueue()
     if string.sub(v, -1) ~= '*' then
-      redis.call('APPEND', KEYS[1], '*')
+      redis.pcall('APPEND', KEYS[1], '*') -- refused when memory is full
     end
   end
   return {0, pttl}
