@@ -32,7 +32,6 @@ type Lock struct {
 	start  time.Time // the request that granted it began: hold times
 
 	validity
-	released bool        // guarded by mu: a Release succeeded; a second one is ErrNotHeld
 	grant    *grantNodes // quorum: the nodes the grant reached (quorum.go)
 	handoffs int         // how many handoffs in a row led to this grant (single.go)
 	kept     *kept       // guarded by mu: the Client's renewer renews it (renew.go)
@@ -40,11 +39,16 @@ type Lock struct {
 }
 
 // validity is what a grant last confirmed, safe for concurrent use (shared
-// by Lock and MultiLock).
+// by Lock and MultiLock). One rule: once the grant is known not to be held
+// (gone: released, or found lost), until stays zero; a confirmation that
+// comes later (a Refresh or a renewal that raced the Release) changes
+// nothing.
 type validity struct {
-	mu    sync.Mutex
-	ttl   time.Duration // guarded by mu: last TTL asked for
-	until time.Time     // guarded by mu: validity confirmed by the last grant or refresh
+	mu       sync.Mutex
+	ttl      time.Duration // guarded by mu: last TTL asked for
+	until    time.Time     // guarded by mu: validity confirmed by the last grant or refresh
+	gone     bool          // guarded by mu: known not to be held
+	released bool          // guarded by mu: a Release succeeded; a second one is ErrNotHeld
 }
 
 func (s *validity) validUntil() time.Time {
@@ -54,23 +58,64 @@ func (s *validity) validUntil() time.Time {
 }
 
 // confirmFrom records the validity of a lease of ttl asked for at start, or
-// returns ErrGrantExpired when that validity has already passed: a grant or
-// refresh is never confirmed late.
+// returns ErrGrantExpired when that validity has already passed (a grant
+// or refresh is never confirmed late), or ErrNotHeld when the grant is
+// gone.
 func (s *validity) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
 	until := o.validUntil(start, ttl)
-	if now := time.Now(); !now.Before(until) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.gone:
+		return ErrNotHeld
+	case !now.Before(until):
 		return backend.Expired(start, now, ttl, o.driftFactor)
 	}
-	s.mu.Lock()
 	s.until, s.ttl = until, ttl
-	s.mu.Unlock()
 	return nil
+}
+
+// renewed records a renewal's validity (batched renewal), unless gone.
+func (s *validity) renewed(until time.Time, ttl time.Duration) {
+	s.mu.Lock()
+	if !s.gone {
+		s.until, s.ttl = until, ttl
+	}
+	s.mu.Unlock()
 }
 
 // lost records that the grant is known not to be held.
 func (s *validity) lost() {
 	s.mu.Lock()
-	s.until = time.Time{}
+	s.until, s.gone = time.Time{}, true
+	s.mu.Unlock()
+}
+
+// releasing reports whether a Release already succeeded.
+func (s *validity) releasing() (released bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released
+}
+
+// markReleased records a release whose outcome is left to the background
+// (Run's): the grant is done with. It reports whether one was recorded
+// already.
+func (s *validity) markReleased() (already bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	already = s.released
+	s.until, s.released, s.gone = time.Time{}, true, true
+	return already
+}
+
+// endRelease records a release's outcome: no validity, gone unless its
+// outcome is unknown (err neither nil nor ErrNotHeld).
+func (s *validity) endRelease(err error) {
+	s.mu.Lock()
+	s.until, s.released = time.Time{}, err == nil
+	s.gone = s.gone || err == nil || errors.Is(err, ErrNotHeld)
 	s.mu.Unlock()
 }
 
@@ -114,7 +159,8 @@ func (l *Lock) Fence() int64 {
 // less drift (TTL * drift factor + 2 ms). It carries Go's monotonic clock
 // reading, so time.Until(l.ValidUntil()) is immune to wall-clock steps. The
 // zero Time once the lock is known not to be held (released, or a
-// Refresh/TTL answered ErrNotHeld).
+// Refresh/TTL answered ErrNotHeld), for good: a Refresh or renewal that
+// ran at the same time does not bring it back.
 func (l *Lock) ValidUntil() time.Time {
 	if l == nil {
 		return time.Time{}
@@ -148,7 +194,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // cannot be reached, ValidUntil stays as it was and a later Refresh may
 // still succeed. A refresh confirmed only after the validity it asked for
 // has passed is ErrGrantExpired: the lock is then released and no longer
-// held.
+// held. One that ends after a Release (or a loss) of the grant was
+// recorded is ErrNotHeld.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.refresh(ctx, ttl, false)
 }
@@ -179,9 +226,10 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 	}
 	if err := l.confirmFrom(&l.opts, start, ttl); err != nil {
 		// Confirmed too late: the lease it asked for, and the one before
-		// (which ended no later), may both have passed. Give it back.
+		// (which ended no later), may both have passed. Give it back. Or
+		// released, or found lost, meanwhile (ErrNotHeld).
 		l.lost()
-		m.lost(ctx, l, true)
+		m.lost(ctx, l, !errors.Is(err, ErrNotHeld))
 		return err
 	}
 	if k := l.keptEntry(); k != nil && !renewal {
@@ -208,10 +256,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	if l == nil {
 		return ErrNotHeld
 	}
-	l.mu.Lock()
-	released := l.released
-	l.mu.Unlock()
-	if released {
+	if l.releasing() {
 		return ErrNotHeld
 	}
 	ctx, done := l.beginRelease(ctx)
@@ -223,9 +268,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 			l.c.wakeLocal(l)
 		}
 	}
-	l.mu.Lock()
-	l.until, l.released = time.Time{}, err == nil
-	l.mu.Unlock()
+	l.endRelease(err)
 	return err
 }
 

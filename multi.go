@@ -32,7 +32,6 @@ type MultiLock struct {
 	opts   options
 
 	validity
-	released bool // guarded by mu: a Release succeeded; a second one is ErrNotHeld
 }
 
 // ObtainMulti takes the locks on all keys at once, as one lock: either it
@@ -286,7 +285,8 @@ func (m *MultiLock) Fence(key string) int64 {
 }
 
 // ValidUntil returns the end of the validity last confirmed for all keys
-// (see Lock.ValidUntil); the zero Time once the set is known not to be held.
+// (see Lock.ValidUntil); the zero Time, for good, once the set is known not
+// to be held.
 func (m *MultiLock) ValidUntil() time.Time {
 	if m == nil {
 		return time.Time{}
@@ -368,24 +368,15 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	if m == nil {
 		return ErrNotHeld
 	}
-	m.mu.Lock()
-	released := m.released
-	m.mu.Unlock()
-	if released {
+	if m.releasing() {
 		return ErrNotHeld
 	}
 	n, err := m.releaseGroups(ctx, m.groups)
-	m.lost()
-	switch {
-	case err != nil:
-		return err
-	case n < len(m.keys):
-		return ErrNotHeld
+	if err == nil && n < len(m.keys) {
+		err = ErrNotHeld
 	}
-	m.mu.Lock()
-	m.released = true
-	m.mu.Unlock()
-	return nil
+	m.endRelease(err)
+	return err
 }
 
 // RunMulti is Run for a MultiLock: it obtains all keys with ObtainMulti,

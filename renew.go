@@ -156,12 +156,7 @@ func (k *kept) Renewed(until time.Time) {
 	if k.removed.Load() {
 		return
 	}
-	l := k.l
-	l.mu.Lock()
-	if !l.released {
-		l.until, l.ttl = until, k.ttl
-	}
-	l.mu.Unlock()
+	k.l.renewed(until, k.ttl)
 }
 
 // Lost tells the holder (and the observers) that the lock is lost

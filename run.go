@@ -89,11 +89,7 @@ func (r *runLock) Release(ctx context.Context) error {
 	if !lost && !l.c.unreachable() {
 		return l.Release(ctx)
 	}
-	l.mu.Lock()
-	released := l.released
-	l.until, l.released = time.Time{}, true
-	l.mu.Unlock()
-	if released {
+	if l.markReleased() {
 		return ErrNotHeld
 	}
 	// The observers see the release when it is done, as Release's.
