@@ -122,7 +122,11 @@
 // fn's context is cancelled no later than the last confirmed ValidUntil and
 // Run returns an error matching ErrLockLost; context.Cause tells why (a
 // cause matching ErrNotHeld, or ErrLeaseExpired with the last renewal's
-// error). When the lock is known lost or Redis is unreachable as fn
+// error). A Release of the lock while fn runs (fn called l.Release) gives
+// it up early: fn's context is cancelled at once, its cause ErrReleased, and
+// Run does not release again and returns an error matching ErrReleased
+// (with fn's own), since what fn did after the Release ran without the
+// lock. When the lock is known lost or Redis is unreachable as fn
 // returns, the release goes to the background (Close waits for it) and Run
 // returns at once. To hold a lock outside a callback, use lease.Hold: its
 // Done channel closes the moment the lock is lost. In single mode the locks a
@@ -216,7 +220,8 @@
 // Contention is ErrNotObtained and never stands for an unreachable Redis;
 // Redis failures are *NodeError values (in quorum mode joined in a
 // *QuorumError); a grant that is gone is ErrNotHeld; work that lost its lock
-// is ErrLockLost; bad input is ErrInvalidArgument, reported before anything
+// is ErrLockLost, work whose lock was released under it ErrReleased; bad
+// input is ErrInvalidArgument, reported before anything
 // is sent. The shared sentinels are package lease's, so errors.Is matches
 // across backends.
 //

@@ -36,13 +36,14 @@ type Lock struct {
 	handoffs int         // how many handoffs in a row led to this grant (single.go)
 	kept     *kept       // guarded by mu: the Client's renewer renews it (renew.go)
 	attempt  attempt     // the obtain call that made it (single.go)
+	// watch, guarded by mu, ends Run's and Hold's keeping on Release (renew.go)
+	watch *backend.ReleaseWatch
 }
 
 // validity is what a grant last confirmed, safe for concurrent use (shared
 // by Lock and MultiLock). One rule: once the grant is known not to be held
-// (gone: released, or found lost), until stays zero; a confirmation that
-// comes later (a Refresh or a renewal that raced the Release) changes
-// nothing.
+// (gone: released, or found lost), until stays zero; a later confirmation
+// (a Refresh or renewal that raced the Release) changes nothing.
 type validity struct {
 	mu       sync.Mutex
 	ttl      time.Duration // guarded by mu: last TTL asked for
@@ -63,26 +64,23 @@ func (s *validity) validUntil() time.Time {
 // gone.
 func (s *validity) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
 	until := o.validUntil(start, ttl)
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.gone:
-		return ErrNotHeld
-	case !now.Before(until):
+	if now := time.Now(); !now.Before(until) {
 		return backend.Expired(start, now, ttl, o.driftFactor)
 	}
-	s.until, s.ttl = until, ttl
+	if !s.set(until, ttl) {
+		return ErrNotHeld
+	}
 	return nil
 }
 
-// renewed records a renewal's validity (batched renewal), unless gone.
-func (s *validity) renewed(until time.Time, ttl time.Duration) {
+// set records a confirmed validity, unless the grant is gone (false).
+func (s *validity) set(until time.Time, ttl time.Duration) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.gone {
 		s.until, s.ttl = until, ttl
 	}
-	s.mu.Unlock()
+	return !s.gone
 }
 
 // lost records that the grant is known not to be held.
@@ -92,31 +90,23 @@ func (s *validity) lost() {
 	s.mu.Unlock()
 }
 
-// releasing reports whether a Release already succeeded.
-func (s *validity) releasing() (released bool) {
+// releasing reports whether a Release succeeded already.
+func (s *validity) releasing() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.released
 }
 
-// markReleased records a release whose outcome is left to the background
-// (Run's): the grant is done with. It reports whether one was recorded
-// already.
-func (s *validity) markReleased() (already bool) {
+// endRelease records a release's outcome (nil for one left to the
+// background: the grant is done with): no validity, gone unless the
+// outcome is unknown. It reports whether a Release had succeeded before.
+func (s *validity) endRelease(err error) (already bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	already = s.released
-	s.until, s.released, s.gone = time.Time{}, true, true
-	return already
-}
-
-// endRelease records a release's outcome: no validity, gone unless its
-// outcome is unknown (err neither nil nor ErrNotHeld).
-func (s *validity) endRelease(err error) {
-	s.mu.Lock()
-	s.until, s.released = time.Time{}, err == nil
+	s.until, s.released = time.Time{}, s.released || err == nil
 	s.gone = s.gone || err == nil || errors.Is(err, ErrNotHeld)
-	s.mu.Unlock()
+	return already
 }
 
 func (s *validity) currentTTL() time.Duration {
@@ -188,14 +178,13 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 
 // Refresh extends the lease to ttl from now, only if this grant still holds
 // the lock (on a majority in quorum mode), and moves ValidUntil forward.
-// ErrNotHeld when the grant is gone: a stale holder can never extend or
-// shorten a newer holder's lock. A ttl below 1ms, or too short to leave
-// validity after drift, is an error matching ErrInvalidArgument. If Redis
-// cannot be reached, ValidUntil stays as it was and a later Refresh may
-// still succeed. A refresh confirmed only after the validity it asked for
-// has passed is ErrGrantExpired: the lock is then released and no longer
-// held. One that ends after a Release (or a loss) of the grant was
-// recorded is ErrNotHeld.
+// ErrNotHeld when the grant is gone (also when a Release of it ended
+// first): a stale holder can never extend or shorten a newer holder's
+// lock. A ttl below 1ms, or too short to leave validity after drift, is
+// an error matching ErrInvalidArgument. If Redis cannot be reached,
+// ValidUntil stays as it was and a later Refresh may still succeed. A
+// refresh confirmed only after the validity it asked for has passed is
+// ErrGrantExpired: the lock is then released and no longer held.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.refresh(ctx, ttl, false)
 }
@@ -253,10 +242,7 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 // background (Close waits for them), and a node whose grant had not
 // answered yet is released once it does.
 func (l *Lock) Release(ctx context.Context) (err error) {
-	if l == nil {
-		return ErrNotHeld
-	}
-	if l.releasing() {
+	if l == nil || l.releasing() {
 		return ErrNotHeld
 	}
 	ctx, done := l.beginRelease(ctx)
@@ -272,12 +258,19 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	return err
 }
 
-// beginRelease starts a release of l: it ends l's renewal, detaches ctx
-// from the caller's cancellation and tells the observers; done reports the
-// release's outcome to them (a no-op without observers).
+// beginRelease starts a release of l: it ends l's renewal (and the work
+// that Run or a Held keeps under it), detaches ctx from the caller's
+// cancellation and tells the observers; done reports the release's
+// outcome to them (a no-op without observers).
 func (l *Lock) beginRelease(ctx context.Context) (_ context.Context, done func(error)) {
-	if k := l.keptEntry(); k != nil {
+	l.mu.Lock()
+	k, w := l.kept, l.watch
+	l.mu.Unlock()
+	if k != nil {
 		k.remove() // no renewal after the release
+	}
+	if w != nil {
+		w.Released() // Run's fn, a Held: the lock is given up
 	}
 	ctx = detach(ctx)
 	obs := l.c.obs

@@ -14,6 +14,7 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -32,6 +33,7 @@ type MultiLock struct {
 	opts   options
 
 	validity
+	watch backend.ReleaseWatch // ends RunMulti's keeping on Release
 }
 
 // ObtainMulti takes the locks on all keys at once, as one lock: either it
@@ -371,6 +373,7 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	if m.releasing() {
 		return ErrNotHeld
 	}
+	m.watch.Released() // RunMulti's fn: the set is given up
 	n, err := m.releaseGroups(ctx, m.groups)
 	if err == nil && n < len(m.keys) {
 		err = ErrNotHeld
@@ -384,7 +387,8 @@ func (m *MultiLock) Release(ctx context.Context) error {
 // TTL/3), and releases the set when fn returns or panics. If a renewal
 // finds any key gone, or renewals cannot get through before ValidUntil,
 // fn's ctx is cancelled and RunMulti returns an error matching ErrLockLost,
-// as Run does.
+// as Run does; a Release of the set while fn runs is ErrReleased, as for
+// Run.
 func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Duration, fn func(ctx context.Context, m *MultiLock) error, opts ...Option) error {
 	if fn == nil {
 		return invalid("nil fn")
@@ -397,12 +401,27 @@ func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Durati
 	if err != nil {
 		return err
 	}
-	return lease.RunLock(ctx, multiLease{m}, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
+	ml := multiLease{MultiLock: m}
+	ml.keeping = backend.KeepWith(multiKeeper{m})
+	return lease.RunLock(ctx, ml, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
 }
 
 // multiLease is a MultiLock as lease.RunLock needs it: its renewal, release
 // and validity. (Its Key and Fence stand for the whole set.)
-type multiLease struct{ *MultiLock }
+type multiLease struct {
+	*MultiLock
+	keeping // multiKeeper: renewed by Refresh, ended by a Release at once
+}
+
+// multiKeeper renews a MultiLock by Refresh, and reports its Release at
+// once (backend.Keeper).
+type multiKeeper struct{ m *MultiLock }
+
+func (k multiKeeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return k.m.watch.Keep(lost, func(lost func(cause error)) func() {
+		return backend.Refresher(nil, multiLease{MultiLock: k.m}, ttl, interval, lost)
+	})
+}
 
 func (m multiLease) Key() string  { return strings.Join(m.keys, ",") }
 func (m multiLease) Fence() int64 { return 0 }
