@@ -120,14 +120,17 @@ func (h *Held) lost() error {
 
 // Release stops the renewal and releases the lock; later calls return the
 // first call's result. A lock released by its own Release meanwhile (Err
-// matched ErrReleased) is not released again: Release returns nil.
+// matched ErrReleased) is not released again: Release returns ErrNotHeld,
+// as a second Release of the Lock does.
 func (h *Held) Release(ctx context.Context) error {
 	h.once.Do(func() {
 		h.stop()
 		h.cancel(errReleased)
-		if !h.given.Load() {
-			h.relErr = h.lock.Release(ctx)
+		if h.given.Load() {
+			h.relErr = ErrNotHeld
+			return
 		}
+		h.relErr = h.lock.Release(ctx)
 	})
 	return h.relErr
 }

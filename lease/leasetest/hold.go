@@ -101,7 +101,8 @@ func testRunReleasedByFn(t *testing.T, e Env, key string) {
 
 // testHoldEndsOnRelease: the Lock's own Release while Hold keeps it ends
 // the hold at once (Done closed when it returns, Err matching
-// lease.ErrReleased), and Held.Release then releases nothing.
+// lease.ErrReleased), and Held.Release then releases nothing (ErrNotHeld,
+// as a second Release).
 func testHoldEndsOnRelease(t *testing.T, e Env, key string) {
 	ctx := ctxFor(t)
 	l := mustObtain(t, e.Locker, key, 10*time.Second)
@@ -119,9 +120,7 @@ func testHoldEndsOnRelease(t *testing.T, e Env, key string) {
 	}
 	wantIs(t, "Err", h.Err(), lease.ErrReleased)
 	other := mustObtain(t, e.Other, key, 10*time.Second)
-	if err := h.Release(ctx); err != nil {
-		t.Fatalf("Held.Release after the Lock's Release: %v, want nil", err)
-	}
+	wantIs(t, "Held.Release after the Lock's Release", h.Release(ctx), lease.ErrNotHeld)
 	if other.ValidUntil().IsZero() {
 		t.Fatal("the next holder's lock is gone")
 	}
