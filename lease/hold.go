@@ -36,11 +36,11 @@ type Held struct {
 // cannot get through before l.ValidUntil, the Context is cancelled with a
 // cause matching ErrLockLost, no later than the last confirmed ValidUntil;
 // Done is closed then. If l's own Release is called meanwhile, the
-// renewal ends and the Context is cancelled at once with ErrReleased as
-// its cause (where l's backend reports releases to its Keeper, as the
-// backends of this project do; otherwise the next renewal finds the lock
-// gone). ctx gives the Context its values and its cancellation; its end
-// does not release the lock: call Release.
+// Context is cancelled at once with ErrReleased as its cause (where l's
+// backend reports releases to its Keeper, as the backends of this project
+// do; otherwise the next renewal finds the lock gone). ctx gives the
+// Context its values and its cancellation; its end does not release the
+// lock: call Release.
 //
 // A Lock whose backend renews leases itself (lease/backend.Keeper) is
 // renewed by its backend; others by one Refresh per interval on a timer

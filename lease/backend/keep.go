@@ -48,20 +48,33 @@ type ReleaseWatch struct {
 }
 
 // watchKeep is one Keep under way: its lost, called at most once, and
-// never after its stop.
+// never after its stop returned.
 type watchKeep struct {
-	mu   sync.Mutex
-	done bool // guarded by mu: lost was called, or the Keep stopped
-	lost func(cause error)
+	mu      sync.Mutex
+	done    bool           // guarded by mu: lost was called, or the Keep stopped
+	running sync.WaitGroup // a call of lost under way
+	lost    func(cause error)
 }
 
 func (k *watchKeep) report(cause error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if !k.done {
-		k.done = true
-		k.lost(cause)
+	if k.done {
+		k.mu.Unlock()
+		return
 	}
+	k.done = true
+	k.running.Add(1)
+	k.mu.Unlock()
+	defer k.running.Done()
+	k.lost(cause) // outside mu: it may release the Lock
+}
+
+// stop ends the reports and waits for one under way.
+func (k *watchKeep) stop() {
+	k.mu.Lock()
+	k.done = true
+	k.mu.Unlock()
+	k.running.Wait()
 }
 
 // Keep runs keep, a Keeper's renewal, with a lost that Released calls (with
@@ -82,9 +95,7 @@ func (w *ReleaseWatch) Keep(lost func(cause error), keep func(lost func(cause er
 	}
 	inner := keep(k.report)
 	return func() {
-		k.mu.Lock()
-		k.done = true
-		k.mu.Unlock()
+		k.stop()
 		w.mu.Lock()
 		w.keeps = slices.DeleteFunc(w.keeps, func(o *watchKeep) bool { return o == k })
 		w.mu.Unlock()
