@@ -4,40 +4,48 @@
 --
 -- KEYS[1]  state hash: "limit" -> N; "seq" -> last queue number;
 --          "s<slot>" -> token of the slot's holder;
---          "t<token>" -> "<slot>:<fence>:<acquired ms>:<holder identity>"
+--          "t<token>" -> "<slot>:<fence>:<acquired ms>:<holder identity>";
+--          "now" -> the scripts' time (ms) at the last write; "off" -> ms
+--          the scripts' time runs ahead of the server's (absent: 0)
 -- KEYS[2]  holders: sorted set, token -> end of its lease (server ms)
 -- KEYS[3]  queue: sorted set, ticket -> queue number (arrival order)
 -- KEYS[4]  queue deadlines: sorted set, ticket -> end of its queue entry (ms)
 -- KEYS[5]  fence counter: the last fence minted (expires after the last
 --          grant by that grant's TTL, at least 1 s: acquire.lua's ARGV[6])
 --
--- Time is the server's (TIME), never a client's: a lease ends when the
--- server's clock passes it, whatever the clients' clocks say. Each script
--- first drops the holders and queue entries whose time has passed, and
--- last sets every key to expire with the latest deadline it serves, so
--- that no key lives without an expiry.
+-- Time (now, ms) is the server's (TIME) plus "off", never a client's: a
+-- lease ends when that clock passes it, whatever the clients' clocks say.
+-- It never goes back: when the server's clock steps back, "off" grows by
+-- the step, so every deadline keeps what it had left at the last write.
+-- Each script first drops the holders and queue entries whose time has
+-- passed, and last sets every key to expire with the latest deadline it
+-- serves, so that no key lives without an expiry.
 local state, holders, queue, qdead, fencekey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function int(x) return string.format('%d', x) end
 
-local function int(x)
-  return string.format('%d', x)
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2]) -- fences: the server's own
+local clock = redis.call('HMGET', state, 'limit', 'now', 'off')
+local seen, off = tonumber(clock[2] or '0'), tonumber(clock[3] or '0')
+local now = math.floor(now_us / 1000) + off
+if seen > now then -- the server's clock stepped back
+  off, now = off + seen - now, seen
+  redis.call('HSET', state, 'off', int(off))
 end
 
+-- stored_limit is the limit the semaphore was in use with as the script
+-- began, 0 if none.
 local function stored_limit()
-  return tonumber(redis.call('HGET', state, 'limit') or '0')
+  return tonumber(clock[1] or '0')
 end
 
 -- drop removes a holder and frees its slot.
 local function drop(token)
   local info = redis.call('HGET', state, 't' .. token)
   if info then
-    local slot = string.match(info, '^(%d+):')
-    if redis.call('HGET', state, 's' .. slot) == token then
-      redis.call('HDEL', state, 's' .. slot)
-    end
+    local slot = 's' .. string.match(info, '^(%d+):')
+    if redis.call('HGET', state, slot) == token then redis.call('HDEL', state, slot) end
     redis.call('HDEL', state, 't' .. token)
   end
   redis.call('ZREM', holders, token)
@@ -77,10 +85,8 @@ local function keep()
     return
   end
   local ms = int(last - now + 1)
-  redis.call('PEXPIRE', state, ms)
-  redis.call('PEXPIRE', holders, ms)
-  redis.call('PEXPIRE', queue, ms)
-  redis.call('PEXPIRE', qdead, ms)
+  if now > seen then redis.call('HSET', state, 'now', int(now)) end
+  for _, k in ipairs({state, holders, queue, qdead}) do redis.call('PEXPIRE', k, ms) end
 end
 
 -- wake publishes, on channel, the tickets of the waiters that a free slot
@@ -89,7 +95,5 @@ local function wake(limit, channel)
   local free = limit - redis.call('ZCARD', holders)
   if free <= 0 then return end
   local heads = redis.call('ZRANGE', queue, 0, free - 1)
-  if #heads > 0 then
-    redis.call('PUBLISH', channel, table.concat(heads, ' '))
-  end
+  if #heads > 0 then redis.call('PUBLISH', channel, table.concat(heads, ' ')) end
 end
