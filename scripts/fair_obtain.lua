@@ -82,7 +82,7 @@ if head and head ~= ARGV[4] then
   return {0, math.max(0, tonumber(redis.call('ZSCORE', KEYS[3], head)) - now)}
 end
 if head then redis.call('ZREM', KEYS[2], head) end -- this waiter's entry
-if head and redis.call('EXISTS', KEYS[2]) == 1 then
+if head and redis.call('ZRANGE', KEYS[2], 0, 0)[1] then
   redis.call('ZREM', KEYS[3], head)
 else
   redis.call('DEL', KEYS[3]) -- no one waits: the deadlines and "~" go
