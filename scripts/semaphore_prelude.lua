@@ -5,9 +5,9 @@
 -- KEYS[1]  state hash: "limit" -> N; "seq" -> last queue number;
 --          "s<slot>" -> token of the slot's holder;
 --          "t<token>" -> "<slot>:<fence>:<acquired ms>:<holder identity>";
---          "now" -> the scripts' time (ms) at the last write; "off" -> ms
---          the scripts' time runs ahead of the server's (absent: 0)
--- KEYS[2]  holders: sorted set, token -> end of its lease (server ms)
+--          "now" -> the scripts' time (ms) last recorded; "off" -> ms the
+--          scripts' time runs ahead of the server's (absent: 0)
+-- KEYS[2]  holders: sorted set, token -> end of its lease (ms: time below)
 -- KEYS[3]  queue: sorted set, ticket -> queue number (arrival order)
 -- KEYS[4]  queue deadlines: sorted set, ticket -> end of its queue entry (ms)
 -- KEYS[5]  fence counter: the last fence minted (expires after the last
@@ -34,11 +34,8 @@ if seen > now then -- the server's clock stepped back
   redis.call('HSET', state, 'off', int(off))
 end
 
--- stored_limit is the limit the semaphore was in use with as the script
--- began, 0 if none.
-local function stored_limit()
-  return tonumber(clock[1] or '0')
-end
+-- stored_limit: the limit in use as the script began, 0 if none.
+local function stored_limit() return tonumber(clock[1] or '0') end
 
 -- drop removes a holder and frees its slot.
 local function drop(token)
@@ -72,8 +69,8 @@ local function purge()
   return n
 end
 
--- keep makes every key expire with the last lease or queue entry, or
--- deletes them all when none is left.
+-- keep records the time ("now", once per ms) and makes every key expire
+-- with the last lease or queue entry, or deletes them all when none is left.
 local function keep()
   local last = now
   local h = redis.call('ZRANGE', holders, -1, -1, 'WITHSCORES')
@@ -86,7 +83,10 @@ local function keep()
   end
   local ms = int(last - now + 1)
   if now > seen then redis.call('HSET', state, 'now', int(now)) end
-  for _, k in ipairs({state, holders, queue, qdead}) do redis.call('PEXPIRE', k, ms) end
+  redis.call('PEXPIRE', state, ms)
+  redis.call('PEXPIRE', holders, ms)
+  redis.call('PEXPIRE', queue, ms)
+  redis.call('PEXPIRE', qdead, ms)
 end
 
 -- wake publishes, on channel, the tickets of the waiters that a free slot
