@@ -15,8 +15,9 @@
 --
 -- Time (now, ms) is the server's (TIME) plus "off", never a client's: a
 -- lease ends when that clock passes it, whatever the clients' clocks say.
--- It never goes back: when the server's clock steps back, "off" grows by
--- the step, so every deadline keeps what it had left at the last write.
+-- It never goes back: when it would read earlier than "now" (the server's
+-- clock stepped back), "off" grows so that it carries on from "now", and
+-- every deadline keeps what it had left then.
 -- Each script first drops the holders and queue entries whose time has
 -- passed, and last sets every key to expire with the latest deadline it
 -- serves, so that no key lives without an expiry.

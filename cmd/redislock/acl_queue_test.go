@@ -73,7 +73,11 @@ func TestACLQueues(t *testing.T) {
 		}
 		got <- err
 	}()
-	redistest.Eventually(t, 10*time.Second, "the semaphore waiter queued", queued(semaphore.DefaultPrefix+"{acl}:queue", 1))
+	redistest.Eventually(t, 10*time.Second, "the semaphore waiter queued", func() bool {
+		info, err := s.Inspect(ctx)
+		require.NoError(t, err)
+		return info.Waiters == 1
+	})
 	require.NoError(t, p.Release(ctx))
 	require.NoError(t, <-got, "semaphore waiter under the ACL")
 }
