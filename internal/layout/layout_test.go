@@ -16,6 +16,8 @@ const mod = "github.com/redislock-go/redislock"
 // pkg is what go list tells of one package.
 type pkg struct {
 	ImportPath string
+	Name       string
+	GoFiles    []string // without tests
 	Imports    []string // direct, without tests
 	Deps       []string // transitive, without tests
 }
@@ -24,7 +26,7 @@ type pkg struct {
 // the packages by path.
 func list(t *testing.T, patterns ...string) map[string]pkg {
 	t.Helper()
-	args := []string{"list", "-json=ImportPath,Imports,Deps"}
+	args := []string{"list", "-json=ImportPath,Name,GoFiles,Imports,Deps"}
 	for _, p := range patterns {
 		args = append(args, mod+p)
 	}
