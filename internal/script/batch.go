@@ -94,7 +94,7 @@ func batchPipelined(ctx context.Context, rdb redis.UniversalClient, s *Script, m
 	for i, cmd := range cmds {
 		b := &batches[i]
 		res, err := cmd.Slice()
-		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			res, err = rdb.Eval(ctx, s.src, b.Keys, batchArgs(b.Tokens, ms)...).Slice()
 		}
 		if err != nil {

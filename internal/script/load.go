@@ -50,7 +50,7 @@ func (s *Script) Run(ctx context.Context, rdb redis.Scripter, keys []string, arg
 		return cmd
 	}
 	cmd := rdb.EvalSha(ctx, d.hex, keys, args...)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // (HasErrorPrefix allocates)
 		return rdb.Eval(ctx, s.src, keys, args...)
 	}
 	return cmd
