@@ -89,7 +89,7 @@ func batchPipelined(ctx context.Context, rdb redis.UniversalClient, s *Script, m
 	}
 	_, _ = pipe.Exec(ctx) // every command has its own error
 	if d == nil && len(cmds) > 0 {
-		s.learn(ctx, rdb, cmds[0].Err())
+		s.learn(ctx, rdb, batches[0].Keys, cmds[0].Err())
 	}
 	for i, cmd := range cmds {
 		b := &batches[i]

@@ -103,7 +103,8 @@ func send[C redis.Cmder](ctx context.Context, p processor, rdb redis.Scripter, s
 	}
 	switch err := cmd.Err(); {
 	case d == nil:
-		s.learn(ctx, rdb, err)
+		n, _ := a[2].(int)
+		s.learn(ctx, rdb, keysOf(a, min(n, 1)), err)
 	case err != nil && redis.HasErrorPrefix(err, "NOSCRIPT"):
 		a[0], a[1] = "eval", s.box
 		cmd = newCmd(ctx, a...)

@@ -33,13 +33,14 @@ func TestLoadFIPSOnly(t *testing.T) {
 	cmd.Env = append(os.Environ(), "GODEBUG=fips140=only")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the TestLoad tests under GODEBUG=fips140=only:\n%s", out)
-	for _, name := range []string{"TestLoadByServerDigest", "TestLoadRefused", "TestLoadPipelined", "TestLoadDeferred"} {
+	for _, name := range []string{"TestLoadByServerDigest", "TestLoadAskFails", "TestLoadPipelined", "TestLoadDeferred"} {
 		assert.Contains(t, string(out), "--- PASS: "+name+" ", "under fips140=only:\n%s", out)
 	}
 }
 
 // recorder is a go-redis hook that records the script commands its client
-// sends ("eval", "evalsha", "script load"), in pipelines too.
+// sends, in pipelines too: "eval", "evalsha", and "digest" for the EVAL
+// that asks for a digest (digestOf).
 type recorder struct {
 	mu    sync.Mutex
 	names []string
@@ -65,11 +66,11 @@ func (r *recorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 
 func (r *recorder) record(cmd redis.Cmder) {
 	name := strings.ToLower(cmd.Name())
-	if name == "script" && len(cmd.Args()) > 1 {
-		name += " " + strings.ToLower(fmt.Sprint(cmd.Args()[1]))
-	}
-	if name != "eval" && name != "evalsha" && !strings.HasPrefix(name, "script ") {
+	if name != "eval" && name != "evalsha" {
 		return
+	}
+	if args := cmd.Args(); name == "eval" && len(args) > 1 && fmt.Sprint(args[1]) == digestOf {
+		name = "digest"
 	}
 	r.mu.Lock()
 	r.names = append(r.names, name)
@@ -99,32 +100,31 @@ func recorded(srv *redistest.Server, rec *recorder, opts func(*redis.Options)) *
 	return rdb
 }
 
-// A script is known by the digest a server names: its first call sends
-// EVAL, then SCRIPT LOAD; every later call is one EVALSHA, and after a
-// SCRIPT FLUSH one EVALSHA and one EVAL, which loads it again. Each call
-// runs the script once. So through the hot path's direct calls, Script.Run
-// on the client, and Script.Run on anything else (an AutoPipeliner).
+// A script is known by the digest a server names, the one SCRIPT LOAD
+// answers: its first call sends EVAL, then asks for the digest; every
+// later call is one EVALSHA, and after a SCRIPT FLUSH one EVALSHA and one
+// EVAL, which loads it again. Each call runs the script once. So through
+// the hot path's direct calls, Script.Run on the client, and Script.Run on
+// anything else (an AutoPipeliner).
 func TestLoadByServerDigest(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	type call func(rdb *redis.Client, key string) (int64, error)
-	for name, newCall := range map[string]func(src string) call{
-		"direct": func(src string) call {
-			f := newFast(src)
+	for name, newCall := range map[string]func(s *Script) call{
+		"direct": func(s *Script) call {
+			f := &fast{script: s}
 			return func(rdb *redis.Client, key string) (int64, error) {
 				return f.runInt(ctx, rdb, 1, f.args(Box(key), 0))
 			}
 		},
-		"Run": func(src string) call {
-			s := newScript(src)
+		"Run": func(s *Script) call {
 			return func(rdb *redis.Client, key string) (int64, error) {
 				return s.Run(ctx, rdb, []string{key}).Int64()
 			}
 		},
-		"Run on an AutoPipeliner": func(src string) call {
-			s := newScript(src)
+		"Run on an AutoPipeliner": func(s *Script) call {
 			return func(rdb *redis.Client, key string) (int64, error) {
 				ap, err := rdb.AutoPipeline()
 				if err != nil {
@@ -137,7 +137,8 @@ func TestLoadByServerDigest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rec := &recorder{}
 			rdb := recorded(srv, rec, nil)
-			run := newCall(counting(t.Name()))
+			s := newScript(counting(t.Name()))
+			run := newCall(s)
 			key := t.Name()
 			runs := int64(0)
 			step := func(want ...string) {
@@ -148,7 +149,8 @@ func TestLoadByServerDigest(t *testing.T) {
 				require.Equal(t, runs, n, "the script ran once per call")
 				require.Equal(t, want, rec.take())
 			}
-			step("eval", "script load")
+			step("eval", "digest")
+			require.Equal(t, srv.Client(nil).ScriptLoad(ctx, s.src).Val(), s.Digest(), "the digest SCRIPT LOAD names")
 			step("evalsha")
 			step("evalsha")
 			require.NoError(t, srv.Client(nil).ScriptFlush(ctx).Err())
@@ -158,35 +160,35 @@ func TestLoadByServerDigest(t *testing.T) {
 	}
 }
 
-// Where SCRIPT LOAD is refused (an ACL without +script|load), calls send
-// EVAL, and SCRIPT LOAD is asked again only after loadPause; a client that
-// may load it then gets the digest for all.
-func TestLoadRefused(t *testing.T) {
+// A failed ask for the digest (here a client without EVAL: its calls fail
+// too) is not repeated for askPause: calls send EVAL alone; then a client
+// that gets the digest gets it for all.
+func TestLoadAskFails(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := srv.Do("ACL", "SETUSER", "noload", "on", ">pw", "~*", "&*", "+@all", "-script|load")
+	_, err := srv.Do("ACL", "SETUSER", "noeval", "on", ">pw", "~*", "&*", "+@all", "-eval", "-evalsha")
 	require.NoError(t, err)
 	rec := &recorder{}
-	limited := recorded(srv, rec, func(o *redis.Options) { o.Username, o.Password = "noload", "pw" })
+	limited := recorded(srv, rec, func(o *redis.Options) { o.Username, o.Password = "noeval", "pw" })
 	full := recorded(srv, rec, nil)
 	s := newScript(counting(t.Name()))
-	for i, want := range [][]string{{"eval", "script load"}, {"eval"}, {"eval"}} {
-		n, err := s.Run(ctx, limited, []string{"k"}).Int64()
-		require.NoError(t, err)
-		require.Equal(t, int64(i+1), n)
+	for i, want := range [][]string{{"eval", "digest"}, {"eval"}, {"eval"}} {
+		err := s.Run(ctx, limited, []string{"k"}).Err()
+		require.True(t, redis.HasErrorPrefix(err, "NOPERM"), "call %d: %v", i+1, err)
 		require.Equal(t, want, rec.take(), "call %d", i+1)
 	}
-	s.ask.Store(time.Now().Add(-time.Second).UnixNano()) // as once loadPause has passed
 	_, err = s.Run(ctx, full, []string{"k"}).Result()
 	require.NoError(t, err)
-	require.Equal(t, []string{"eval", "script load"}, rec.take())
-	for _, rdb := range []*redis.Client{full, limited} {
-		_, err = s.Run(ctx, rdb, []string{"k"}).Result()
-		require.NoError(t, err)
-		require.Equal(t, []string{"evalsha"}, rec.take())
-	}
+	require.Equal(t, []string{"eval"}, rec.take(), "asked within askPause")
+	s.ask.Store(time.Now().Add(-time.Second).UnixNano()) // as once askPause has passed
+	_, err = s.Run(ctx, full, []string{"k"}).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{"eval", "digest"}, rec.take())
+	_, err = s.Run(ctx, full, []string{"k"}).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{"evalsha"}, rec.take())
 }
 
 // Renewal's pipeline (Script.Run does not work in one) sends EVAL while the
@@ -212,7 +214,7 @@ func TestLoadPipelined(t *testing.T) {
 		require.Equal(t, []BatchStatus{BatchNotHeld}, batches[1].Status)
 		require.Equal(t, want, rec.take())
 	}
-	step("eval", "eval", "script load")
+	step("eval", "eval", "digest")
 	step("evalsha", "evalsha")
 	require.NoError(t, srv.Client(nil).ScriptFlush(ctx).Err())
 	step("evalsha", "evalsha", "eval", "eval")
@@ -225,8 +227,8 @@ type deferred struct{ *redis.Client }
 
 func (deferred) Late() bool { return false }
 
-// A batched call (a Deferred) never sends SCRIPT LOAD: it sends EVAL until
-// a call on the client itself has learned the digest, then EVALSHA.
+// A batched call (a Deferred) never asks for the digest: it sends EVAL
+// until a call on the client itself has learned it, then EVALSHA.
 func TestLoadDeferred(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -243,7 +245,7 @@ func TestLoadDeferred(t *testing.T) {
 	}
 	call(deferred{rdb}, "eval")
 	call(deferred{rdb}, "eval")
-	call(rdb, "eval", "script load")
+	call(rdb, "eval", "digest")
 	call(deferred{rdb}, "evalsha")
 	_, err := f.script.Run(ctx, deferred{rdb}, []string{"k"}).Result()
 	require.NoError(t, err)
