@@ -98,7 +98,10 @@
 // checks it, and a release names the head in its wake-up. Queue entries
 // expire WithQueueTTL (default 3 s) after their waiter last tried, so a
 // waiter that died holds up the queue for at most that long; fair waiters
-// therefore try at least every third of it, whatever their backoff.
+// therefore try at least every third of it, whatever their backoff. A
+// server clock stepped back adds at most the time between two attempts,
+// not the step; one stepped forward costs a live waiter its place, never
+// the lock's exclusion (docs/limitations.md, Clocks).
 //
 // Fairness costs: a larger script on every attempt, a queue read on every
 // release, and the lock stays free between a release and the head's next
@@ -230,7 +233,8 @@
 // A Redis lease lock is mutual exclusion for cooperating, timely clients,
 // not a consensus protocol. A failover to a replica that had not received
 // the lock grants it again; Redis expires keys on its wall clock, so a
-// server clock that jumps forward expires locks early; under an evicting
+// server clock that jumps forward expires locks early (and semaphore
+// permits: more than N may then be valid at once); under an evicting
 // maxmemory policy Redis may evict a lock (Refresh then reports ErrNotHeld).
 // Use fences where correctness matters. A call on a context that can end
 // returns by its deadline even against a stalled server, whatever

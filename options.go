@@ -161,7 +161,7 @@ func WithHolder(id string) Option {
 // WithPrefix sets the namespace put in front of every Redis key the library
 // writes. Default: "redislock:". It may be empty but may not contain '{' or
 // '}', which would break the Cluster hash tag that keeps a lock's keys in one
-// slot.
+// slot. Two different (prefix, key) pairs never share a Redis key.
 func WithPrefix(p string) Option {
 	return optionFunc(func(o *options) {
 		if strings.ContainsAny(p, "{}") {
@@ -304,8 +304,9 @@ func WithFair(on bool) Option {
 // WithQueueTTL sets, in fair mode, how long a waiter's place in the queue
 // survives without the waiter renewing it. Waiters renew it at every attempt
 // and wait at most a third of it between attempts; a waiter that died keeps
-// the lock from later waiters for at most this long after its last attempt.
-// Default 3 s. It must be at least 10 ms.
+// the lock from later waiters for at most this long after its last attempt
+// (a server clock stepped back meanwhile adds at most the time between two
+// attempts). Default 3 s. It must be at least 10 ms.
 func WithQueueTTL(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < minQueueTTL {

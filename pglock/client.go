@@ -36,8 +36,9 @@ type Client struct {
 	testHookListen func(pid uint32)
 }
 
-// New returns a Client on pool: it checks the options, then creates or
-// migrates the tables (see Schema and WithMigrate) in one transaction.
+// New returns a Client on pool: it checks the options, then reads the
+// schema's version and, unless it is current, creates or migrates the
+// tables (see Schema and WithMigrate) in one transaction.
 // opts set the defaults of every call. A nil pool or an invalid option is
 // an error matching ErrInvalidArgument; a table that is not this library's
 // matches ErrSchema; a database that cannot be reached is returned as such.
@@ -82,8 +83,8 @@ func (realClock) AfterFunc(d time.Duration, f func()) lease.Timer { return time.
 func (c *Client) Table() string { return c.n.table }
 
 // Channel returns the LISTEN channel on which releases notify waiters:
-// "redislock_" and 20 hex digits of the md5 of the table name. The payload
-// is the md5 (hex) of the key.
+// "redislock_" and 20 hex digits of the SHA-256 of the table name. The
+// payload is the SHA-256 (hex) of the key.
 func (c *Client) Channel() string { return c.n.channel }
 
 // Close stops the Client's background work and waits for it: the

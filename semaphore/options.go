@@ -11,8 +11,9 @@ import (
 
 // Defaults, all in one place.
 const (
-	// DefaultPrefix is put in front of every Redis key of a semaphore.
-	DefaultPrefix = "redislock:sem:"
+	// DefaultPrefix is put in front of every Redis key of a semaphore:
+	// the locks' default prefix, whose keys a semaphore's never meet.
+	DefaultPrefix = "redislock:"
 	// DefaultQueueTTL is how long a waiter's place in the queue lasts
 	// without the waiter renewing it.
 	DefaultQueueTTL = 3 * time.Second
@@ -63,7 +64,10 @@ func (o *options) fail(err error) {
 
 // WithPrefix sets the namespace in front of the semaphore's Redis keys
 // (default DefaultPrefix). It may not contain '{' or '}', which would
-// break the hash tag that keeps a semaphore in one Cluster slot.
+// break the hash tag that keeps a semaphore in one Cluster slot. Two
+// semaphores with different prefixes or names never share a key, nor does
+// a semaphore share one with a lock (redislock.WithPrefix), whatever the
+// prefixes.
 func WithPrefix(p string) Option {
 	return func(o *options) {
 		if strings.ContainsAny(p, "{}") {
@@ -98,8 +102,10 @@ func WithDriftFactor(f float64) Option {
 // WithQueueTTL sets how long a waiter's place in the queue lasts without
 // the waiter renewing it (default DefaultQueueTTL). Waiters renew it at
 // every attempt and wait at most a third of it between attempts, so a
-// waiter that died holds up the ones behind it for at most this long. It
-// must be at least 30 ms.
+// waiter that died holds up the ones behind it for at most this long after
+// its last attempt (a server clock stepped back meanwhile adds at most the
+// time between two calls: see the package doc, Server time). It must be at
+// least 30 ms.
 func WithQueueTTL(d time.Duration) Option {
 	return func(o *options) {
 		if d < 30*time.Millisecond {

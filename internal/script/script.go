@@ -1,8 +1,9 @@
 // Package script runs redislock's Lua scripts (package scripts) with typed
 // arguments and replies. It knows keys, tokens and milliseconds, never a
-// lock or a client. Every script is sent with EVALSHA and falls back to
-// EVAL on NOSCRIPT (after SCRIPT FLUSH or a restart), through
-// redis.Script.Run.
+// lock or a client. Every script is sent with EVALSHA, by the digest a
+// server named for it, and falls back to EVAL on NOSCRIPT (after SCRIPT
+// FLUSH or a restart), through Script.Run: no SHA-1 is computed in the
+// process (load.go).
 package script
 
 import (
@@ -24,16 +25,16 @@ var (
 	obtain       = obtainFast.script
 	refresh      = refreshFast.script
 	release      = releaseFast.script
-	inspect      = redis.NewScript(scripts.Inspect.Source())
-	fairObtain   = redis.NewScript(withFences(scripts.FairObtain))
-	fairLeave    = redis.NewScript(scripts.FairLeave.Source())
-	multiObtain  = redis.NewScript(withFences(scripts.MultiObtain))
-	multiRefresh = redis.NewScript(scripts.MultiRefresh.Source())
-	multiRelease = redis.NewScript(scripts.MultiRelease.Source())
-	multiTTL     = redis.NewScript(scripts.MultiTTL.Source())
-	fencedSet    = redis.NewScript(withFences(scripts.FencedSet))
-	recordGet    = redis.NewScript(scripts.RecordGet.Source())
-	recordDelete = redis.NewScript(withFences(scripts.RecordDelete))
+	inspect      = newScript(scripts.Inspect.Source())
+	fairObtain   = newScript(withFences(scripts.FairObtain))
+	fairLeave    = newScript(scripts.FairLeave.Source())
+	multiObtain  = newScript(withFences(scripts.MultiObtain))
+	multiRefresh = newScript(scripts.MultiRefresh.Source())
+	multiRelease = newScript(scripts.MultiRelease.Source())
+	multiTTL     = newScript(scripts.MultiTTL.Source())
+	fencedSet    = newScript(withFences(scripts.FencedSet))
+	recordGet    = newScript(scripts.RecordGet.Source())
+	recordDelete = newScript(withFences(scripts.RecordDelete))
 )
 
 // withFences is s with the fence functions it uses (scripts/fence.lua):
