@@ -56,13 +56,13 @@ for _, m in ipairs(gone) do
   redis.call('ZREM', KEYS[2], m)
   redis.call('ZREM', KEYS[3], m)
 end
-local function enqueue()
+local function enqueue() -- a ZADD refused (out of memory) leaves the caller out: same reply
   if not redis.call('ZSCORE', KEYS[2], ARGV[4]) then -- after the tail
     local tail = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
-    redis.call('ZADD', KEYS[2], math.max(nowus, (tonumber(tail) or 0) + 1), ARGV[4])
+    if type(redis.pcall('ZADD', KEYS[2], math.max(nowus, (tonumber(tail) or 0) + 1), ARGV[4])) == 'table' then return end
   end
   local ttl = tonumber(ARGV[3])
-  redis.call('ZADD', KEYS[3], now + ttl, ARGV[4], now - 2^45, '~')
+  if type(redis.pcall('ZADD', KEYS[3], now + ttl, ARGV[4], now - 2^45, '~')) == 'table' then return end
   if redis.call('PTTL', KEYS[2]) < ttl then -- the queue keys expire together
     redis.call('PEXPIRE', KEYS[2], ttl)
     redis.call('PEXPIRE', KEYS[3], ttl)
@@ -72,7 +72,7 @@ if v then
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl ~= -1 then
     enqueue()
-    if string.sub(v, -1) ~= '*' then redis.call('APPEND', KEYS[1], '*') end
+    if string.sub(v, -1) ~= '*' then redis.pcall('APPEND', KEYS[1], '*') end -- may be refused
   end
   return {0, pttl}
 end
