@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redislock-go/redislock/internal/proctest"
 	"github.com/redislock-go/redislock/internal/sim"
 )
 
@@ -175,7 +176,9 @@ func simParentArgs(t *testing.T, mode string, first int64, n int, extra ...strin
 				// miniredis makes a Lua state per script call: garbage, most of
 				// it short-lived (GOGC=1600: 15 % less CPU than 400, 150 MB).
 				cmd.Env = append(os.Environ(), simChildEnv+"=1", "GOGC=1600")
-				out, err := cmd.CombinedOutput()
+				// A child dies with this test, however it ends (it once ran on,
+				// orphaned, for 20 minutes after its parent failed).
+				out, err := proctest.CombinedOutput(t, cmd)
 				r := result{lo: lo, out: string(out), err: err}
 				for _, line := range strings.Split(r.out, "\n") {
 					if s, ok := strings.CutPrefix(strings.TrimSpace(line), "simfound "); ok {

@@ -40,18 +40,16 @@ func list(t *testing.T, patterns ...string) map[string]pkg {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
+	require.NoError(t, err, "go %s\n%s", strings.Join(args, " "), stderr.String())
 	pkgs := map[string]pkg{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p pkg
-		if err := dec.Decode(&p); err == io.EOF {
+		err := dec.Decode(&p)
+		if err == io.EOF {
 			break
-		} else if err != nil {
-			t.Fatal(err)
 		}
+		require.NoError(t, err)
 		pkgs[p.ImportPath] = p
 	}
 	return pkgs
@@ -61,9 +59,7 @@ func list(t *testing.T, patterns ...string) map[string]pkg {
 // build (go.work), so that their rules can be checked too.
 func workspace(t *testing.T) bool {
 	out, err := exec.Command("go", "env", "GOWORK").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w := strings.TrimSpace(string(out))
 	return w != "" && w != "off"
 }
@@ -177,13 +173,9 @@ func TestDependencyRules(t *testing.T) {
 	}
 	pkgs := list(t, patterns...)
 	for _, must := range []string{mod, mod + "/lease", mod + "/lease/backend", mod + "/observe", mod + "/stampede"} {
-		if _, ok := pkgs[must]; !ok {
-			t.Fatalf("go list did not list %s", must)
-		}
+		require.Contains(t, pkgs, must, "go list did not list it")
 	}
-	for _, msg := range check(pkgs) {
-		t.Error(msg)
-	}
+	assert.Empty(t, check(pkgs), "broken rules")
 }
 
 // Each rule catches what it forbids.
@@ -200,9 +192,8 @@ func TestRulesFail(t *testing.T) {
 		{mod + "/cmd/redislock", mod + "/bench/lockbench"},
 		{mod + "/extra/redislockprom", mod},
 	} {
-		if got := check(map[string]pkg{c.from: {ImportPath: c.from, Imports: []string{c.dep}, Deps: []string{c.dep}}}); len(got) == 0 {
-			t.Errorf("%s importing %s breaks no rule", c.from, c.dep)
-		}
+		got := check(map[string]pkg{c.from: {ImportPath: c.from, Imports: []string{c.dep}, Deps: []string{c.dep}}})
+		assert.NotEmpty(t, got, "%s importing %s breaks no rule", c.from, c.dep)
 	}
 }
 
