@@ -21,6 +21,10 @@ const (
 	Inspect Script = "inspect.lua"
 )
 
+// Join brings a quorum node into a grant it does not hold (quorum mode's
+// refresh).
+const Join Script = "join.lua"
+
 // The scripts of fair (FIFO) locks.
 const (
 	FairObtain Script = "fair_obtain.lua"
@@ -43,7 +47,7 @@ const (
 )
 
 // FencePrelude holds the fence functions (compare, check, reply,
-// increment as decimal strings) that Obtain, FairObtain, MultiObtain,
+// increment as decimal strings) that Obtain, Join, FairObtain, MultiObtain,
 // FencedSet and RecordDelete share: internal/script puts it in front of
 // each.
 const FencePrelude Script = "fence.lua"
