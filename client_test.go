@@ -127,9 +127,10 @@ func TestCleanupToBlackholedNodeDoesNotBlockLiveCalls(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
 	// The third node is stopped (SIGSTOP) after its go-redis client has
 	// connections open to it: its calls then end at their context
-	// deadline, its obtain attempts fail after the node timeout, and each
-	// failed attempt's clean-up release hangs for the release timeout on
-	// one of those connections (new connections would fail at once).
+	// deadline, its obtain calls fail after the node timeout, and each
+	// refused attempt's clean-up release there hangs for the release
+	// timeout on one of those connections (new connections would fail at
+	// once).
 	const warm = 2*nodes.MaxCleanup + 100
 	stopped := srvs[2].Client(func(o *redis.Options) {
 		o.ContextTimeoutEnabled, o.MaxRetries, o.PoolSize, o.ReadTimeout = true, -1, warm+50, time.Minute
@@ -157,15 +158,27 @@ func TestCleanupToBlackholedNodeDoesNotBlockLiveCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t, time.Minute)
+	// Each attempt is refused: the first node holds another grant, the
+	// second grants, the third fails at the node timeout. The attempt
+	// releases the second at once and leaves a clean-up release pending on
+	// the third (its obtain may have run: a won lock keeps such a node, a
+	// refused attempt gives it back). The attempts run together: each
+	// waits the node timeout for the third node.
+	var attemptsDone sync.WaitGroup
+	first := srvs[0].Client(nil)
 	for i := range attempts {
-		// Each grant is won on the two live nodes; the third node's
-		// failure leaves a clean-up release pending on it.
-		if _, err := c.Obtain(ctx, "bh:"+strconv.Itoa(i), 10*time.Second); err != nil {
-			t.Fatalf("Obtain %d with clean-ups pending: %v", i, err)
+		key := "bh:" + strconv.Itoa(i)
+		if err := first.Set(ctx, redislock.LockKey(key), "other:1::;", time.Minute).Err(); err != nil {
+			t.Fatal(err)
 		}
+		attemptsDone.Go(func() {
+			if _, err := c.Obtain(ctx, key, 10*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+				t.Errorf("Obtain %s against another holder with clean-ups pending: %v, want ErrNotObtained", key, err)
+			}
+		})
 	}
-	// The third node's replies come late, after each grant was returned;
-	// once the cap of clean-ups in flight is reached, the rest are refused.
+	attemptsDone.Wait()
+	// Once the cap of clean-ups in flight is reached, the rest are refused.
 	eventually(t, 10*time.Second, "clean-ups beyond the cap refused", func() bool {
 		return int(failed.busy.Load()) == attempts-nodes.MaxCleanup
 	})
