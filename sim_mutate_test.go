@@ -49,6 +49,12 @@ var simMutations = map[string]simMutation{
 		return replaceOnce(src, "-- obtain:", "';' .. mark, 'PX', ARGV[2])", "';' .. mark, 'PX', math.floor(ARGV[2] / 2))",
 			"';', 'PX', ARGV[2])", "';', 'PX', math.floor(ARGV[2] / 2))")
 	}},
+	// A refresh's join takes the key whatever it holds: a slow holder's
+	// refresh takes a node of the newer holder's majority, which is left
+	// without one while its client believes it valid.
+	"jointake": {expect: sim.InvLossReported, script: func(src string) (string, bool) {
+		return replaceOnce(src, "-- join:", "local rel = ''\nif v then", "local rel = ''\nif false then")
+	}},
 	// The grant reaches its caller one TTL after Obtain returned it, as
 	// if Obtain returned grants after their validity (the library's own
 	// check cannot be switched off from outside).
