@@ -159,12 +159,14 @@
 // slow, or went to a contender. Refresh (and so Run's renewals) extends
 // the nodes that hold the grant and brings the others into it where their
 // key is free (never another holder's), so the lock survives one minority
-// outage after another as long as a refresh runs between them. A node
-// counts towards a refresh's majority only if it held the grant before
-// that refresh, so ownership never looks continuous across a gap. Release
-// goes to every node that holds the grant or may; one whose obtain or
-// join answers after the Release is released then, so that a release never
-// reaches a node before its grant.
+// outage after another. A node a refresh takes counts towards its majority
+// at once if the lock is still valid and no attempt after the grant's
+// reached the node, else from the next refresh on; a refresh after the
+// validity ended counts only the nodes that kept the grant, so ownership
+// never looks continuous across a gap. Release goes to every node that
+// holds the grant or may; one whose obtain or join answers after the
+// Release is released then, so that a release never reaches a node before
+// its grant.
 //
 // One node's clock stepping forward past the TTL (Redis expires keys on
 // its wall clock) is outvoted only while more than a bare majority holds

@@ -19,12 +19,18 @@ import (
 // grant's release there) and keeps the node's last fence when it is
 // higher, so the fences of later grants stay ordered.
 //
-// Only nodes that held the grant before this refresh count towards its
-// majority (an extension; a join that found the grant already there): one
-// that it had to take (free: it missed the grant, or lost it) counts from
-// the next refresh on. So a refresh never makes ownership look continuous
-// across a gap in which fewer than a majority held the grant and another
-// client may have held the lock. Nodes whose obtain has not answered are
+// A node counts towards the refresh's majority when it held the grant
+// already (an extension, or a join that found the grant there), or when
+// the refresh took it while the lock's validity lasted (its answer came
+// before the validity confirmed before the refresh ended) and no attempt
+// after the grant's had reached it (join.lua's Joined). Until that
+// validity ends a majority holds the grant, so no other client can have
+// been granted the lock meanwhile; a node that a later attempt reached
+// (JoinedAbove) may have been part of another client's grant, if a clock
+// step or a restart broke the majority, and counts from the next refresh
+// on. So a refresh never makes ownership look continuous across a gap: a
+// refresh that comes after the validity ended counts only extensions, as
+// one on a single Redis does. Nodes whose obtain has not answered are
 // asked nothing; once the grant is given up (released, lost), a refresh
 // only extends and joins nothing.
 func (qm *quorumMode) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error) {
@@ -39,7 +45,7 @@ func (qm *quorumMode) refresh(ctx context.Context, l *Lock, ttl time.Duration) (
 		joining[i] = true
 		ns = append(ns, c.nodes[i])
 	}
-	ms := ttl.Milliseconds()
+	ms, until := ttl.Milliseconds(), l.validUntil()
 	return onGrantEach(qm, ctx, ns, qm.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh",
 		func(ctx context.Context, rdb redis.Scripter, node int) (script.JoinReply, error) {
 			if joining[node] {
@@ -50,7 +56,9 @@ func (qm *quorumMode) refresh(ctx context.Context, l *Lock, ttl time.Duration) (
 			}
 			return script.Extended, nil
 		},
-		func(r script.JoinReply) bool { return r == script.Extended },
+		func(r script.JoinReply) bool {
+			return r == script.Extended || r == script.Joined && time.Now().Before(until)
+		},
 		func(ctx context.Context, node int, r script.JoinReply, err error) {
 			if !joining[node] {
 				if err == nil {

@@ -148,8 +148,9 @@ func renewedTwice(ctx context.Context, rn renewals) error {
 }
 
 // A node that was down while the lock was obtained joins the grant at the
-// holder's next refresh once it is back, and then carries the lock when
-// another node dies; Release reaches it.
+// holder's next refresh once it is back, and counts at once (it was free
+// since the grant, and the lock still valid): the refresh succeeds with
+// another node dead. Release reaches it.
 func TestQuorumRefreshJoinsReturningNode(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 3)
@@ -164,10 +165,10 @@ func TestQuorumRefreshJoinsReturningNode(t *testing.T) {
 	eventually(t, 10*time.Second, "node 2's call to fail", func() bool { return redislock.NodeSettled(l, 2) })
 	require.NoError(t, q.srvs[2].Revive())
 	require.Equal(t, 2, q.holders(t, "back", l.Token()))
-	require.NoError(t, l.Refresh(ctx, 10*time.Second))
-	require.Equal(t, 3, q.holders(t, "back", l.Token()), "the refresh did not bring node 2 in")
 
 	q.srvs[0].Kill()
+	require.NoError(t, l.Refresh(ctx, 10*time.Second), "refresh on node 1, and node 2 taken")
+	require.Equal(t, 2, q.holders(t, "back", l.Token()), "the refresh did not bring node 2 in")
 	require.NoError(t, l.Refresh(ctx, 10*time.Second), "refresh on nodes 1 and 2")
 	ttl, err := l.TTL(ctx)
 	require.NoError(t, err)
@@ -197,12 +198,18 @@ func TestQuorumJoinLeavesOthersAlone(t *testing.T) {
 	require.Equal(t, other, q.rdbs[2].Get(ctx, key).Val(), "the refresh took another holder's node")
 
 	// The other grant is released with a fence above the lock's (a
-	// contender's attempt): the next refresh takes the node, keeping it.
+	// contender's attempt): the next refresh takes the node, keeping its
+	// fence, but does not count it (it may have been part of another
+	// client's majority): with node 0 dead that refresh has no majority,
+	// the one after it has.
 	higher := l.Fence() + 1000
 	record := fmt.Sprintf("~:%d: otherxxxxxxx", higher)
 	require.NoError(t, q.rdbs[2].Set(ctx, key, record, time.Minute).Err())
-	require.NoError(t, l.Refresh(ctx, 10*time.Second))
+	q.srvs[0].Kill()
+	require.ErrorIs(t, l.Refresh(ctx, 10*time.Second), redislock.ErrNoQuorum)
 	require.Equal(t, fmt.Sprintf("%s:%d: otherxxxxxxx:;", l.Token(), higher), q.rdbs[2].Get(ctx, key).Val())
+	require.NoError(t, l.Refresh(ctx, 10*time.Second))
+	require.NoError(t, q.srvs[0].Revive())
 	info, err := c.Inspect(ctx, "others")
 	require.NoError(t, err)
 	require.True(t, info.Held)
@@ -215,6 +222,34 @@ func TestQuorumJoinLeavesOthersAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, l2.Fence(), higher)
 	require.NoError(t, l2.Release(ctx))
+}
+
+// A refresh that comes after the lock's validity ended counts no node it
+// takes back into the grant: after the validity, another client may have
+// held the lock and let it go, so only nodes that kept the grant count.
+// Here node 2 missed the grant, the validity ends (a drift factor of 0.5
+// leaves the keys half their TTL beyond it), node 1 loses the key: the
+// refresh extends node 0 and takes node 2, and reports the lock not held.
+func TestQuorumLapsedRefreshTakesNothing(t *testing.T) {
+	t.Parallel()
+	q := startQuorum(t, 3)
+	c := q.client(t, redislock.WithDriftFactor(0.5))
+	ctx := ctxT(t, time.Minute)
+	warmUp(t, ctx, c)
+	q.srvs[2].Kill()
+	l, err := c.Obtain(ctx, "lapsed", 4*time.Second)
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "node 2's call to fail", func() bool { return redislock.NodeSettled(l, 2) })
+	require.NoError(t, q.srvs[2].Revive())
+	// No event marks the end of a validity.
+	time.Sleep(time.Until(l.ValidUntil()))
+	require.NoError(t, q.rdbs[1].Del(ctx, redislock.LockKey("lapsed")).Err())
+	if q.holders(t, "lapsed", l.Token()) != 1 {
+		t.Skip("the machine took 2 s: node 0's key expired too")
+	}
+	require.ErrorIs(t, l.Refresh(ctx, 4*time.Second), redislock.ErrNotHeld)
+	require.NoError(t, c.Close()) // the nodes the refresh took are released
+	require.Zero(t, q.holders(t, "lapsed", l.Token()))
 }
 
 // warmUp opens the client's connections and loads the scripts, on a key

@@ -53,7 +53,7 @@ var simMutations = map[string]simMutation{
 	// refresh takes a node of the newer holder's majority, which is left
 	// without one while its client believes it valid.
 	"jointake": {expect: sim.InvLossReported, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- join:", "local rel = ''\nif v then", "local rel = ''\nif false then")
+		return replaceOnce(src, "-- join:", "local rel, reply = '', 2\nif v then", "local rel, reply = '', 2\nif false then")
 	}},
 	// The grant reaches its caller one TTL after Obtain returned it, as
 	// if Obtain returned grants after their validity (the library's own

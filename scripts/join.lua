@@ -11,11 +11,14 @@
 --
 -- Replies
 --   1  the key held this grant: extended to ARGV[2] (as refresh.lua)
---   2  the key was free (absent, or another grant's released record): it
---      now holds this grant, with ARGV[2] as its TTL. The record's latest
---      releases are carried on (as obtain.lua does), and its fence part is
---      the higher of ARGV[3] and the record's fence: a node's last fence
---      never goes back, so the fences of later grants stay ordered.
+--   2  the key was free, and no attempt after this grant's reached it: it
+--      was absent, or another grant's released record with a fence below
+--      ARGV[3]. It now holds this grant, with ARGV[2] as its TTL; the
+--      record's latest releases are carried on (as obtain.lua does).
+--   3  the same, but the record's fence was ARGV[3] or above: an attempt
+--      after this grant's reached the node. The fence part keeps the
+--      record's: a node's last fence never goes back, so the fences of
+--      later grants stay ordered.
 --   0  the key holds another grant, a value this version did not write,
 --      or a released record naming this grant's release (a grant is never
 --      taken again after its release)
@@ -34,7 +37,7 @@ local fence = valid(ARGV[3])
 if not fence then
   return redis.error_reply('ERR redislock: the fence is not a positive int64')
 end
-local rel = ''
+local rel, reply = '', 2
 if v then
   local f, r = string.match(v, '^~:([^:]*):([^:]*)')
   f = valid(f)
@@ -44,10 +47,10 @@ if v then
   if string.find(r .. ' ', ' ' .. string.sub(tok, 1, 12) .. ' ', 1, true) then
     return 0 -- this grant was released here
   end
-  if below(fence, f) then
-    fence = f
+  if not below(f, fence) then
+    fence, reply = f, 3
   end
   rel = r
 end
 redis.call('SET', KEYS[1], tok .. ':' .. fence .. ':' .. rel .. ':' .. ARGV[4] .. ';', 'PX', ARGV[2])
-return 2
+return reply

@@ -16,9 +16,10 @@ type JoinReply int8
 
 // join.lua's replies.
 const (
-	NotJoined JoinReply = 0 // another grant holds the key, or this grant was released there
-	Extended  JoinReply = 1 // the node held the grant already: extended
-	Joined    JoinReply = 2 // the key was free: the node holds the grant now
+	NotJoined   JoinReply = 0 // another grant holds the key, or this grant was released there
+	Extended    JoinReply = 1 // the node held the grant already: extended
+	Joined      JoinReply = 2 // the key was free, untouched by any later attempt: the node holds the grant now
+	JoinedAbove JoinReply = 3 // the key was free, but a later attempt reached the node: it holds the grant now, its last fence kept
 )
 
 // Join brings a quorum node into the grant token with fence (join.lua):
@@ -34,7 +35,7 @@ func Join(ctx context.Context, rdb redis.Scripter, key []any, token any, ms, fen
 		return NotJoined, err
 	}
 	switch r := JoinReply(n); r {
-	case NotJoined, Extended, Joined:
+	case NotJoined, Extended, Joined, JoinedAbove:
 		return r, nil
 	}
 	return NotJoined, unexpected("join", n)

@@ -67,22 +67,29 @@ func TestJoinScript(t *testing.T) {
 		require.Equal(t, NotJoined, join("a", 500))
 		require.Equal(t, record, get())
 
-		// Another grant's record with a lower fence: taken, with the
-		// grant's fence, the latest releases carried on.
+		// Another grant's record with a lower fence (an earlier grant):
+		// taken, with the grant's fence, the latest releases carried on.
 		require.Equal(t, Joined, join("c", 800))
 		require.Equal(t, "c:800: "+record[len("~:500: "):]+":h;", get())
 		require.True(t, strings.HasPrefix(get(), "c:800: a:"), get())
 		release("c")
 
-		// A record with a higher fence: taken, keeping the node's higher
-		// last fence; a proposal at or below it is still refused.
-		require.Equal(t, Joined, join("d", 600))
+		// A record with a higher fence (an attempt after the grant's):
+		// taken, keeping the node's higher last fence; a proposal at or
+		// below it is still refused.
+		require.Equal(t, JoinedAbove, join("d", 600))
 		require.True(t, strings.HasPrefix(get(), "d:800: c "), get())
 		release("d")
 		low := obtain("e", 800)
 		require.Equal(t, LowProposal, low.Status)
 		require.Equal(t, int64(800), low.Counter)
 		require.Equal(t, Granted, obtain("e", 801).Status)
+
+		// A record with the grant's own fence (a racing attempt proposed
+		// it too): an attempt reached the node.
+		rdb.Set(ctx, k.Lock, "~:900: zzzzzzzzzzzz", 0)
+		require.Equal(t, JoinedAbove, join("y", 900))
+		require.True(t, strings.HasPrefix(get(), "y:900: zzzzzzzzzzzz:"), get())
 
 		// A value this version did not write counts as another holder's.
 		rdb.Set(ctx, k.Lock, "~:x:", 0)
