@@ -31,7 +31,8 @@ import (
 func TestQuorumRefreshCountsLateNode(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 3)
-	const key, ttl = "orphan", 3 * time.Second
+	// A TTL that outlasts the wait for node 2's late answer on a loaded machine.
+	const key, ttl = "orphan", 8 * time.Second
 	proxy := redistest.StartProxy(t, q.srvs[1].Addr())
 	hook := &lateNodeHook{key: redislock.LockKey(key), ran: make(chan struct{})}
 	var rdbs []redis.UniversalClient
