@@ -161,7 +161,7 @@ func WithHolder(id string) Option {
 // WithPrefix sets the namespace put in front of every Redis key the library
 // writes. Default: "redislock:". It may be empty but may not contain '{' or
 // '}', which would break the Cluster hash tag that keeps a lock's keys in one
-// slot.
+// slot. Two different (prefix, key) pairs never share a Redis key.
 func WithPrefix(p string) Option {
 	return optionFunc(func(o *options) {
 		if strings.ContainsAny(p, "{}") {

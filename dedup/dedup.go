@@ -58,8 +58,9 @@ func New(locker lease.Locker, store lease.Store, opts ...Option) (*Group, error)
 //   - A recorded outcome is returned without a run: the earlier run's
 //     Value (Ran false), or, for a recorded failure, a *FailedError.
 //   - While another worker runs it, Do returns an *InProgressError
-//     (matching ErrInProgress), or with WithRetry waits for that run and
-//     returns its outcome.
+//     (matching ErrInProgress) whose RetryAfter says when to deliver the
+//     job again, or with WithRetry waits for that run and returns its
+//     outcome.
 //   - Otherwise Do takes the job's lock, looks for a recorded outcome once
 //     more, and runs job, renewing the lease while it runs. When job
 //     returns, its outcome is recorded (by the scope) with the lock's
@@ -97,7 +98,7 @@ func (g *Group) Do(ctx context.Context, id string, job Job) (Result, error) {
 
 // do is Do on valid arguments.
 func (g *Group) do(ctx context.Context, id string, job Job) (Result, error) {
-	key := g.o.prefix + id
+	key := lease.Key(g.o.prefix, id)
 	if r, found, err := g.recorded(ctx, id, key); found || err != nil {
 		return r, err
 	}
@@ -154,15 +155,28 @@ func (g *Group) obtain(ctx context.Context, id, key string) (l lease.Lock, r Res
 		if ctx.Err() == nil && g.o.retry != nil && errors.As(err, &limit) {
 			continue // the backend's own wait limit ended the wait: wait again
 		}
-		busy := &InProgressError{ID: id}
-		if info, ierr := g.locker.Inspect(context.WithoutCancel(ctx), key); ierr == nil && info.Held {
-			busy.Holder, busy.TTL = info.Holder, info.TTL
-		}
+		busy := g.busy(ctx, id, key)
 		if ctx.Err() != nil {
 			return nil, Result{}, false, backend.Join(busy, ctx.Err())
 		}
 		return nil, Result{}, false, busy
 	}
+}
+
+// busy returns the InProgressError of the job held by another worker, with
+// when to look again.
+func (g *Group) busy(ctx context.Context, id, key string) *InProgressError {
+	e := &InProgressError{ID: id, RetryAfter: g.o.lease}
+	info, err := g.locker.Inspect(context.WithoutCancel(ctx), key)
+	switch {
+	case err != nil:
+	case info.Held:
+		// A lease ends in the millisecond after its TTL.
+		e.Holder, e.TTL, e.RetryAfter = info.Holder, info.TTL, info.TTL+time.Millisecond
+	default:
+		e.RetryAfter = 0 // given back meanwhile: look again now
+	}
+	return e
 }
 
 // run runs job under l, records its outcome and releases l.

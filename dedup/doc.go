@@ -12,8 +12,9 @@
 //	res, err := g.Do(ctx, msg.ID, func(ctx context.Context, fence int64) ([]byte, error) {
 //		return charge(ctx, msg, fence) // send fence with every write
 //	})
+//	var busy *dedup.InProgressError
 //	switch {
-//	case errors.Is(err, dedup.ErrInProgress): // another worker runs it: redeliver later
+//	case errors.As(err, &busy): // another worker runs it: redeliver after busy.RetryAfter
 //	case err != nil: // the job failed, or its outcome is unknown: retry
 //	default: // done: here (res.Ran) or earlier; res.Value is its result
 //	}
@@ -27,8 +28,16 @@
 // fence when the job returns, keeps later repeats out: they get the stored
 // result without running anything, for as long as the record is kept. The
 // lock is renewed while the job runs (lease.RunLock), so a long job needs
-// no long lease; the lease only bounds how long a crashed worker's job
-// stays locked before another worker may run it.
+// no long lease; the lease (WithLease, default 10 s, renewed every 3.3 s)
+// only bounds how long a crashed worker's job stays locked before another
+// worker may run it.
+//
+// A queue that redelivers a duplicate should hold it back for the
+// *InProgressError's RetryAfter, the running worker's lease left (see
+// ExampleInProgressError): delivered again then, the duplicate gets the
+// job's outcome, or another RetryAfter while the job still runs, or, if
+// the worker crashed, runs the job itself, at most one lease after the
+// crash. Delivered again at once, it only asks again and again.
 //
 // The scope says which outcomes are recorded: UntilDone (the default)
 // records successes, so a failed job can run again at once;

@@ -31,6 +31,13 @@ type InProgressError struct {
 	// TTL is the running worker's lease left when asked: if that worker
 	// has crashed, the job can run again after it. 0 if unknown.
 	TTL time.Duration
+	// RetryAfter is when to deliver the job again: TTL and 1 ms, by which
+	// time the job is done (a repeat gets its recorded outcome), or its
+	// lease was renewed (another InProgressError, with a new RetryAfter),
+	// or its worker crashed and the job can run. The Group's lease when
+	// TTL is unknown (no worker holds the job longer); 0 when the job's
+	// lock was free again when asked.
+	RetryAfter time.Duration
 }
 
 func (e *InProgressError) Error() string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -83,4 +84,68 @@ func ExampleUntilDoneOrFailed() {
 	// Output:
 	// first: card declined
 	// repeat, without a run: card declined
+}
+
+// A worker loop on a queue that redelivers: a job that another worker is
+// running goes back to the queue for the InProgressError's RetryAfter, the
+// running worker's lease left, instead of coming straight back in a loop.
+// By then the job is done (the repeat gets its outcome), still running
+// (another RetryAfter), or its worker crashed and the job runs here.
+func ExampleInProgressError() {
+	client, done := newRedis()
+	defer done()
+	ctx := context.Background()
+	worker := func(name string) *dedup.Group {
+		g, err := dedup.New(client.Locker(), client.Store(), dedup.WithHolder(name))
+		if err != nil {
+			log.Fatal(err)
+		}
+		return g
+	}
+	// handle processes one delivery of the job id and returns when the
+	// queue should deliver it again, 0 for never (acknowledge it). A
+	// worker loop calls it for every message:
+	//
+	//	for msg := range deliveries {
+	//		if after := handle(g, msg.ID, jobOf(msg)); after > 0 {
+	//			msg.Redeliver(after) // a visibility timeout, a retry-at...
+	//		} else {
+	//			msg.Ack()
+	//		}
+	//	}
+	handle := func(g *dedup.Group, id string, job dedup.Job) time.Duration {
+		res, err := g.Do(ctx, id, job)
+		var busy *dedup.InProgressError
+		switch {
+		case errors.As(err, &busy):
+			fmt.Printf("%s runs on %s: deliver again in %v\n", id, busy.Holder, busy.RetryAfter.Round(time.Second))
+			return busy.RetryAfter
+		case err != nil:
+			fmt.Printf("%s failed, deliver again: %v\n", id, err)
+			return time.Second // the queue's own backoff
+		}
+		fmt.Printf("%s done: %s (ran here: %v)\n", id, res.Value, res.Ran)
+		return 0
+	}
+
+	w1, w2 := worker("worker-1"), worker("worker-2")
+	running, finish, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() { // worker-1 got the first delivery
+		defer close(finished)
+		handle(w1, "invoice-42", func(context.Context, int64) ([]byte, error) {
+			close(running)
+			<-finish
+			return []byte("sent"), nil
+		})
+	}()
+	<-running
+	send := func(context.Context, int64) ([]byte, error) { return []byte("sent again"), nil }
+	handle(w2, "invoice-42", send) // a second delivery, while worker-1 runs the job
+	close(finish)
+	<-finished
+	handle(w2, "invoice-42", send) // delivered again after RetryAfter
+	// Output:
+	// invoice-42 runs on worker-1: deliver again in 10s
+	// invoice-42 done: sent (ran here: true)
+	// invoice-42 done: sent (ran here: false)
 }

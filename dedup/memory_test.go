@@ -359,7 +359,7 @@ func TestCrashedWorkerRetryableAfterLease(t *testing.T) {
 	env := newMemEnv(t)
 	ctx := ctxFor(t)
 	g := env.group()
-	if _, err := env.m.Obtain(ctx, dedup.DefaultPrefix+"j", memLease); err != nil { // the crashed worker's lock
+	if _, err := env.m.Obtain(ctx, lease.Key(dedup.DefaultPrefix, "j"), memLease); err != nil { // the crashed worker's lock
 		t.Fatal(err)
 	}
 	c := newCounted()
@@ -393,7 +393,7 @@ func TestLostRunIsFencedOut(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.Do(ctx, "j", func(ctx context.Context, fence int64) ([]byte, error) {
-			env.m.Break(dedup.DefaultPrefix + "j") // the lease is gone, as after a long pause
+			env.m.Break(lease.Key(dedup.DefaultPrefix, "j")) // the lease is gone, as after a long pause
 			env.clock.Advance(memRenew)
 			select {
 			case <-ctx.Done():
@@ -451,7 +451,7 @@ func TestBadRecord(t *testing.T) {
 	g := env.group()
 	for i, v := range [][]byte{nil, []byte("?x")} {
 		id := fmt.Sprintf("j%d", i)
-		if err := env.m.Put(ctx, dedup.DefaultPrefix+id, v, 1, 0); err != nil {
+		if err := env.m.Put(ctx, lease.Key(dedup.DefaultPrefix, id), v, 1, 0); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := g.Do(ctx, id, newCounted().job(id)); !errors.Is(err, dedup.ErrBadRecord) {

@@ -12,14 +12,19 @@ import (
 const (
 	// DefaultLease is the lease a running job holds, renewed every third
 	// of it while the job runs: how long a crashed worker's job stays
-	// locked before another worker may run it.
-	DefaultLease = 30 * time.Second
+	// locked before another worker may run it. 10 s recovers a crashed
+	// worker's jobs within seconds, as the command's default lease; a live
+	// worker loses its job's lock only when two renewals in a row fail
+	// (its backend unreachable for 3.3 to 6.6 s, by when the outage
+	// begins). A longer WithLease rides out longer outages and delays the
+	// recovery as much.
+	DefaultLease = 10 * time.Second
 	// DefaultRetention is how long a job's outcome is kept (UntilDone and
 	// UntilDoneOrFailed): for this long after it ran, a repeat of its id
 	// gets the stored outcome instead of a run.
 	DefaultRetention = 24 * time.Hour
-	// DefaultPrefix is put in front of a job's id to make its lock key and
-	// record key.
+	// DefaultPrefix is the namespace of a job's id in its lock key and
+	// record key (see WithPrefix).
 	DefaultPrefix = "dedup:"
 )
 
@@ -90,9 +95,11 @@ func (o *options) fail(err error) {
 }
 
 // WithLease sets the lease a running job holds. Default: DefaultLease
-// (30 s). It is renewed while the job runs, so it bounds only how long a
-// crashed worker keeps its job locked. It must leave validity after the
-// backend's drift (backend.CheckTTL).
+// (10 s). It is renewed every third of it while the job runs (see
+// WithRefreshInterval), so it bounds only how long a crashed worker keeps
+// its job locked, and how long an outage a live worker's renewals ride
+// out. It must leave validity after the backend's drift
+// (backend.CheckTTL).
 func WithLease(d time.Duration) Option {
 	return func(o *options) {
 		o.fail(backend.CheckTTL(d, lease.DefaultDriftFactor))
@@ -162,9 +169,12 @@ func WithHolder(id string) Option {
 	}
 }
 
-// WithPrefix sets what is put in front of a job's id to make its keys.
+// WithPrefix sets the namespace of the Group's job ids: a job's lock key
+// and record key are lease.Key(prefix, id), "dedup:|invoice-42" by default.
 // Default: DefaultPrefix ("dedup:"). Give each kind of job its own prefix
-// when ids can repeat across kinds.
+// when ids can repeat across kinds: Groups with different prefixes never
+// share a key, whatever their ids (prefix "dedup:" with id "email:1" and
+// prefix "dedup:email:" with id "1" are two jobs). Any string, even empty.
 func WithPrefix(p string) Option {
 	return func(o *options) { o.prefix = p }
 }

@@ -35,8 +35,8 @@ func redisWorkers(t *testing.T, srvs []*redistest.Server, n int, opts ...dedup.O
 			rdbs = append(rdbs, s.Client(slowReplies))
 		}
 		// Bounds far from what a loaded machine does to a call (the
-		// defaults: a 3 s release, in quorum mode a 3 s node timeout for
-		// the 30 s lease): the jobs' exactly-once is tested, not them.
+		// defaults: a 3 s release, in quorum mode a 1 s node timeout for
+		// the 10 s lease): the jobs' exactly-once is tested, not them.
 		bounds := []redislock.ClientOption{redislock.WithReleaseTimeout(10 * time.Second), redislock.WithNodeTimeout(10 * time.Second)}
 		var c *redislock.Client
 		if len(rdbs) == 1 {

@@ -19,10 +19,10 @@ var (
 )
 
 // Election is one candidate in the election of a name: it campaigns for
-// the lock "<prefix><name>" on a lease.Locker, and while it holds the lock
-// it leads. Every candidate of one election uses the same name, on the same
-// backend, each with its own Election and identity. Its methods are safe
-// for concurrent use.
+// the election's lock (Key) on a lease.Locker, and while it holds the lock
+// it leads. Every candidate of one election uses the same name and prefix,
+// on the same backend, each with its own Election and identity. Its
+// methods are safe for concurrent use.
 type Election struct {
 	locker lease.Locker
 	name   string
@@ -65,7 +65,7 @@ func New(locker lease.Locker, name string, opts ...Option) (*Election, error) {
 	return &Election{
 		locker:   locker,
 		name:     name,
-		key:      o.prefix + name,
+		key:      lease.Key(o.prefix, name),
 		o:        o,
 		campaign: make(chan struct{}, 1),
 		changed:  make(chan struct{}),
@@ -78,7 +78,8 @@ func (e *Election) Name() string { return e.name }
 // Identity returns the candidate's identity.
 func (e *Election) Identity() string { return e.o.holder }
 
-// Key returns the lock key of the election: the prefix and the name.
+// Key returns the lock key of the election: lease.Key(prefix, name),
+// "leader:|scheduler" for the election "scheduler" by default.
 func (e *Election) Key() string { return e.key }
 
 // Campaign waits until this candidate leads, or ctx ends, and returns its

@@ -91,7 +91,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New with margin 0: %v", err)
 	}
-	if !strings.Contains(e.Identity(), ":") || e.Key() != leader.DefaultPrefix+"x" {
+	if !strings.Contains(e.Identity(), ":") || e.Key() != lease.Key(leader.DefaultPrefix, "x") {
 		t.Errorf("defaults: identity %q, key %q", e.Identity(), e.Key())
 	}
 	if err := e.Run(context.Background(), leader.Callbacks{}); !errors.Is(err, lease.ErrInvalidArgument) {

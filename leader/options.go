@@ -33,8 +33,8 @@ const (
 	// DefaultObserveInterval is how often Observe (and Run's OnNewLeader)
 	// asks the backend who leads.
 	DefaultObserveInterval = time.Second
-	// DefaultPrefix is put in front of the election's name to make its
-	// lock key.
+	// DefaultPrefix is the namespace of the election's name in its lock
+	// key (see WithPrefix).
 	DefaultPrefix = "leader:"
 )
 
@@ -155,8 +155,10 @@ func WithObserveInterval(d time.Duration) Option {
 	}
 }
 
-// WithPrefix sets what is put in front of the election's name to make its
-// lock key. Default: DefaultPrefix ("leader:").
+// WithPrefix sets the namespace of the election's name: its lock key is
+// lease.Key(p, name) (Election.Key). Elections with different prefixes
+// never share a key, whatever their names. Default: DefaultPrefix
+// ("leader:"); any string, even empty.
 func WithPrefix(p string) Option {
 	return func(o *options) { o.prefix = p }
 }

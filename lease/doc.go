@@ -2,7 +2,8 @@
 // implements and that the patterns built on locks (leader election,
 // per-job deduplication) are written against: a Locker that grants leases,
 // the Lock it returns, a Store of fenced records, the errors they share,
-// and Hold and Run, written once for every backend.
+// Hold and Run, written once for every backend, and Key, which makes a
+// pattern's keys from its prefix and an id without ambiguity.
 //
 // It imports nothing from the rest of the repository and no backend's
 // driver. The Redis client (redislock.Client.Locker) and the PostgreSQL

@@ -36,8 +36,9 @@ type Client struct {
 	testHookListen func(pid uint32)
 }
 
-// New returns a Client on pool: it checks the options, then creates or
-// migrates the tables (see Schema and WithMigrate) in one transaction.
+// New returns a Client on pool: it checks the options, then reads the
+// schema's version and, unless it is current, creates or migrates the
+// tables (see Schema and WithMigrate) in one transaction.
 // opts set the defaults of every call. A nil pool or an invalid option is
 // an error matching ErrInvalidArgument; a table that is not this library's
 // matches ErrSchema; a database that cannot be reached is returned as such.

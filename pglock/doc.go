@@ -56,7 +56,9 @@
 // listening connection (one per Client, opened at the first wait; LISTEN
 // needs a session of its own, so behind a transaction pooler it connects
 // with WithSessionConfig, or waiters poll). The holder's Release notifies
-// in its own statement, only when the row is wanted. Waits are bounded by
+// in its own statement, only when the row is wanted. The mark skips a row
+// that another transaction holds locked rather than wait for it; that
+// release then does not notify. Waits are bounded by
 // the backoff and by the holder's remaining lease, so a lost notification
 // or a listener that is down costs at most one backoff (WithNotify).
 //
@@ -87,6 +89,43 @@
 // (pg_try_advisory_xact_lock), released by COMMIT or ROLLBACK, which work
 // behind any pooler. Use the lease locks where a lock must survive a
 // connection, expire, or fence.
+//
+// # Server settings
+//
+// lock_timeout and statement_timeout (set on the role or the database, on
+// the pool's connections with RuntimeParams, or by SET) apply to the
+// library's statements as to any. Behind a transaction pooler, set them on
+// the role or the database: a SET stays on a server session that others
+// get next, and PgBouncer refuses them as startup parameters
+// (RuntimeParams). The statements wait only for a row that another transaction
+// holds locked (a transaction that read it FOR UPDATE or FOR SHARE, or
+// RunTx's between its Verify and its COMMIT), and a timeout that ends such
+// a wait is reported as such:
+//   - Obtain decides on a held lease without waiting (the wanted mark
+//     skips a locked row). Taking a free row that another transaction
+//     holds locked waits; a timeout of that wait is contention: Obtain
+//     retries per WithRetry and ends with ErrNotObtained.
+//   - Refresh, Release, Verify and the Store's Put and Delete wait for
+//     their row; a timeout of that wait is ErrRowLocked, and the statement
+//     changed nothing.
+//   - TTL, Inspect and the Store's Get read without locks, Cleanup skips
+//     locked rows, and the advisory locks use pg_try_ functions, which
+//     never wait: a statement timeout ends them only on a slow server.
+//   - New only reads a current schema; creating or migrating it waits for
+//     a migration in progress (a transaction advisory lock), which a lock
+//     timeout ends with an error.
+//   - In RunTx and RunAdvisoryTx, fn's statements run under the same
+//     settings; fn may change them with SET LOCAL, which lasts until the
+//     transaction ends (also behind a pooler) and applies to Verify.
+//
+// A lock timeout (SQLSTATE 55P03) comes only from a lock wait, so it is
+// always taken as one; a wait for the whole table (LOCK TABLE, DDL) counts
+// too. A statement timeout (57014) is taken as one only when its context
+// names the row it waited for ("while locking tuple (0,1) in relation
+// ..."). A statement that was queued behind another waiter for the same
+// row gets no such context: its statement timeout is returned as the
+// server's error, as one on a slow server is. Set lock_timeout below
+// statement_timeout so that every lock wait is reported as one.
 //
 // # Clean-up
 //

@@ -11,3 +11,7 @@ func WithClock(c lease.Clock) ClientOption { return withClock(c) }
 func SetTestHooks(c *Client, wait func(listening bool), listen func(pid uint32)) {
 	c.testHookWait, c.testHookListen = wait, listen
 }
+
+// MigrateLockID is the transaction advisory lock that serializes
+// migrations.
+const MigrateLockID = migrateLockID

@@ -27,8 +27,12 @@ import (
 // WithNotify) or the backoff, and then returns ErrNotObtained, joined with
 // ctx.Err() when ctx ended the wait. A context without deadline bounds
 // retries by WithMaxWait (default 30 s), stretched to the end of a lease
-// seen about to end; a *lease.WaitLimitError says the limit ended the wait. A database that cannot be reached
-// or answers with an error is returned as such, never as ErrNotObtained.
+// seen about to end; a *lease.WaitLimitError says the limit ended the
+// wait. An attempt that the session's lock_timeout or statement_timeout
+// ended while it waited for the key's row, locked by another transaction,
+// counts as contention too (see the package doc, Server settings). A
+// database that cannot be reached or answers with another error is
+// returned as such, never as ErrNotObtained.
 // Bad input (an empty key, a key or holder that is not valid UTF-8 or holds
 // NUL bytes, a TTL that leaves no validity) is an error matching
 // ErrInvalidArgument, returned before any statement is sent.
@@ -126,6 +130,10 @@ func (c *Client) obtainOnce(ctx context.Context, key string, ttl time.Duration, 
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, 0, lease.ErrNotObtained
+	case ctx.Err() == nil && c.n.waitedForRow(err):
+		// Another transaction holds the row (or the table) locked, past
+		// the session's lock or statement timeout: contention.
+		return nil, 0, fmt.Errorf("%w: row locked by another transaction: %w", lease.ErrNotObtained, err)
 	case err != nil:
 		if unknownOutcome(err) {
 			// The statement may still run to COMMIT (cut off by ctx or a
@@ -294,6 +302,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // holder's lease, nor revive its own expired one. A ttl that leaves no
 // validity is an error matching ErrInvalidArgument. If the database cannot
 // be reached, ValidUntil stays as it was and a later Refresh may succeed.
+// The same holds when the session's lock or statement timeout ended the
+// wait for the row, which another transaction holds locked: the error
+// then matches ErrRowLocked.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return lease.ErrNotHeld
@@ -304,7 +315,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	start := l.c.clock.Now()
 	tag, err := l.c.pool.Exec(ctx, l.c.sql.refresh, l.key, l.token, ttl.Milliseconds())
 	if err != nil {
-		return fmt.Errorf("redislock: refresh %q: %w", l.key, err)
+		return l.c.opErr(ctx, "refresh", l.key, err)
 	}
 	if tag.RowsAffected() == 0 {
 		l.lost()
@@ -319,7 +330,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // waiter marked it wanted, the same statement notifies the table's channel.
 // Release runs on a context detached from ctx's cancellation and deadline,
 // bounded by the release timeout (default 3 s), so `defer l.Release(ctx)`
-// cleans up after ctx was cancelled.
+// cleans up after ctx was cancelled. If a lock or statement timeout ended
+// the wait for the row, which another transaction holds locked, the error
+// matches ErrRowLocked and the lease stays held until a later Release gets
+// through or its TTL runs out.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return lease.ErrNotHeld
@@ -339,7 +353,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislock: release %q: %w", l.key, err)
+		return l.c.opErr(rctx, "release", l.key, err)
 	case n == 0:
 		return lease.ErrNotHeld
 	}

@@ -192,9 +192,10 @@ func WithMaxWait(d time.Duration) Option {
 
 // WithNotify turns notified waiting on or off. Default: on. When on, a
 // waiter whose attempt failed marks the lease row as wanted (in the same
-// statement) and waits on the Client's listening connection (one per
-// Client, opened at the first wait, LISTEN on the table's channel); the
-// holder's Release notifies in its own statement when the row is wanted,
+// statement; the mark skips a row that another transaction holds locked)
+// and waits on the Client's listening connection (one per Client, opened
+// at the first wait, LISTEN on the table's channel); the holder's Release
+// notifies in its own statement when the row is wanted,
 // so the waiter tries again at once. The retry strategy still decides how
 // many attempts are made and bounds each wait, so a lost notification or a
 // listener that is down costs at most one backoff. Off: waiters sleep their
@@ -215,12 +216,13 @@ func positive(name string, d time.Duration, set func(*options)) Option {
 
 // WithTable sets the lease table: "name" or "schema.name", each part an
 // unquoted SQL identifier (letters, digits, '_', not starting with a digit,
-// at most 56 bytes so that the derived names fit PostgreSQL's 63), which
-// means, as in SQL, its lower case: "Locks" is the table locks. The
-// records table and the fence sequence are named after it ("<name>_records",
-// "<name>_fence") in the same schema. Default "redislock_leases", in the
-// connection's search_path. A schema must exist already: the library
-// creates tables, never schemas.
+// at most 56 bytes), which means, as in SQL, its lower case: "Locks" is the
+// table locks. The records table, the fence sequence and the indexes are
+// named after it ("<name>_records", "<name>_fence", "<name>_expires",
+// "<name>_records_expires") in the same schema, so a name may not end with
+// "_records", "_fence" or "_expires": two tables never share a relation.
+// Default "redislock_leases", in the connection's search_path. A schema
+// must exist already: the library creates tables, never schemas.
 func WithTable(name string) ClientOption {
 	return clientOptionFunc(func(c *clientOptions) {
 		if _, err := parseTable(name); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,9 +23,10 @@ import (
 
 // startPgBouncer starts a PgBouncer in transaction pooling mode on a free
 // loopback port in front of the test database, stopped at the end of t,
-// and returns the DSN through it. It skips without pgbouncer on PATH
-// (or in /usr/sbin), unless REDISLOCK_REQUIRE_PGBOUNCER=1.
-func startPgBouncer(t *testing.T) string {
+// and returns the DSN through it; users may log in besides the DSN's. It
+// skips without pgbouncer on PATH (or in /usr/sbin), unless
+// REDISLOCK_REQUIRE_PGBOUNCER=1.
+func startPgBouncer(t *testing.T, users ...string) string {
 	t.Helper()
 	needPostgres(t)
 	bin, err := exec.LookPath("pgbouncer")
@@ -60,6 +62,10 @@ func startPgBouncer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	user := u.User.Username()
+	var authFile strings.Builder
+	for _, name := range append([]string{user}, users...) {
+		authFile.WriteString(strconv.Quote(name) + ` ""` + "\n")
+	}
 	ini := fmt.Sprintf(`[databases]
 * = host=%s port=%s
 [pgbouncer]
@@ -73,7 +79,7 @@ default_pool_size = 4
 ignore_startup_parameters = extra_float_digits
 logfile = %s
 `, u.Hostname(), u.Port(), port, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"))
-	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": strconv.Quote(user) + ` ""` + "\n"} {
+	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": authFile.String()} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -22,9 +22,17 @@ const SchemaVersion = 1
 
 const schemaComment = "redislock pglock schema v"
 
-// maxNameLen leaves room for the derived names' suffixes ("_records",
-// "_expires") within PostgreSQL's 63-byte identifiers.
+// maxNameLen leaves room for most of the derived names' suffixes within
+// PostgreSQL's 63-byte identifiers; PostgreSQL cuts a longer derived name
+// (an index of a long table name) to 63 bytes, which stays unambiguous.
 const maxNameLen = 56
+
+// derivedSuffixes end the names of a lease table's records table, fence
+// sequence and indexes, in its schema. A table name may not end with one
+// ("_records_expires" ends with "_expires"): then no table's name is
+// another's derived name, even where PostgreSQL cuts a long name to 63
+// bytes, so two tables never share a relation.
+var derivedSuffixes = []string{"_records", "_fence", "_expires"}
 
 // ErrSchema means the lease table exists but was not created by this
 // library, or at a newer schema version than it knows, or (WithMigrate
@@ -33,7 +41,7 @@ var ErrSchema = errors.New("redislock: lease table schema mismatch")
 
 // names are the SQL names of one Client's objects, quoted for statements.
 type names struct {
-	table    string // as given, for messages and the channel name
+	table    string // as given, for messages
 	schema   string // "" when unqualified
 	base     string // the table's own name
 	leases   string // quoted, qualified
@@ -58,6 +66,11 @@ func parseTable(table string) (names, error) {
 		parts[i] = strings.ToLower(p)
 	}
 	n := names{table: table, base: parts[len(parts)-1]}
+	for _, s := range derivedSuffixes {
+		if strings.HasSuffix(n.base, s) {
+			return names{}, backend.Invalid("table %q: a name ending with %q could be another table's records table, fence or index", table, s)
+		}
+	}
 	if len(parts) == 2 {
 		n.schema = parts[0]
 	}
@@ -72,7 +85,7 @@ func parseTable(table string) (names, error) {
 	n.fence = q(n.base + "_fence")
 	n.fenceLit = quoteLiteral(n.fence)
 	n.rawLease = n.leases
-	sum := md5.Sum([]byte(table))
+	sum := md5.Sum([]byte(strings.Join(parts, "."))) // one channel per table, however its name is spelt
 	n.channel = "redislock_" + hex.EncodeToString(sum[:])[:20]
 	return n, nil
 }
@@ -177,7 +190,9 @@ func Schema(table string) (string, error) {
 // transaction pooler too).
 const migrateLockID = 0x72656469736c6f63 // "redisloc"
 
-// migrate creates or upgrades the schema (migrate) or checks it.
+// migrate creates or upgrades the schema (migrate) or checks it. A schema
+// that is current is only read, without the migration lock, so that a
+// lock_timeout cannot end New while another client migrates.
 func (n names) migrate(ctx context.Context, pool *pgxpool.Pool, migrate bool) error {
 	if !migrate {
 		v, err := n.version(ctx, pool)
@@ -189,6 +204,13 @@ func (n names) migrate(ctx context.Context, pool *pgxpool.Pool, migrate bool) er
 		case v != SchemaVersion:
 			return fmt.Errorf("%w: table %s is at version %d, want %d (WithMigrate is off; see Schema)", ErrSchema, n.table, v, SchemaVersion)
 		}
+		return nil
+	}
+	// The version comment commits with the tables, so reading it shows
+	// them. Any other answer is read again under the lock: without it, a
+	// read can see another New's table (the catalog's latest state)
+	// without its comment (the statement's snapshot).
+	if v, err := n.version(ctx, pool); err == nil && v == SchemaVersion {
 		return nil
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

@@ -34,7 +34,11 @@ func (n names) statements() statements {
 		// read-only. The decision is still made under the row's lock.
 		// m marks a held row wanted (a waiter asks the release to notify)
 		// and returns nothing; it runs after g (it reads g) and only when
-		// g granted nothing.
+		// g granted nothing. The mark is a hint: it skips a row that
+		// another transaction has locked (SKIP LOCKED) rather than wait
+		// for it, so a waiter's attempt never waits for a held lease's row
+		// (a lock or statement timeout could end that wait), and the
+		// release then does not notify: the waiter wakes at its backoff.
 		acquire: r.Replace(`WITH g AS (
 	INSERT INTO LEASES AS l (name, token, holder, fence, acquired_at, expires_at)
 	SELECT $1, $2, $3, nextval(FENCE), clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 millisecond'
@@ -47,8 +51,10 @@ func (n names) statements() statements {
 	RETURNING l.fence
 ), m AS (
 	UPDATE LEASES SET wanted = true
-	WHERE $5::boolean AND name = $1 AND NOT wanted AND token <> '' AND expires_at > clock_timestamp()
-		AND NOT EXISTS (SELECT FROM g)
+	WHERE name = (SELECT name FROM LEASES
+		WHERE $5::boolean AND name = $1 AND NOT wanted AND token <> '' AND expires_at > clock_timestamp()
+			AND NOT EXISTS (SELECT FROM g)
+		FOR NO KEY UPDATE SKIP LOCKED)
 )
 SELECT fence, 0::bigint FROM g
 UNION ALL

@@ -17,7 +17,9 @@ import (
 // the pattern packages keep their results. Each Put and Delete is one
 // statement that compares the fence with the record's; expiry is on the
 // database's clock. An expired record refuses nothing and reads as
-// missing; Cleanup deletes it.
+// missing; Cleanup deletes it. A Put or Delete whose wait for a record
+// locked by another transaction was ended by a lock or statement timeout
+// returns an error matching ErrRowLocked, having written nothing.
 func (c *Client) Store() lease.Store { return recordStore{c} }
 
 type recordStore struct{ c *Client }
@@ -59,7 +61,7 @@ func (s recordStore) Put(ctx context.Context, key string, value []byte, fence in
 	err := s.c.pool.QueryRow(ctx, s.c.sql.put, key, value, fence, ttl.Milliseconds()).Scan(&written, &newest)
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislock: put %q: %w", key, err)
+		return s.c.opErr(ctx, "put", key, err)
 	case written == 0:
 		return staleErr(fence, newest)
 	}
@@ -98,7 +100,7 @@ func (s recordStore) Delete(ctx context.Context, key string, fence int64) error 
 	err := s.c.pool.QueryRow(ctx, s.c.sql.del, key, fence).Scan(&deleted, &newest)
 	switch {
 	case err != nil:
-		return fmt.Errorf("redislock: delete %q: %w", key, err)
+		return s.c.opErr(ctx, "delete", key, err)
 	case deleted == 0 && newest != nil && *newest > fence:
 		return staleErr(fence, newest)
 	}

@@ -18,7 +18,9 @@ import (
 // tx commits or rolls back. Call it as the last statement before COMMIT,
 // so that tx's writes commit only while the lock is held: a Refresh of this
 // Lock on another connection waits for tx as well. ErrNotHeld when the
-// grant no longer holds the lease (tx should roll back).
+// grant no longer holds the lease, ErrRowLocked when a lock or statement
+// timeout ended the wait for a row another transaction holds locked (in
+// both cases tx should roll back).
 func (l *Lock) Verify(ctx context.Context, tx pgx.Tx) error {
 	if l == nil {
 		return lease.ErrNotHeld
@@ -33,7 +35,7 @@ func (l *Lock) Verify(ctx context.Context, tx pgx.Tx) error {
 		l.lost()
 		return lease.ErrNotHeld
 	case err != nil:
-		return fmt.Errorf("redislock: verify %q: %w", l.key, err)
+		return l.c.opErr(ctx, "verify", l.key, err)
 	}
 	return nil
 }

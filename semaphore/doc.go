@@ -54,14 +54,19 @@
 //
 // # Keys
 //
-// A semaphore is five keys "<prefix>{<name>}...", hash-tagged by the name
-// so that all live in one Redis Cluster slot, plus the pub/sub channel
-// "<prefix>{<name>}:wake". Every key expires with the last lease or queue
-// entry it serves, and all but the fence counter are gone when no one
-// holds or waits; the fence counter expires after the last grant, by its
-// TTL (at least 1 s). Fences are the counter + 1 or the server clock in µs,
-// whichever is higher, so they keep increasing after it expired (as long
-// as the server clock does not step back).
+// A semaphore is five keys, "<prefix>{<name>}:sem" (its state) and
+// "<prefix>{<name>}:sem:holders", ":sem:queue", ":sem:qdead" and
+// ":sem:fence", hash-tagged by the name so that all live in one Redis
+// Cluster slot, plus the pub/sub channel "<prefix>{<name>}:sem:wake"; the
+// default prefix is "redislock:". A '}' or '%' in the name is
+// percent-encoded ("%7D", "%25"), so two semaphores never share a key, and
+// ":sem" keeps them from a lock's keys ("<prefix>{<name>}" and its
+// helpers), whatever the prefixes. Every key expires with the last lease
+// or queue entry it serves, and all but the fence counter are gone when no
+// one holds or waits; the fence counter expires after the last grant, by
+// its TTL (at least 1 s). Fences are the counter + 1 or the server clock in
+// µs, whichever is higher, so they keep increasing after it expired (as
+// long as the server clock does not step back).
 //
 // # Observing
 //

@@ -11,8 +11,9 @@ import (
 
 // Defaults, all in one place.
 const (
-	// DefaultPrefix is put in front of every Redis key of a semaphore.
-	DefaultPrefix = "redislock:sem:"
+	// DefaultPrefix is put in front of every Redis key of a semaphore:
+	// the locks' default prefix, whose keys a semaphore's never meet.
+	DefaultPrefix = "redislock:"
 	// DefaultQueueTTL is how long a waiter's place in the queue lasts
 	// without the waiter renewing it.
 	DefaultQueueTTL = 3 * time.Second
@@ -63,7 +64,10 @@ func (o *options) fail(err error) {
 
 // WithPrefix sets the namespace in front of the semaphore's Redis keys
 // (default DefaultPrefix). It may not contain '{' or '}', which would
-// break the hash tag that keeps a semaphore in one Cluster slot.
+// break the hash tag that keeps a semaphore in one Cluster slot. Two
+// semaphores with different prefixes or names never share a key, nor does
+// a semaphore share one with a lock (redislock.WithPrefix), whatever the
+// prefixes.
 func WithPrefix(p string) Option {
 	return func(o *options) {
 		if strings.ContainsAny(p, "{}") {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/internal/wake"
@@ -40,10 +40,6 @@ type Semaphore struct {
 	closeOnce sync.Once
 }
 
-// tagEscaper makes a name a valid hash-tag body (Redis ends a tag at the
-// first '}'); the mapping is injective.
-var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
-
 // New returns the Semaphore name with limit slots on rdb. Every process
 // using name must use the same limit while the semaphore is in use
 // (Acquire reports ErrLimitMismatch otherwise). A nil rdb, an empty name, a
@@ -67,11 +63,11 @@ func New(rdb redis.UniversalClient, name string, limit int, opts ...Option) (*Se
 	if o.err != nil {
 		return nil, o.err
 	}
-	base := o.prefix + "{" + tagEscaper.Replace(name) + "}"
+	ks, wakeKey := keys.Semaphore(o.prefix, name)
 	return &Semaphore{
 		rdb: rdb, name: name, limit: limit, o: o, obs: newObservers(o.observers),
-		keys:   []string{base, base + ":holders", base + ":queue", base + ":qdead", base + ":fence"},
-		wake:   base + ":wake",
+		keys:   ks,
+		wake:   wakeKey,
 		waker:  wake.NewNamed[struct{}, struct{}](rdb, nil),
 		closed: make(chan struct{}),
 	}, nil

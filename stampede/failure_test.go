@@ -107,7 +107,7 @@ func TestPanicReachesWaiters(t *testing.T) { // not parallel: it counts the goro
 			t.Errorf("caller %d: %v does not match ErrPanicked and ErrFillFailed", i, r.err)
 		}
 	}
-	if info, _ := m.Inspect(context.Background(), stampede.DefaultPrefix+"k"); info.Held {
+	if info, _ := m.Inspect(context.Background(), lease.Key(stampede.DefaultPrefix, "k")); info.Held {
 		t.Error("the lock is held after the panic")
 	}
 }
@@ -127,7 +127,7 @@ func TestGoexit(t *testing.T) {
 			t.Errorf("caller %d: %v, want ErrFillFailed", i, r.err)
 		}
 	}
-	rec, err := m.Get(context.Background(), stampede.DefaultPrefix+"k")
+	rec, err := m.Get(context.Background(), lease.Key(stampede.DefaultPrefix, "k"))
 	if err != nil || len(rec.Value) == 0 || rec.Value[0] != 'f' {
 		t.Errorf("record after Goexit: %q, %v; want a failure record", rec.Value, err)
 	}
@@ -206,7 +206,7 @@ func TestFillTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, stampede.ErrFillFailed) {
 		t.Errorf("Do = %v, want a failed fill matching DeadlineExceeded", err)
 	}
-	rec, err := m.Get(context.Background(), stampede.DefaultPrefix+"k")
+	rec, err := m.Get(context.Background(), lease.Key(stampede.DefaultPrefix, "k"))
 	if err != nil || len(rec.Value) == 0 || rec.Value[0] != 'f' {
 		t.Errorf("record after a timed-out fill: %q, %v; want a failure record", rec.Value, err)
 	}

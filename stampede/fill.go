@@ -42,7 +42,7 @@ func (g *Group) lockOpts(wait lease.RetryStrategy) []lease.Option {
 // fillCold takes the fill lock for f, waiting while another holds it, and
 // returns the value or error that f's callers get.
 func (g *Group) fillCold(ctx context.Context, f *flight) ([]byte, error) {
-	k := g.o.namespace + f.key
+	k := lease.Key(g.o.namespace, f.key)
 	var seen int64 // the fence of the first holder this flight waited for; 0: none
 	failures := 0
 	for {
@@ -77,7 +77,7 @@ func (g *Group) fillCold(ctx context.Context, f *flight) ([]byte, error) {
 // underLock decides, holding l, between the result a fill left and a fill
 // of its own. again asks fillCold to take the lock once more (a retry).
 func (g *Group) underLock(ctx context.Context, f *flight, l lease.Lock, seen *int64, failures *int) (val []byte, err error, again bool) {
-	k := g.o.namespace + f.key
+	k := lease.Key(g.o.namespace, f.key)
 	rec, err := g.store.Get(ctx, k)
 	switch {
 	case err == nil:
@@ -115,7 +115,7 @@ func (g *Group) fillHeld(ctx context.Context, f *flight, l lease.Lock, seen *int
 		return nil, ctx.Err(), false
 	}
 	g.hook(evFill, f.key)
-	k := g.o.namespace + f.key
+	k := lease.Key(g.o.namespace, f.key)
 	fctx, cancel := context.WithTimeout(ctx, g.o.fillTimeout)
 	defer cancel()
 	var fillErr error
@@ -178,7 +178,7 @@ func lockLost(err error) error {
 // storeOutcome writes a fill's value, or its failure for the callers that
 // wait in other processes, with l's fence.
 func (g *Group) storeOutcome(ctx context.Context, l lease.Lock, key string, ttl time.Duration, val []byte, fillErr error) {
-	k := g.o.namespace + key
+	k := lease.Key(g.o.namespace, key)
 	var err error
 	switch {
 	case fillErr == nil:

@@ -225,7 +225,7 @@ func (g *Group) finish(f *flight, val []byte, err error) {
 
 // run is the flight: the read, then on a miss the fill.
 func (g *Group) run(ctx context.Context, f *flight) ([]byte, error) {
-	k := g.o.namespace + f.key
+	k := lease.Key(g.o.namespace, f.key)
 	rec, err := g.store.Get(ctx, k)
 	switch {
 	case err == nil:

@@ -17,9 +17,9 @@ const (
 	DefaultLease = 5 * time.Second
 	// DefaultFillTimeout bounds one fill: its ctx ends after it.
 	DefaultFillTimeout = 30 * time.Second
-	// DefaultPrefix is put in front of every key the Group passes to
-	// its Locker and Store, so that cache entries do not meet the locks
-	// and records of other users of the same backend.
+	// DefaultPrefix is the namespace of the keys the Group passes to its
+	// Locker and Store (see WithPrefix), so that cache entries do not meet
+	// the locks and records of other users of the same backend.
 	DefaultPrefix = "stampede:"
 	// DefaultMaxRefreshes bounds the early refreshes one Group runs at once.
 	DefaultMaxRefreshes = 16
@@ -97,8 +97,11 @@ func WithFillTimeout(d time.Duration) Option {
 	}
 }
 
-// WithPrefix sets the string put in front of every key the Group gives
-// its Locker and Store (default DefaultPrefix). It may be empty.
+// WithPrefix sets the namespace of the Group's keys: the key the Group
+// gives its Locker and Store for a cache key is lease.Key(ns, key),
+// "stampede:|user:42" by default. Groups with different prefixes never
+// share a key, whatever their keys. Default DefaultPrefix; it may be
+// empty.
 func WithPrefix(ns string) Option {
 	return func(o *options) { o.namespace = ns }
 }

@@ -48,7 +48,7 @@ func (g *Group) maybeRefresh(f *flight, rec lease.Record) {
 
 // refresh fills f's key again if it still holds the value of fence.
 func (g *Group) refresh(ctx context.Context, f *flight, fence int64) error {
-	k := g.o.namespace + f.key
+	k := lease.Key(g.o.namespace, f.key)
 	l, err := g.locker.Obtain(ctx, k, g.o.lockTTL, g.lockOpts(lease.NoRetry())...)
 	if errors.Is(err, lease.ErrNotObtained) {
 		return nil // another process refreshes or fills it

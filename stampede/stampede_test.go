@@ -30,11 +30,11 @@ func TestCachedValue(t *testing.T) {
 	if fills != 1 {
 		t.Errorf("%d fills, want 1", fills)
 	}
-	rec, err := m.Get(ctx, stampede.DefaultPrefix+"k")
+	rec, err := m.Get(ctx, lease.Key(stampede.DefaultPrefix, "k"))
 	if err != nil || rec.Fence <= 0 || rec.TTL <= 0 || rec.TTL > time.Minute {
 		t.Errorf("stored record %+v, %v; want a fenced record with the TTL", rec, err)
 	}
-	if info, _ := m.Inspect(ctx, stampede.DefaultPrefix+"k"); info.Held {
+	if info, _ := m.Inspect(ctx, lease.Key(stampede.DefaultPrefix, "k")); info.Held {
 		t.Error("the fill lock is still held after Do returned")
 	}
 }
@@ -124,7 +124,7 @@ func TestAllCallersLeaveWhileWaiting(t *testing.T) {
 	m := memory()
 	g := newGroup(t, m, m, ev.option())
 	ctx := context.Background()
-	held, err := m.Obtain(ctx, stampede.DefaultPrefix+"k", time.Minute)
+	held, err := m.Obtain(ctx, lease.Key(stampede.DefaultPrefix, "k"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestAllCallersLeaveWhileWaiting(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := m.Inspect(ctx, stampede.DefaultPrefix+"k"); info.Held {
+	if info, _ := m.Inspect(ctx, lease.Key(stampede.DefaultPrefix, "k")); info.Held {
 		t.Error("the abandoned flight took the lock")
 	}
 }
@@ -158,7 +158,7 @@ func TestLockLostEndsFill(t *testing.T) {
 	cause := make(chan error, 1)
 	fill := func(ctx context.Context) ([]byte, error) {
 		clock.WaitTimers(2) // the renewal and its watchdog
-		m.Break(stampede.DefaultPrefix + "k")
+		m.Break(lease.Key(stampede.DefaultPrefix, "k"))
 		clock.Advance(100 * time.Millisecond) // the next renewal finds it gone
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
@@ -171,7 +171,7 @@ func TestLockLostEndsFill(t *testing.T) {
 	if c := <-cause; !errors.Is(c, lease.ErrLockLost) {
 		t.Errorf("fill's ctx cause = %v, want ErrLockLost", c)
 	}
-	if _, err := m.Get(context.Background(), stampede.DefaultPrefix+"k"); !errors.Is(err, lease.ErrNotFound) {
+	if _, err := m.Get(context.Background(), lease.Key(stampede.DefaultPrefix, "k")); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("record after a lost lock: %v, want none", err)
 	}
 }
@@ -186,7 +186,7 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := m.Obtain(context.Background(), stampede.DefaultPrefix+"k", time.Minute)
+	held, err := m.Obtain(context.Background(), lease.Key(stampede.DefaultPrefix, "k"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -363,8 +363,13 @@ func TestLibsSelectionRefused(t *testing.T) {
 		}
 	}
 	var help bytes.Buffer
-	if code := Main("bench", []string{"-h"}, rawLibs(), io.Discard, &help); code != 0 {
+	inv := Invocation{Command: "go -C bench run .", Forms: []string{"go run example.com/bench@latest", "go -C bench run ."}}
+	if code := Main(inv, []string{"-h"}, rawLibs(), io.Discard, &help); code != 0 {
 		t.Fatalf("-h exited %d", code)
+	}
+	// The usage line shows every way to run the tool.
+	if !strings.HasPrefix(help.String(), "Usage:\n  go run example.com/bench@latest [flags]\n  go -C bench run . [flags]\n") {
+		t.Errorf("the usage line does not show both ways to run the tool:\n%s", help.String())
 	}
 	if strings.Contains(strings.ToUpper(help.String()), "FLUSHALL") {
 		t.Errorf("the help warns of a FLUSHALL the tool never sends:\n%s", help.String())

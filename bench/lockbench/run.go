@@ -350,17 +350,39 @@ func runCell(ctx context.Context, cfg *Config, t *target, c *cell) (map[string]f
 // reported as FAILED and skipped in later repetitions; the run goes on.
 var errFailed = errors.New("FAILED")
 
-// Main is the command-line entry point shared by `go run ./bench` and the
-// peers module: it parses args, runs, and writes the outputs. prog is how the
-// command was invoked (recorded in the report). It returns the exit code.
-func Main(prog string, args []string, libs []Library, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+// Invocation is how the tool was run, and how it can be run.
+type Invocation struct {
+	// Command is this run's command without its flags, recorded in the
+	// report so that the run can be repeated.
+	Command string
+	// Forms are the ways to run the tool, each without its flags, for the
+	// usage line (Command if none).
+	Forms []string
+	// Note follows the forms in the usage (optional).
+	Note string
+}
+
+// Main is the command-line entry point of the bench tool: it parses args,
+// runs, and writes the outputs. It returns the exit code.
+func Main(inv Invocation, args []string, libs []Library, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(inv.Command, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := DefaultConfig()
 	var out Output
 	BindFlags(fs, &cfg, &out)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: %s [flags]\n\nLibraries: ", fs.Name())
+		forms := inv.Forms
+		if len(forms) == 0 {
+			forms = []string{inv.Command}
+		}
+		fmt.Fprintln(stderr, "Usage:")
+		for _, f := range forms {
+			fmt.Fprintf(stderr, "  %s [flags]\n", f)
+		}
+		if inv.Note != "" {
+			fmt.Fprintf(stderr, "%s\n", inv.Note)
+		}
+		fmt.Fprint(stderr, "\nLibraries: ")
 		for i, l := range libs {
 			if i > 0 {
 				fmt.Fprint(stderr, ", ")
@@ -421,7 +443,7 @@ func Main(prog string, args []string, libs []Library, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "lockbench:", err)
 		return 1
 	}
-	rep.Command = strings.TrimSpace(prog + " " + strings.Join(args, " "))
+	rep.Command = strings.TrimSpace(inv.Command + " " + strings.Join(args, " "))
 	if err := WriteOutputs(rep, out, stdout); err != nil {
 		fmt.Fprintln(stderr, "lockbench:", err)
 		return 1

@@ -80,17 +80,10 @@ type semAcquirer struct {
 	closeClient func()
 }
 
-// semaphorePrefix is the semaphore's key prefix for the lock prefix p: the
-// semaphore package's default for the default prefix.
-func semaphorePrefix(p string) string {
-	if p == redislock.DefaultPrefix {
-		return semaphore.DefaultPrefix
-	}
-	return p + "sem:"
-}
-
+// newSemAcquirer takes slots of the semaphore key under the locks' prefix:
+// a semaphore's keys never meet a lock's.
 func newSemAcquirer(rdb redis.UniversalClient, key string, n int, holder, prefix string, notice waitNotice) (*semAcquirer, error) {
-	sem, err := semaphore.New(rdb, key, n, semaphore.WithHolder(holder), semaphore.WithPrefix(semaphorePrefix(prefix)))
+	sem, err := semaphore.New(rdb, key, n, semaphore.WithHolder(holder), semaphore.WithPrefix(prefix))
 	if err != nil {
 		return nil, err
 	}

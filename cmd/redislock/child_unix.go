@@ -14,25 +14,28 @@ import (
 	"unsafe"
 )
 
-// pollEvery is how often a stopping process group is checked.
-const pollEvery = 5 * time.Millisecond
-
-// killWait bounds the wait for a process group after SIGKILL.
+// killWait is how long processes may outlive SIGKILL before redislock says
+// so (Linux: it goes on waiting for them; elsewhere: it gives up on them).
 const killWait = 2 * time.Second
 
-// child is the command, the leader of its own process group.
+// child is the command, the leader of its own process group, and the
+// processes it starts: the job. On Linux the job is every descendant of
+// redislock, whatever process group or session it moved to (redislock is
+// their subreaper); elsewhere it is the command's process group.
 type child struct {
-	cmd        *exec.Cmd
-	pgid       int
+	pid        int  // the command's, and its process group's
 	foreground bool // the group took the terminal; give it back at exit
 	done       chan struct{}
-	waitErr    error // set before done is closed
+	status     syscall.WaitStatus // the command's, set before done is closed
+	// gone is closed once every process of the job has exited and was
+	// reaped (Linux only).
+	gone chan struct{}
 }
 
-// startChild starts argv with env in a process group of its own. When
-// redislock runs in the foreground of a terminal, the group takes the
-// terminal, so that the command can read it (and ^C reaches the command
-// directly).
+// startChild starts argv with env in a process group of its own, and makes
+// redislock the subreaper of its descendants (Linux). When redislock runs
+// in the foreground of a terminal, the group takes the terminal, so that
+// the command can read it (and ^C reaches the command directly).
 func startChild(argv, env []string) (*child, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -57,82 +60,32 @@ func startChild(argv, env []string) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, exitWith(exitCannotExec, fmt.Errorf("command %q: %w", argv[0], err))
 	}
-	c := &child{cmd: cmd, pgid: cmd.Process.Pid, foreground: fg, done: make(chan struct{})}
-	go func() { // ends when the command exits
-		c.waitErr = cmd.Wait()
-		if c.foreground {
-			takeTerminal()
-		}
-		close(c.done)
-	}()
+	c := &child{pid: cmd.Process.Pid, foreground: fg, done: make(chan struct{}), gone: make(chan struct{})}
+	// redislock reaps the command itself (and, on Linux, every orphan of
+	// the job): exec.Cmd's Wait is not used.
+	_ = cmd.Process.Release()
+	go c.reap() // ends when the job is gone (Linux) or the command exited
 	return c, nil
 }
 
-// signal sends sig to the whole process group.
-func (c *child) signal(sig syscall.Signal) { _ = syscall.Kill(-c.pgid, sig) }
-
-// exited reports whether the command itself has exited (and was reaped).
-func (c *child) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
+// exited is called by reap with the command's status.
+func (c *child) exited(ws syscall.WaitStatus) {
+	c.status = ws
+	if c.foreground {
+		takeTerminal()
 	}
+	close(c.done)
 }
 
-// groupAlive reports whether any process of the group is left, reaping
-// the group's orphans that were passed to redislock (Linux: redislock is
-// their subreaper) once the command itself was reaped.
-func (c *child) groupAlive() bool {
-	if c.exited() {
-		for {
-			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-c.pgid, &ws, syscall.WNOHANG, nil)
-			if pid <= 0 || err != nil {
-				break
-			}
-		}
-	}
-	return syscall.Kill(-c.pgid, 0) == nil
-}
-
-// stop sends the group SIGTERM, then SIGKILL after grace if any process is
-// left, and waits for the group to go (after SIGKILL, at most killWait: a
-// zombie that nobody reaps stays in the group).
-func (c *child) stop(grace time.Duration) {
-	c.signal(syscall.SIGTERM)
-	if c.waitGone(grace) {
-		return
-	}
-	c.signal(syscall.SIGKILL)
-	c.waitGone(killWait)
-}
-
-// waitGone waits up to d for the command to exit and its group to be empty.
-func (c *child) waitGone(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if c.exited() && !c.groupAlive() {
-			return true
-		}
-		if !time.Now().Before(deadline) {
-			return false
-		}
-		time.Sleep(pollEvery)
-	}
-}
+// signal sends sig to the command's process group.
+func (c *child) signal(sig syscall.Signal) { _ = syscall.Kill(-c.pid, sig) }
 
 // exitCode is the command's exit code, 128+N when signal N killed it.
 func (c *child) exitCode() int {
-	ps := c.cmd.ProcessState
-	if ps == nil {
-		return exitFailure
+	if c.status.Signaled() {
+		return exitSignal + int(c.status.Signal())
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return exitSignal + int(ws.Signal())
-	}
-	return ps.ExitCode()
+	return c.status.ExitStatus()
 }
 
 // inForeground reports whether stdin is a terminal whose foreground

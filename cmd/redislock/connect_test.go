@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +30,7 @@ func startSentinel(t *testing.T, master *redistest.Server) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, conf, "--sentinel", "--logfile", filepath.Join(dir, "log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

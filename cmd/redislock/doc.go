@@ -14,10 +14,14 @@
 // (--nonblock), -w SECONDS (--wait), -E CODE (--conflict-exit-code) and
 // -c COMMAND (run by sh -c). The command runs in its own process group with
 // redislock's environment less REDIS_URL, and with REDISLOCK_KEY,
-// REDISLOCK_FENCE and REDISLOCK_TOKEN; the lock is renewed while it runs,
-// and if the lock is lost the whole group gets SIGTERM, then SIGKILL after
-// --grace, and run exits 125. Otherwise run exits with the command's own
-// code. With --slots N it holds one of N slots of a semaphore instead. See
+// REDISLOCK_FENCE and REDISLOCK_TOKEN. The job is the command and every
+// process it starts, whatever process group or session it moves to (on
+// Linux, where redislock is their subreaper; elsewhere, the command's
+// process group). The lock is renewed while the job runs; if the lock is
+// lost, every process of the job gets SIGTERM, then SIGKILL after --grace,
+// and run exits 125. Otherwise, once the command has exited and the rest of
+// the job is stopped the same way, the lock is released and run exits with
+// the command's own code. With --slots N it holds one of N slots of a semaphore instead. See
 // "redislock run --help" and README.md for the flags and the table of exit
 // codes.
 //

@@ -19,7 +19,7 @@ const (
 	exitConflict    = 75  // default of --conflict-exit-code: held by another, --nonblock (EX_TEMPFAIL)
 	exitNoPerm      = 77  // Redis refused the user: ACL (NOPERM), bad password (EX_NOPERM)
 	exitTimeout     = 124 // --wait passed with the lock still held by another (as timeout(1))
-	exitLost        = 125 // the lock was lost while the command ran; the command was stopped
+	exitLost        = 125 // the lock was lost while the job ran; the job was stopped
 	exitCannotExec  = 126 // the command was found but could not be run (as a shell)
 	exitNotFound    = 127 // the command was not found (as a shell)
 	exitSignal      = 128 // + N: redislock was interrupted by signal N before the command ran

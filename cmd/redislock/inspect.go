@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -41,6 +44,12 @@ never shown. In quorum mode a lock is held when a majority of the nodes hold
 the same grant. Waiters is a lower bound: Redis knows that someone waits
 (1) and counts the queue of fair locks, not the callers of other clients
 that wait.
+
+In the table, a key or holder that holds a control character (a newline,
+ESC), another character that is not printable, invalid UTF-8, a quote or a
+backslash is shown quoted as a Go string ("a\nb"), so that it cannot forge a
+row or reach the terminal; --json shows it as JSON escapes it (invalid
+UTF-8 becomes U+FFFD).
 
 With --json, the output is one JSON array with an object per key:
   {"key": "...", "held": true, "holder": "...", "fence": 1733..., "ttl_ms": 8123, "waiters": 1}
@@ -94,14 +103,27 @@ func inspect(c *conn, keys []string, asJSON bool, w io.Writer) error {
 	fmt.Fprintln(tw, "KEY\tHELD\tHOLDER\tFENCE\tTTL\tWAITERS")
 	for _, i := range infos {
 		if !i.Held {
-			fmt.Fprintf(tw, "%s\tno\t-\t-\t-\t%d\n", i.Key, i.Waiters)
+			fmt.Fprintf(tw, "%s\tno\t-\t-\t-\t%d\n", cell(i.Key), i.Waiters)
 			continue
 		}
-		holder := i.Holder
+		holder := cell(i.Holder)
 		if holder == "" {
 			holder = "(none recorded)"
 		}
-		fmt.Fprintf(tw, "%s\tyes\t%s\t%d\t%v\t%d\n", i.Key, holder, i.Fence, time.Duration(i.TTLms)*time.Millisecond, i.Waiters)
+		fmt.Fprintf(tw, "%s\tyes\t%s\t%d\t%v\t%d\n", cell(i.Key), holder, i.Fence, time.Duration(i.TTLms)*time.Millisecond, i.Waiters)
 	}
 	return tw.Flush()
+}
+
+// cell is s as the table shows it: as is, or quoted as a Go string when it
+// holds a character that is not printable (a control character such as a
+// newline or ESC, a format character such as a bidi override), invalid
+// UTF-8, a quote or a backslash. A key or holder thus never forges a row
+// or reaches the terminal as an escape sequence, and a quoted cell is
+// never taken for one shown as is.
+func cell(s string) string {
+	if !utf8.ValidString(s) || strings.ContainsAny(s, `"\`) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -118,4 +122,51 @@ func TestHelp(t *testing.T) {
 			t.Errorf("run --help lacks %q (exit %d)", want, code)
 		}
 	}
+}
+
+// The table shows a key or holder with control characters or invalid UTF-8
+// escaped (quoted as a Go string): a newline cannot forge a row, an escape
+// sequence never reaches the terminal. --json escapes them as JSON does.
+func TestInspectTableEscapes(t *testing.T) {
+	srv, c, _ := server(t)
+	ctx := context.Background()
+	for _, tc := range []struct{ key, holder, shown string }{
+		{"plain", "cron@host-a", "cron@host-a"},
+		{"forged-row", "a\nforged  yes  evil  1  9s  0", `"a\nforged  yes  evil  1  9s  0"`},
+		{"colour", "\x1b[31mred\x1b[0m\x07", `"\x1b[31mred\x1b[0m\a"`},
+		{"tab", "a\tb", `"a\tb"`},
+		{"bad-utf8", "caf\xe9", `"caf\xe9"`},
+		{"bidi", "abc\u202edef", `"abc\u202edef"`},
+		{"quoted", `"x"`, `"\"x\""`},
+		{"key\x1b]0;title\x07", "h", "h"},
+	} {
+		l, err := c.Obtain(ctx, tc.key, time.Minute, redislock.WithHolder(tc.holder))
+		require.NoError(t, err, tc.key)
+		code, out, stderr := result(t, "--addr", srv.Addr(), "inspect", tc.key)
+		require.Equal(t, 0, code, stderr)
+		rows := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		require.Len(t, rows, 2, "%q: the table has a header and one row:\n%s", tc.key, out)
+		assert.Contains(t, rows[1], " "+tc.shown+" ", "%q: the holder as shown", tc.key)
+		assert.NotContains(t, out, "\x1b", "%q: an escape character reached the output", tc.key)
+		assert.NotContains(t, out, "\x07", "%q: a bell reached the output", tc.key)
+		assert.True(t, utf8.ValidString(out), "%q: the output is valid UTF-8", tc.key)
+
+		_, out, _ = result(t, "--addr", srv.Addr(), "inspect", "--json", tc.key)
+		var got []struct{ Key, Holder string }
+		require.NoError(t, json.Unmarshal([]byte(out), &got))
+		require.Len(t, got, 1)
+		if utf8.ValidString(tc.holder) { // JSON carries valid UTF-8 only
+			assert.Equal(t, tc.holder, got[0].Holder, "--json: the holder as recorded")
+		}
+		assert.Equal(t, tc.key, got[0].Key)
+		require.NoError(t, l.Release(ctx))
+	}
+	// The key too: its row starts with it, quoted.
+	l, err := c.Obtain(ctx, "two\nlines", time.Minute)
+	require.NoError(t, err)
+	defer l.Release(ctx)
+	_, out, _ := result(t, "--addr", srv.Addr(), "inspect", "two\nlines")
+	rows := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, rows, 2, out)
+	assert.True(t, strings.HasPrefix(rows[1], `"two\nlines" `), "the key as shown: %q", rows[1])
 }

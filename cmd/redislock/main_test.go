@@ -25,6 +25,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if events := os.Getenv(stepEnv); events != "" { // the test binary as a job's step
+		os.Exit(stepMain(events, os.Args[1:]))
+	}
 	dir, err := os.MkdirTemp("", "redislock-cmd-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -79,10 +82,14 @@ func newLines(r io.Reader) *lines {
 	return l
 }
 
-// waitFor returns the first line that contains sub, failing after 20 s.
+// eventWait bounds a test's wait for an event (a line of output): long, so
+// that a loaded machine never fails a test that waits for what will come.
+const eventWait = time.Minute
+
+// waitFor returns the first line that contains sub, failing after eventWait.
 func (l *lines) waitFor(t *testing.T, sub string) string {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(eventWait)
 	for {
 		select {
 		case line, ok := <-l.ch:
@@ -94,7 +101,7 @@ func (l *lines) waitFor(t *testing.T, sub string) string {
 				return line
 			}
 		case <-timeout:
-			t.Fatalf("no line with %q after 20s; got:\n%s", sub, l.buf.String())
+			t.Fatalf("no line with %q after %v; got:\n%s", sub, eventWait, l.buf.String())
 		}
 	}
 }
@@ -110,8 +117,14 @@ func (l *lines) rest() string {
 // start starts redislock with args, its stdin and stdout piped to the test.
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, nil, args...)
+}
+
+// startEnv is start with env added to redislock's environment.
+func startEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "REDIS_URL=")
+	cmd.Env = append(append(os.Environ(), "REDIS_URL="), env...)
 	cmd.WaitDelay = time.Second
 	p := &proc{t: t, cmd: cmd, done: make(chan struct{})}
 	var err error
@@ -150,8 +163,8 @@ func (p *proc) line() string {
 	select {
 	case s := <-got:
 		return s
-	case <-time.After(20 * time.Second):
-		p.t.Fatal("no output line after 20s")
+	case <-time.After(eventWait):
+		p.t.Fatalf("no output line after %v", eventWait)
 		return ""
 	}
 }

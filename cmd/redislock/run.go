@@ -63,13 +63,27 @@ redislock's environment less REDIS_URL (it may hold a password), and with
 REDISLOCK_KEY, REDISLOCK_FENCE (the grant's fencing token: pass it to what the
 command writes, so that a stale holder's writes can be refused) and
 REDISLOCK_TOKEN.
-The lock is renewed every TTL/3 while the command runs. If the lock is lost
-(a renewal finds it gone, or no renewal gets through before the lease ends),
-the whole process group gets SIGTERM, then SIGKILL after --grace, and run
-exits with 125. When the command exits, processes it left in its group are
-stopped the same way, the lock is released, and run exits with the command's
-code. SIGINT, SIGTERM and SIGHUP are forwarded to the process group (SIGKILL
-after --grace); the lock is released when the command has stopped.
+The job is the command and every process it starts. On Linux redislock is
+their subreaper and follows each of them, whatever process group or session
+it moves to (setsid, setpgid, coreutils timeout, a daemon's double fork).
+The lock is renewed every TTL/3 while the job runs. If the lock is lost (a
+renewal finds it gone, or no renewal gets through before the lease ends),
+every process of the job gets SIGTERM, then SIGKILL after --grace, and run
+exits with 125 once none is left. When the command exits, the processes of
+the job still running are stopped the same way; once none is left, the lock
+is released and run exits with the command's code. SIGINT, SIGTERM and
+SIGHUP are forwarded to the command's process group (SIGKILL to the whole
+job after --grace); the lock is released once the job is gone.
+
+What can still outlive the lock: a process started for the job by a process
+outside it (systemd-run, at, a container runtime, ssh), and, if redislock
+itself is killed with SIGKILL, the command's descendants (the kernel kills
+the command only). A process of the job that redislock may not signal
+(another user's, such as one started by sudo, when redislock is not root)
+or that is stuck in the kernel survives SIGKILL: redislock waits for it and
+says so, the lock held (unless lost) until it ends. Outside Linux there is
+no subreaper: only the command's process group is followed, and a process
+that leaves it is neither stopped nor waited for.
 
 With --slots N, run holds one of N slots of the semaphore KEY instead (the
 library's semaphore package): at most N commands run at once, and the
@@ -82,7 +96,7 @@ Exit codes:
                   (-E/--conflict-exit-code CODE changes it, as flock -E)
   124             --wait passed and the lock was still held by another
                   (-E CODE, when given, changes it too)
-  125             the lock was lost while the command ran; the command was stopped
+  125             the lock was lost while the job ran; the job was stopped
   126 / 127       the command could not be run / was not found
   64              bad flags or arguments (--slots: the semaphore is in use with another N)
   69              Redis unreachable, an error reply, no quorum
@@ -127,7 +141,7 @@ func runCommand(c *conn) *cobra.Command {
 	fs.DurationVar(&f.ttl, "ttl", f.ttl, "lease of the lock, renewed every TTL/3 while the command runs")
 	fs.VarP(&f.wait, "wait", "w", "wait at most `SECONDS` (fractions allowed, or a duration such as 1m30s) for the lock,\nthen exit 124; 0 makes one attempt (default: wait as long as it takes)")
 	fs.BoolVarP(&f.nonblock, "nonblock", "n", false, "do not wait: if the lock is held, exit with the conflict code at once")
-	fs.DurationVar(&f.grace, "grace", f.grace, "time between SIGTERM and SIGKILL when the command's process group is stopped")
+	fs.DurationVar(&f.grace, "grace", f.grace, "time between SIGTERM and SIGKILL when the job's processes are stopped")
 	fs.IntVarP(&f.conflictCode, "conflict-exit-code", "E", f.conflictCode, "exit `CODE` (0-255) when --nonblock finds the lock held (and, when given, when --wait passes)")
 	fs.StringVarP(&f.command, "command", "c", "", "run `COMMAND` with sh -c instead of COMMAND ARGS (also as flock has it: KEY -c COMMAND)")
 	fs.StringVar(&f.holder, "holder", "", "holder identity recorded with the lock, shown by inspect (default host:pid)")
@@ -328,16 +342,16 @@ func (f *runFlags) supervise(ch *child, held *lease.Held, sigs <-chan os.Signal,
 	for {
 		select {
 		case <-ch.done:
-			if ch.groupAlive() {
-				out.warnf("the command exited and left processes in its group: stopping them (SIGTERM, SIGKILL after %v)", f.grace)
-				ch.stop(f.grace)
+			if ch.leftover() {
+				out.warnf("the command exited and left processes behind: stopping them (SIGTERM, SIGKILL after %v)", f.grace)
 			}
+			ch.stop(f.grace, out) // and wait for the job to be gone
 			return ch.exitCode()
 		case <-held.Done():
 			lost := time.Now()
 			out.warnf("lock %q lost (%v): stopping the command (SIGTERM, SIGKILL after %v)", held.Lock().Key(), context.Cause(held.Context()), f.grace)
-			ch.stop(f.grace)
-			out.warnf("the command's process group stopped %v after the loss", time.Since(lost).Round(time.Millisecond))
+			ch.stop(f.grace, out)
+			out.warnf("the command and its processes stopped %v after the loss", time.Since(lost).Round(time.Millisecond))
 			// Gone, or still ours on a Redis that stopped answering:
 			// compare-and-delete either way, but do not wait long for a
 			// renewal still in flight to a dead server (the lease ends
@@ -357,7 +371,7 @@ func (f *runFlags) supervise(ch *child, held *lease.Held, sigs <-chan os.Signal,
 			}
 		case <-killAt:
 			out.warnf("the command did not stop within --grace %v of the signal: SIGKILL", f.grace)
-			ch.signal(syscall.SIGKILL)
+			ch.kill()
 		}
 	}
 }

@@ -122,7 +122,7 @@ func TestRunLossKillsProcessGroup(t *testing.T) {
 		t.Fatalf("no stop time reported: %s", stderr)
 	}
 	stop, _ := time.ParseDuration(m[1])
-	t.Logf("lock stolen -> redislock exited: %v (renewal every %v finds the loss); loss -> process group gone: %v (grace %v, target grace+100ms)", took, ttl/3, stop, grace)
+	t.Logf("lock stolen -> redislock exited: %v (renewal every %v finds the loss); loss -> job gone: %v (grace %v, target grace+100ms)", took, ttl/3, stop, grace)
 	if stop > grace+2*time.Second {
 		t.Errorf("the process group took %v after the loss to stop (grace %v)", stop, grace)
 	}

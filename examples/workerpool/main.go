@@ -91,10 +91,13 @@ func main() {
 					}
 					return []byte("receipt for " + id), nil
 				})
+				var running *dedup.InProgressError
 				switch {
-				case errors.Is(err, dedup.ErrInProgress): // only without WithRetry
+				case errors.As(err, &running): // only without WithRetry
 					busy.Add(1)
-					queue <- id // another worker runs it: redeliver
+					// Another worker runs it: deliver it again when that
+					// run's lease would end, not at once in a loop.
+					time.AfterFunc(running.RetryAfter, func() { queue <- id })
 					continue
 				case err != nil:
 					log.Printf("worker-%d: %s: %v (redelivering)", w, id, err)

@@ -1,6 +1,12 @@
-// Package keys names the Redis keys of a lock and computes Redis Cluster
-// hash slots. Every key of one lock shares the hash tag "{<key>}", so they
-// all live in one slot.
+// Package keys names the Redis keys of a lock (and of a semaphore) and
+// computes Redis Cluster hash slots. Every key of one lock shares the hash
+// tag "{<key>}", so they all live in one slot.
+//
+// The names are unambiguous: two different (prefix, key) pairs never name
+// one Redis key, nor do two kinds of name (of a lock or a semaphore) of
+// one pair, for every prefix without '{' or '}' (the options refuse braces
+// in a prefix). The prefix ends at the first '{'; the tag, whose '}' and
+// '%' are percent-encoded, at the next '}'; a fixed suffix follows.
 package keys
 
 import "strings"
@@ -68,6 +74,20 @@ func (k Lock) FairLeave() []string { return []string{k.Lock, k.Wake, k.Queue(), 
 
 // Record is the Redis key of the fenced record of key (lease.Store).
 func Record(prefix, key string) string { return Tagged(prefix, key) + ":rec" }
+
+// semaphore ends the tag of a semaphore's names: no name of a lock has it
+// there, so a semaphore and a lock never share a key, whatever their
+// prefixes and names.
+const semaphore = ":sem"
+
+// Semaphore names the keys of the semaphore name under prefix, the KEYS of
+// the semaphore scripts (see scripts/semaphore_prelude.lua): its state
+// hash, holders, queue, queue deadlines and fence counter; and its wake
+// channel. They share the hash tag of a lock on name.
+func Semaphore(prefix, name string) (ks []string, wake string) {
+	base := Tagged(prefix, name) + semaphore
+	return []string{base, base + ":holders", base + ":queue", base + ":qdead", base + ":fence"}, base + ":wake"
+}
 
 // Slot is the Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash
 // tag, or of the whole key when it has none, modulo 16384.

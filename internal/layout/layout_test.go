@@ -102,12 +102,12 @@ var rules = []rule{
 		bad:  func(d string) bool { return d == mod },
 	},
 	{
-		name:   "semaphore is built on lease, observe, internal/script and internal/wake (and nodes.IsNil)",
+		name:   "semaphore is built on lease, observe, internal/script and internal/wake (and nodes.IsNil, the keys' layout)",
 		from:   func(p string) bool { return within(p, "/semaphore") },
 		direct: true,
 		bad: func(d string) bool {
 			return within(d, "") && !within(d, "/lease") && !within(d, "/observe") &&
-				d != mod+"/internal/script" && d != mod+"/internal/wake" && d != mod+"/internal/nodes"
+				d != mod+"/internal/script" && d != mod+"/internal/wake" && d != mod+"/internal/nodes" && d != mod+"/internal/keys"
 		},
 	},
 	{

@@ -1,9 +1,0 @@
-//go:build unix && !linux
-
-package main
-
-import "syscall"
-
-func dieWithRedislock(*syscall.SysProcAttr) {}
-
-func becomeSubreaper() {}
