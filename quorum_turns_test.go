@@ -18,7 +18,9 @@ import (
 
 // The lock survives one minority outage after another. A node stopped
 // (SIGSTOP) while the lock is obtained, past the node timeout, grants once
-// it resumes, long after the decision: the lock keeps that late grant.
+// it resumes, long after the decision: the lock keeps that late grant (or,
+// when go-redis gave up on the call before it reached the node, the first
+// refresh takes the node).
 // Then each node in turn is stopped while the holder refreshes, and each
 // refresh succeeds on the two others. (A late grant given back left the
 // lock on two nodes, and stopping one of them lost it with two of three
@@ -38,7 +40,15 @@ func TestQuorumPausedInTurn(t *testing.T) {
 	awaitClosed(t, ctx, timedOut.ch, "node 2's obtain to time out")
 	q.srvs[2].Resume()
 	eventually(t, 10*time.Second, "node 2's late answer", func() bool { return redislock.NodeSettled(l, 2) })
-	require.Equal(t, 3, q.holders(t, "turns", l.Token()), "the late grant was given back")
+	// Node 2 holds the late grant; or, when go-redis gave up on the call
+	// before the request reached the node, nothing (the next refresh
+	// takes it). Never the grant's released record.
+	switch v := q.rdbs[2].Get(ctx, redislock.LockKey("turns")).Val(); {
+	case v == "":
+		t.Log("node 2's obtain never ran")
+	default:
+		require.True(t, strings.HasPrefix(v, l.Token()+":"), "the late grant was given back: %q", v)
+	}
 
 	for round := range 6 {
 		i := round % 3
