@@ -149,9 +149,10 @@ func TestCleanupToBlackholedNodeDoesNotBlockLiveCalls(t *testing.T) {
 	rdbs := []redis.UniversalClient{srvs[0].Client(nil), srvs[1].Client(nil), stopped}
 	var failed cleanups
 	c, err := redislock.NewQuorum(rdbs, redislock.WithObserver(&failed),
-		// A node timeout the live nodes meet on a loaded machine; the
-		// stopped node's calls end at it, after the grant was returned.
-		redislock.WithNodeTimeout(time.Second), redislock.WithReleaseTimeout(3*time.Second),
+		// A node timeout the live nodes meet on a loaded machine, the
+		// stopped node's calls end at it; a release timeout that keeps
+		// the clean-ups pending while all the attempts end.
+		redislock.WithNodeTimeout(time.Second), redislock.WithReleaseTimeout(8*time.Second),
 		// Batched calls are bounded by go-redis' ReadTimeout, not by their context.
 		redislock.WithAutoPipeline(false))
 	if err != nil {
@@ -164,19 +165,25 @@ func TestCleanupToBlackholedNodeDoesNotBlockLiveCalls(t *testing.T) {
 	// the third (its obtain may have run: a won lock keeps such a node, a
 	// refused attempt gives it back). The attempts run together: each
 	// waits the node timeout for the third node.
+	pipe := srvs[0].Client(nil).Pipeline()
+	for i := range attempts {
+		pipe.Set(ctx, redislock.LockKey("bh:"+strconv.Itoa(i)), "other:1::;", time.Minute)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var attemptsDone sync.WaitGroup
-	first := srvs[0].Client(nil)
+	start := make(chan struct{})
 	for i := range attempts {
 		key := "bh:" + strconv.Itoa(i)
-		if err := first.Set(ctx, redislock.LockKey(key), "other:1::;", time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
 		attemptsDone.Go(func() {
+			<-start
 			if _, err := c.Obtain(ctx, key, 10*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
 				t.Errorf("Obtain %s against another holder with clean-ups pending: %v, want ErrNotObtained", key, err)
 			}
 		})
 	}
+	close(start)
 	attemptsDone.Wait()
 	// Once the cap of clean-ups in flight is reached, the rest are refused.
 	eventually(t, 10*time.Second, "clean-ups beyond the cap refused", func() bool {
