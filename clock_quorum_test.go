@@ -87,16 +87,28 @@ func TestClockQuorumStepBareMajority(t *testing.T) {
 	t.Parallel()
 	q := startClockQuorum(t)
 	ctx := ctxT(t, time.Minute)
-	a, b := q.client(t), q.client(t)
+	// The clients reach node 2 through a proxy that takes it off the
+	// network (its requests never arrive) and brings it back.
+	proxy := redistest.StartProxy(t, q.srvs[2].Addr())
+	via := []redis.UniversalClient{q.rdbs[0], q.rdbs[1], q.srvs[2].Client(func(o *redis.Options) {
+		o.Addr, o.MaxRetries, o.ContextTimeoutEnabled = proxy.Addr(), -1, true
+	})}
+	client := func() *redislock.Client {
+		c, err := redislock.NewQuorum(via, slackNodeTimeout)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a, b := client(), client()
 	// bare obtains key with node 2 down (on nodes 0 and 1), then brings
 	// node 2 back, holding nothing.
 	bare := func(key string) *redislock.Lock {
 		t.Helper()
-		q.clocks[2].Kill()
+		proxy.Cut(redistest.Both)
 		l := mustObtain(t, ctx, a, key, 10*time.Second)
 		eventually(t, 10*time.Second, "node 2's call to fail", func() bool { return redislock.NodeSettled(l, 2) })
-		require.NoError(t, q.clocks[2].Revive())
-		eventually(t, 10*time.Second, "node 2 back", func() bool { return q.rdbs[2].Ping(ctx).Err() == nil })
+		proxy.Restore()
+		eventually(t, 10*time.Second, "node 2 back", func() bool { return via[2].Ping(ctx).Err() == nil })
 		require.Equal(t, 2, q.holders(t, key, l.Token()))
 		return l
 	}

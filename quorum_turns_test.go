@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
@@ -163,26 +164,27 @@ func renewedTwice(ctx context.Context, rn renewals) error {
 // another node dead. Release reaches it.
 func TestQuorumRefreshJoinsReturningNode(t *testing.T) {
 	t.Parallel()
-	q := startQuorum(t, 3)
+	q := startCutQuorum(t, 3)
 	c := q.client(t)
 	ctx := ctxT(t, time.Minute)
 	warmUp(t, ctx, c)
 
-	q.srvs[2].Kill()
+	q.down(2)
 	l, err := c.Obtain(ctx, "back", 10*time.Second)
 	require.NoError(t, err)
-	// Its call failed (go-redis gave up dialling) before the node is back.
+	// Its call failed (at the node timeout) before the node is back.
 	eventually(t, 10*time.Second, "node 2's call to fail", func() bool { return redislock.NodeSettled(l, 2) })
-	require.NoError(t, q.srvs[2].Revive())
+	q.up(t, ctx, 2)
 	require.Equal(t, 2, q.holders(t, "back", l.Token()))
 
-	q.srvs[0].Kill()
+	q.down(0)
 	require.NoError(t, l.Refresh(ctx, 10*time.Second), "refresh on node 1, and node 2 taken")
-	require.Equal(t, 2, q.holders(t, "back", l.Token()), "the refresh did not bring node 2 in")
+	require.Equal(t, 3, q.holders(t, "back", l.Token()), "the refresh did not bring node 2 in") // node 0 is only cut off
 	require.NoError(t, l.Refresh(ctx, 10*time.Second), "refresh on nodes 1 and 2")
 	ttl, err := l.TTL(ctx)
 	require.NoError(t, err)
 	require.Greater(t, ttl, 5*time.Second)
+	q.up(t, ctx, 0)
 	require.NoError(t, l.Release(ctx))
 	require.NoError(t, c.Close())
 	require.Zero(t, q.holders(t, "back", l.Token()))
@@ -194,7 +196,7 @@ func TestQuorumRefreshJoinsReturningNode(t *testing.T) {
 // above both.
 func TestQuorumJoinLeavesOthersAlone(t *testing.T) {
 	t.Parallel()
-	q := startQuorum(t, 3)
+	q := startCutQuorum(t, 3)
 	c := q.client(t)
 	ctx := ctxT(t, time.Minute)
 	key := redislock.LockKey("others")
@@ -210,16 +212,16 @@ func TestQuorumJoinLeavesOthersAlone(t *testing.T) {
 	// The other grant is released with a fence above the lock's (a
 	// contender's attempt): the next refresh takes the node, keeping its
 	// fence, but does not count it (it may have been part of another
-	// client's majority): with node 0 dead that refresh has no majority,
+	// client's majority): with node 0 down that refresh has no majority,
 	// the one after it has.
 	higher := l.Fence() + 1000
 	record := fmt.Sprintf("~:%d: otherxxxxxxx", higher)
 	require.NoError(t, q.rdbs[2].Set(ctx, key, record, time.Minute).Err())
-	q.srvs[0].Kill()
+	q.down(0)
 	require.ErrorIs(t, l.Refresh(ctx, 10*time.Second), redislock.ErrNoQuorum)
 	require.Equal(t, fmt.Sprintf("%s:%d: otherxxxxxxx:;", l.Token(), higher), q.rdbs[2].Get(ctx, key).Val())
 	require.NoError(t, l.Refresh(ctx, 10*time.Second))
-	require.NoError(t, q.srvs[0].Revive())
+	q.up(t, ctx, 0)
 	info, err := c.Inspect(ctx, "others")
 	require.NoError(t, err)
 	require.True(t, info.Held)
@@ -242,15 +244,15 @@ func TestQuorumJoinLeavesOthersAlone(t *testing.T) {
 // refresh extends node 0 and takes node 2, and reports the lock not held.
 func TestQuorumLapsedRefreshTakesNothing(t *testing.T) {
 	t.Parallel()
-	q := startQuorum(t, 3)
+	q := startCutQuorum(t, 3)
 	c := q.client(t, redislock.WithDriftFactor(0.5))
 	ctx := ctxT(t, time.Minute)
 	warmUp(t, ctx, c)
-	q.srvs[2].Kill()
+	q.down(2)
 	l, err := c.Obtain(ctx, "lapsed", 4*time.Second)
 	require.NoError(t, err)
 	eventually(t, 10*time.Second, "node 2's call to fail", func() bool { return redislock.NodeSettled(l, 2) })
-	require.NoError(t, q.srvs[2].Revive())
+	q.up(t, ctx, 2)
 	// No event marks the end of a validity.
 	time.Sleep(time.Until(l.ValidUntil()))
 	require.NoError(t, q.rdbs[1].Del(ctx, redislock.LockKey("lapsed")).Err())
@@ -260,6 +262,52 @@ func TestQuorumLapsedRefreshTakesNothing(t *testing.T) {
 	require.ErrorIs(t, l.Refresh(ctx, 4*time.Second), redislock.ErrNotHeld)
 	require.NoError(t, c.Close()) // the nodes the refresh took are released
 	require.Zero(t, q.holders(t, "lapsed", l.Token()))
+}
+
+// cutQuorum is nodes that the library reaches through proxies, so that a
+// test takes a node off the network (down: its requests never arrive) and
+// brings it back (up) without killing it: a killed node's port may be
+// taken by another test's server before it is restarted.
+type cutQuorum struct {
+	*cluster                         // the nodes, with direct clients for checks
+	proxies  []*redistest.Proxy      // one per node
+	via      []redis.UniversalClient // the library's clients, through the proxies
+}
+
+func startCutQuorum(t *testing.T, n int) *cutQuorum {
+	t.Helper()
+	q := &cutQuorum{cluster: startQuorum(t, n)}
+	for _, s := range q.srvs {
+		p := redistest.StartProxy(t, s.Addr())
+		q.proxies = append(q.proxies, p)
+		q.via = append(q.via, s.Client(func(o *redis.Options) {
+			o.Addr = p.Addr()
+			o.MaxRetries = -1
+			o.ContextTimeoutEnabled = true // a call to a node that is down ends at the node timeout
+		}))
+	}
+	return q
+}
+
+// client returns a quorum Client on q.via, closed when the test ends.
+func (q *cutQuorum) client(t *testing.T, opts ...redislock.ClientOption) *redislock.Client {
+	t.Helper()
+	c, err := redislock.NewQuorum(q.via, append([]redislock.ClientOption{slackNodeTimeout}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// down takes node i off the network: requests to it are dropped.
+func (q *cutQuorum) down(i int) { q.proxies[i].Cut(redistest.Both) }
+
+// up brings node i back and returns once the library's client reaches it
+// (the connections open while it was down are closed, and go-redis drops
+// them on their next use).
+func (q *cutQuorum) up(t *testing.T, ctx context.Context, i int) {
+	t.Helper()
+	q.proxies[i].Restore()
+	eventually(t, 10*time.Second, fmt.Sprintf("node %d back", i), func() bool { return q.via[i].Ping(ctx).Err() == nil })
 }
 
 // warmUp opens the client's connections and loads the scripts, on a key
