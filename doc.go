@@ -78,14 +78,16 @@
 // # Handoff
 //
 // When a Lock is released while other callers of the same Client wait for
-// its key, Release hands the lock straight to the longest-waiting one: one
-// script call checks the releaser's token, releases its grant and grants
-// the waiter's fresh token with the waiter's TTL and the next fence,
-// atomically. The waiter gets its Lock without a round trip of its own, so
-// a hot key shared by the goroutines of one process costs one Redis call
-// per grant. Waiters of other Clients see the lock held throughout; so that
-// they are not starved, a chain of handoffs ends after 16, and that release
-// is an ordinary one that wakes every Client.
+// its key, Release hands the lock straight to the longest-waiting one: the
+// release's one script call checks the releaser's token, releases its
+// grant and grants the waiter's fresh token with the waiter's TTL and the
+// next fence, atomically. The waiter gets its Lock without a round trip of
+// its own, so a hot key shared by the goroutines of one process costs one
+// Redis call per grant. Waiters of other Clients see the lock held
+// throughout; so that they are not starved, a chain of handoffs ends after
+// 16, and that release is an ordinary one that wakes every Client. Where
+// Redis refuses to write the waiter's grant (maxmemory with noeviction),
+// the release frees the lock all the same and the waiter tries on its own.
 //
 // # Fair locks
 //
@@ -96,7 +98,10 @@
 // checks it, and a release names the head in its wake-up. Queue entries
 // expire WithQueueTTL (default 3 s) after their waiter last tried, so a
 // waiter that died holds up the queue for at most that long; fair waiters
-// therefore try at least every third of it, whatever their backoff.
+// therefore try at least every third of it, whatever their backoff. A
+// server clock stepped back adds at most the time between two attempts,
+// not the step; one stepped forward costs a live waiter its place, never
+// the lock's exclusion (docs/limitations.md, Clocks).
 //
 // Fairness costs: a larger script on every attempt, a queue read on every
 // release, and the lock stays free between a release and the head's next
@@ -120,7 +125,11 @@
 // fn's context is cancelled no later than the last confirmed ValidUntil and
 // Run returns an error matching ErrLockLost; context.Cause tells why (a
 // cause matching ErrNotHeld, or ErrLeaseExpired with the last renewal's
-// error). When the lock is known lost or Redis is unreachable as fn
+// error). A Release of the lock while fn runs (fn called l.Release) gives
+// it up early: fn's context is cancelled at once, its cause ErrReleased, and
+// Run does not release again and returns an error matching ErrReleased
+// (with fn's own), since what fn did after the Release ran without the
+// lock. When the lock is known lost or Redis is unreachable as fn
 // returns, the release goes to the background (Close waits for it) and Run
 // returns at once. To hold a lock outside a callback, use lease.Hold: its
 // Done channel closes the moment the lock is lost. In single mode the locks a
@@ -231,7 +240,8 @@
 // Contention is ErrNotObtained and never stands for an unreachable Redis;
 // Redis failures are *NodeError values (in quorum mode joined in a
 // *QuorumError); a grant that is gone is ErrNotHeld; work that lost its lock
-// is ErrLockLost; bad input is ErrInvalidArgument, reported before anything
+// is ErrLockLost, work whose lock was released under it ErrReleased; bad
+// input is ErrInvalidArgument, reported before anything
 // is sent. The shared sentinels are package lease's, so errors.Is matches
 // across backends.
 //
@@ -240,7 +250,8 @@
 // A Redis lease lock is mutual exclusion for cooperating, timely clients,
 // not a consensus protocol. A failover to a replica that had not received
 // the lock grants it again; Redis expires keys on its wall clock, so a
-// server clock that jumps forward expires locks early (in quorum mode one
+// server clock that jumps forward expires locks early (and semaphore
+// permits: more than N may then be valid at once; in quorum mode one
 // node's jump is enough while a grant rests on a bare majority); under an
 // evicting maxmemory policy Redis may evict a lock (Refresh then reports
 // ErrNotHeld).
