@@ -205,7 +205,9 @@ func TestQuorumJoinLeavesOthersAlone(t *testing.T) {
 	require.NoError(t, q.rdbs[2].Set(ctx, key, "other:1::;", time.Minute).Err())
 	l, err := c.Obtain(ctx, "others", 10*time.Second)
 	require.NoError(t, err)
-	other := q.rdbs[2].Get(ctx, key).Val() // marked: someone waits
+	// Node 2 answered "held", and marked the grant (someone waits).
+	eventually(t, 10*time.Second, "node 2's answer", func() bool { return redislock.NodeSettled(l, 2) })
+	other := q.rdbs[2].Get(ctx, key).Val()
 	require.NoError(t, l.Refresh(ctx, 10*time.Second))
 	require.Equal(t, other, q.rdbs[2].Get(ctx, key).Val(), "the refresh took another holder's node")
 
