@@ -303,7 +303,7 @@ func onNodes[T, A any](c *Client, dst []nodes.Reply[T], ctx context.Context, tim
 		}
 		return append(dst, nodes.Reply[T]{Val: v})
 	}
-	round := fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (T, error) {
+	round := fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter, _ int) (T, error) {
 		return f(ctx, rdb, arg)
 	}, nil)
 	rs, missing := round.Gather(timeout, nil)

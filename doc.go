@@ -153,20 +153,37 @@
 // Obtain asks all nodes in parallel, each request bounded by the node
 // timeout (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as
 // soon as a majority granted, with validity = TTL - elapsed - drift. Nodes
-// that answer later are settled in the background: a late grant is kept as
-// part of the lock. Without a valid majority it releases on every node that
-// granted or did not answer, then retries or fails: ErrNoQuorum when fewer
-// than a majority answered, ErrNotObtained when a majority answered but
-// other holders denied the grant (both as a *QuorumError with each failing
+// that answer later are settled in the background: a late grant, even one
+// after the node timeout, is kept as part of the lock, and so is a node
+// whose call failed (it may hold the grant); the validity never counts
+// them. Without a valid majority it releases on every node that granted or
+// did not answer, then retries or fails: ErrNoQuorum when fewer than a
+// majority answered, ErrNotObtained when a majority answered but other
+// holders denied the grant (both as a *QuorumError with each failing
 // node's *NodeError). Refresh, TTL and Release decide at the majority too
 // and return; the other nodes finish in the background (Close waits for
-// them), so a dead or stalled minority slows none of them. Refresh and TTL
-// ask, and count, only the nodes that granted the lock: a node whose
-// obtain failed or answered after the node timeout is released in the
-// background, and until that release lands it may hold the grant all the
-// same, so it never makes a majority. Release goes to
-// the nodes that granted; one whose grant answers after the Release is
-// released then, so that a release never reaches a node before its grant.
+// them), so a dead or stalled minority slows none of them.
+//
+// A grant often rests on a bare majority: the other nodes were down or
+// slow, or went to a contender. Refresh (and so Run's renewals) extends
+// the nodes that hold the grant and brings the others into it where their
+// key is free (never another holder's), so the lock survives one minority
+// outage after another. A node a refresh takes counts towards its majority
+// at once if the lock is still valid and no attempt after the grant's
+// reached the node, else from the next refresh on; a refresh after the
+// validity ended counts only the nodes that kept the grant, so ownership
+// never looks continuous across a gap. Release goes to every node that
+// holds the grant or may; one whose obtain or join answers after the
+// Release is released then, so that a release never reaches a node before
+// its grant.
+//
+// One node's clock stepping forward past the TTL (Redis expires keys on
+// its wall clock) is outvoted only while more than a bare majority holds
+// the grant: on a bare majority, the stepped node and a node that missed
+// the grant can make a second majority, and two clients hold the lock
+// (their fences stay ordered) until the holder's next refresh after that
+// node came back has brought it in. A lock held without refreshes stays
+// on the nodes that granted it.
 //
 // Quorum fences are strictly increasing and unique per key, under these
 // assumptions: two granting majorities share a node, and that node still
@@ -234,8 +251,10 @@
 // not a consensus protocol. A failover to a replica that had not received
 // the lock grants it again; Redis expires keys on its wall clock, so a
 // server clock that jumps forward expires locks early (and semaphore
-// permits: more than N may then be valid at once); under an evicting
-// maxmemory policy Redis may evict a lock (Refresh then reports ErrNotHeld).
+// permits: more than N may then be valid at once; in quorum mode one
+// node's jump is enough while a grant rests on a bare majority); under an
+// evicting maxmemory policy Redis may evict a lock (Refresh then reports
+// ErrNotHeld).
 // Use fences where correctness matters. A call on a context that can end
 // returns by its deadline even against a stalled server, whatever
 // go-redis' options (ContextTimeoutEnabled); one on context.Background()

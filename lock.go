@@ -237,10 +237,10 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 // While other callers of the same Client wait for the key (single mode,
 // notified, not fair), Release hands the lock to the longest-waiting one in
 // the same call instead (see the package guide, Handoff). In quorum mode it
-// asks the nodes that granted and returns as soon as a majority released
-// (or too few held the grant for a majority); the other nodes finish in the
-// background (Close waits for them), and a node whose grant had not
-// answered yet is released once it does.
+// asks every node that holds the grant or may, and returns as soon as a
+// majority released (or too few held the grant for a majority); the other
+// nodes finish in the background (Close waits for them), and a node whose
+// grant had not answered yet is released once it does.
 func (l *Lock) Release(ctx context.Context) (err error) {
 	if l == nil || l.releasing() {
 		return ErrNotHeld

@@ -1,4 +1,4 @@
--- fence.lua: the fence functions that obtain.lua, fair_obtain.lua,
+-- fence.lua: the fence functions that obtain.lua, join.lua, fair_obtain.lua,
 -- multi_obtain.lua, fenced_set.lua, record_delete.lua and release.lua
 -- share; internal/script puts it in front of each, or on its line
 -- "-- fence.lua". It has no KEYS, ARGV or reply of its own.

@@ -10,7 +10,7 @@ import (
 
 func testConfig() Config {
 	return Config{Nodes: 3, Clients: 3, Keys: 1, Duration: time.Second,
-		MinTTL: 100 * time.Millisecond, MaxTTL: 400 * time.Millisecond, Faults: 6, Amnesia: true}
+		MinTTL: 100 * time.Millisecond, MaxTTL: 400 * time.Millisecond, Faults: 6, Amnesia: true, Step: true}
 }
 
 // What a seed draws replays: the same seed gives the same schedule and
