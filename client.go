@@ -77,7 +77,8 @@ type mode interface {
 	// local waker) and the key of that waker in the Client; ok false when
 	// waiters must poll.
 	wakerFor(channel string, sharded bool) (rdb redis.UniversalClient, addr string, ok bool)
-	// handOff passes l to a waiting caller of the Client (single.go).
+	// handOff releases l, passing the lock to a waiting caller of the
+	// Client in the same step (single.go); handed false: it did nothing.
 	handOff(ctx context.Context, l *Lock) (handed bool, err error)
 	// fairLeave is what a fair Obtain call runs when it returns.
 	fairLeave(r *request) func()
@@ -302,7 +303,7 @@ func onNodes[T, A any](c *Client, dst []nodes.Reply[T], ctx context.Context, tim
 		}
 		return append(dst, nodes.Reply[T]{Val: v})
 	}
-	round := fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (T, error) {
+	round := fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter, _ int) (T, error) {
 		return f(ctx, rdb, arg)
 	}, nil)
 	rs, missing := round.Gather(timeout, nil)

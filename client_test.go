@@ -127,9 +127,9 @@ func TestCleanupToBlackholedNodeDoesNotBlockLiveCalls(t *testing.T) {
 	srvs := redistest.StartN(t, 3)
 	// The third node is stopped (SIGSTOP) after its go-redis client has
 	// connections open to it: its calls then end at their context
-	// deadline, its obtain attempts fail after the node timeout, and each
-	// failed attempt's clean-up release hangs for the release timeout on
-	// one of those connections (new connections would fail at once).
+	// deadline, its obtain calls fail after the node timeout, and each
+	// clean-up release there hangs for the release timeout on one of
+	// those connections (new connections would fail at once).
 	const warm = 2*nodes.MaxCleanup + 100
 	stopped := srvs[2].Client(func(o *redis.Options) {
 		o.ContextTimeoutEnabled, o.MaxRetries, o.PoolSize, o.ReadTimeout = true, -1, warm+50, time.Minute
@@ -148,9 +148,11 @@ func TestCleanupToBlackholedNodeDoesNotBlockLiveCalls(t *testing.T) {
 	rdbs := []redis.UniversalClient{srvs[0].Client(nil), srvs[1].Client(nil), stopped}
 	var failed cleanups
 	c, err := redislock.NewQuorum(rdbs, redislock.WithObserver(&failed),
-		// A node timeout the live nodes meet on a loaded machine; the
-		// stopped node's calls end at it, after the grant was returned.
-		redislock.WithNodeTimeout(time.Second), redislock.WithReleaseTimeout(3*time.Second),
+		// A node timeout the live nodes meet on a loaded machine, and far
+		// above the time between an Obtain and its Release here; a
+		// release timeout that keeps the clean-ups pending while all the
+		// locks are taken and released.
+		redislock.WithNodeTimeout(5*time.Second), redislock.WithReleaseTimeout(10*time.Second),
 		// Batched calls are bounded by go-redis' ReadTimeout, not by their context.
 		redislock.WithAutoPipeline(false))
 	if err != nil {
@@ -158,15 +160,20 @@ func TestCleanupToBlackholedNodeDoesNotBlockLiveCalls(t *testing.T) {
 	}
 	ctx := ctxT(t, time.Minute)
 	for i := range attempts {
-		// Each grant is won on the two live nodes; the third node's
-		// failure leaves a clean-up release pending on it.
-		if _, err := c.Obtain(ctx, "bh:"+strconv.Itoa(i), 10*time.Second); err != nil {
+		// Each grant is won on the two live nodes and released at once,
+		// while the third node's obtain is still out: that node is
+		// released when its answer (a failure, at the node timeout) comes,
+		// by a clean-up release that hangs there.
+		l, err := c.Obtain(ctx, "bh:"+strconv.Itoa(i), 10*time.Second)
+		if err != nil {
 			t.Fatalf("Obtain %d with clean-ups pending: %v", i, err)
 		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release %d with clean-ups pending: %v", i, err)
+		}
 	}
-	// The third node's replies come late, after each grant was returned;
-	// once the cap of clean-ups in flight is reached, the rest are refused.
-	eventually(t, 10*time.Second, "clean-ups beyond the cap refused", func() bool {
+	// Once the cap of clean-ups in flight is reached, the rest are refused.
+	eventually(t, 30*time.Second, "clean-ups beyond the cap refused", func() bool {
 		return int(failed.busy.Load()) == attempts-nodes.MaxCleanup
 	})
 	// With the node's clean-up capacity taken, live calls still go through.

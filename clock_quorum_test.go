@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
@@ -71,6 +73,65 @@ func TestClockQuorumServerStepForward(t *testing.T) {
 	if err := la.Refresh(ctx, 10*time.Second); !errors.Is(err, redislock.ErrNotHeld) {
 		t.Fatalf("stale holder's refresh: %v, want ErrNotHeld", err)
 	}
+}
+
+// One node's clock stepped forward past the TTL, on a grant that rests on
+// a bare majority (node 2 was down while it was obtained, and no refresh
+// has brought it in yet): the node whose clock jumped and node 2 make a
+// second majority, and a contender is granted the lock while the first
+// holder's validity lasts (the documented exposure). Its fence is higher,
+// and the first holder's next Refresh reports the loss. Once a refresh has
+// brought node 2 into the grant, the same step is outvoted: the contender
+// is refused and the holder refreshes.
+func TestClockQuorumStepBareMajority(t *testing.T) {
+	t.Parallel()
+	q := startClockQuorum(t)
+	ctx := ctxT(t, time.Minute)
+	// The clients reach node 2 through a proxy that takes it off the
+	// network (its requests never arrive) and brings it back.
+	proxy := redistest.StartProxy(t, q.srvs[2].Addr())
+	via := []redis.UniversalClient{q.rdbs[0], q.rdbs[1], q.srvs[2].Client(func(o *redis.Options) {
+		o.Addr, o.MaxRetries, o.ContextTimeoutEnabled = proxy.Addr(), -1, true
+	})}
+	client := func() *redislock.Client {
+		c, err := redislock.NewQuorum(via, slackNodeTimeout)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a, b := client(), client()
+	// bare obtains key with node 2 down (on nodes 0 and 1), then brings
+	// node 2 back, holding nothing.
+	bare := func(key string) *redislock.Lock {
+		t.Helper()
+		proxy.Cut(redistest.Both)
+		l := mustObtain(t, ctx, a, key, 10*time.Second)
+		eventually(t, 10*time.Second, "node 2's call to fail", func() bool { return redislock.NodeSettled(l, 2) })
+		proxy.Restore()
+		eventually(t, 10*time.Second, "node 2 back", func() bool { return via[2].Ping(ctx).Err() == nil })
+		require.Equal(t, 2, q.holders(t, key, l.Token()))
+		return l
+	}
+
+	la := bare("bare")
+	q.clocks[0].Step(time.Hour)
+	lb, err := b.Obtain(ctx, "bare", 10*time.Second)
+	require.NoError(t, err, "one node's clock step on a bare majority: the contender must win nodes 0 and 2")
+	if !time.Now().Before(la.ValidUntil()) {
+		t.Skip("the machine took 10 s: the first grant's validity ended anyway")
+	}
+	require.Greater(t, lb.Fence(), la.Fence())
+	require.ErrorIs(t, la.Refresh(ctx, 10*time.Second), redislock.ErrNotHeld)
+	require.NoError(t, lb.Release(ctx))
+
+	lc := bare("joined")
+	require.NoError(t, lc.Refresh(ctx, 10*time.Second))
+	require.Equal(t, 3, q.holders(t, "joined", lc.Token()), "the refresh did not bring node 2 in")
+	q.clocks[0].Step(time.Hour)
+	_, err = b.Obtain(ctx, "joined", 10*time.Second)
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "one node's clock step outvoted")
+	require.NoError(t, lc.Refresh(ctx, 10*time.Second))
+	require.NoError(t, lc.Release(ctx))
 }
 
 // Clocks stepped back on every node keep the lock longer than asked, never

@@ -78,14 +78,16 @@
 // # Handoff
 //
 // When a Lock is released while other callers of the same Client wait for
-// its key, Release hands the lock straight to the longest-waiting one: one
-// script call checks the releaser's token, releases its grant and grants
-// the waiter's fresh token with the waiter's TTL and the next fence,
-// atomically. The waiter gets its Lock without a round trip of its own, so
-// a hot key shared by the goroutines of one process costs one Redis call
-// per grant. Waiters of other Clients see the lock held throughout; so that
-// they are not starved, a chain of handoffs ends after 16, and that release
-// is an ordinary one that wakes every Client.
+// its key, Release hands the lock straight to the longest-waiting one: the
+// release's one script call checks the releaser's token, releases its
+// grant and grants the waiter's fresh token with the waiter's TTL and the
+// next fence, atomically. The waiter gets its Lock without a round trip of
+// its own, so a hot key shared by the goroutines of one process costs one
+// Redis call per grant. Waiters of other Clients see the lock held
+// throughout; so that they are not starved, a chain of handoffs ends after
+// 16, and that release is an ordinary one that wakes every Client. Where
+// Redis refuses to write the waiter's grant (maxmemory with noeviction),
+// the release frees the lock all the same and the waiter tries on its own.
 //
 // # Fair locks
 //
@@ -96,7 +98,10 @@
 // checks it, and a release names the head in its wake-up. Queue entries
 // expire WithQueueTTL (default 3 s) after their waiter last tried, so a
 // waiter that died holds up the queue for at most that long; fair waiters
-// therefore try at least every third of it, whatever their backoff.
+// therefore try at least every third of it, whatever their backoff. A
+// server clock stepped back adds at most the time between two attempts,
+// not the step; one stepped forward costs a live waiter its place, never
+// the lock's exclusion (docs/limitations.md, Clocks).
 //
 // Fairness costs: a larger script on every attempt, a queue read on every
 // release, and the lock stays free between a release and the head's next
@@ -120,7 +125,11 @@
 // fn's context is cancelled no later than the last confirmed ValidUntil and
 // Run returns an error matching ErrLockLost; context.Cause tells why (a
 // cause matching ErrNotHeld, or ErrLeaseExpired with the last renewal's
-// error). When the lock is known lost or Redis is unreachable as fn
+// error). A Release of the lock while fn runs (fn called l.Release) gives
+// it up early: fn's context is cancelled at once, its cause ErrReleased, and
+// Run does not release again and returns an error matching ErrReleased
+// (with fn's own), since what fn did after the Release ran without the
+// lock. When the lock is known lost or Redis is unreachable as fn
 // returns, the release goes to the background (Close waits for it) and Run
 // returns at once. To hold a lock outside a callback, use lease.Hold: its
 // Done channel closes the moment the lock is lost. In single mode the locks a
@@ -144,20 +153,37 @@
 // Obtain asks all nodes in parallel, each request bounded by the node
 // timeout (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as
 // soon as a majority granted, with validity = TTL - elapsed - drift. Nodes
-// that answer later are settled in the background: a late grant is kept as
-// part of the lock. Without a valid majority it releases on every node that
-// granted or did not answer, then retries or fails: ErrNoQuorum when fewer
-// than a majority answered, ErrNotObtained when a majority answered but
-// other holders denied the grant (both as a *QuorumError with each failing
+// that answer later are settled in the background: a late grant, even one
+// after the node timeout, is kept as part of the lock, and so is a node
+// whose call failed (it may hold the grant); the validity never counts
+// them. Without a valid majority it releases on every node that granted or
+// did not answer, then retries or fails: ErrNoQuorum when fewer than a
+// majority answered, ErrNotObtained when a majority answered but other
+// holders denied the grant (both as a *QuorumError with each failing
 // node's *NodeError). Refresh, TTL and Release decide at the majority too
 // and return; the other nodes finish in the background (Close waits for
-// them), so a dead or stalled minority slows none of them. Refresh and TTL
-// ask, and count, only the nodes that granted the lock: a node whose
-// obtain failed or answered after the node timeout is released in the
-// background, and until that release lands it may hold the grant all the
-// same, so it never makes a majority. Release goes to
-// the nodes that granted; one whose grant answers after the Release is
-// released then, so that a release never reaches a node before its grant.
+// them), so a dead or stalled minority slows none of them.
+//
+// A grant often rests on a bare majority: the other nodes were down or
+// slow, or went to a contender. Refresh (and so Run's renewals) extends
+// the nodes that hold the grant and brings the others into it where their
+// key is free (never another holder's), so the lock survives one minority
+// outage after another. A node a refresh takes counts towards its majority
+// at once if the lock is still valid and no attempt after the grant's
+// reached the node, else from the next refresh on; a refresh after the
+// validity ended counts only the nodes that kept the grant, so ownership
+// never looks continuous across a gap. Release goes to every node that
+// holds the grant or may; one whose obtain or join answers after the
+// Release is released then, so that a release never reaches a node before
+// its grant.
+//
+// One node's clock stepping forward past the TTL (Redis expires keys on
+// its wall clock) is outvoted only while more than a bare majority holds
+// the grant: on a bare majority, the stepped node and a node that missed
+// the grant can make a second majority, and two clients hold the lock
+// (their fences stay ordered) until the holder's next refresh after that
+// node came back has brought it in. A lock held without refreshes stays
+// on the nodes that granted it.
 //
 // Quorum fences are strictly increasing and unique per key, under these
 // assumptions: two granting majorities share a node, and that node still
@@ -215,22 +241,24 @@
 // Redis failures are *NodeError values (in quorum mode joined in a
 // *QuorumError); when no call reached a node, the error says why, whatever
 // the TTL (the dial's error, a server that does not answer); a grant that
-// is gone is ErrNotHeld; work that lost its lock
-// is ErrLockLost; bad input is ErrInvalidArgument, reported before anything
-// is sent. The shared sentinels are package lease's, so errors.Is matches
-// across backends.
+// is gone is ErrNotHeld; work that lost its lock is ErrLockLost, work whose
+// lock was released under it ErrReleased; bad input is ErrInvalidArgument,
+// reported before anything is sent. The shared sentinels are package
+// lease's, so errors.Is matches across backends.
 //
 // # Limits
 //
 // A Redis lease lock is mutual exclusion for cooperating, timely clients,
 // not a consensus protocol. A failover to a replica that had not received
 // the lock grants it again; Redis expires keys on its wall clock, so a
-// server clock that jumps forward expires locks early; under an evicting
-// maxmemory policy Redis may evict a lock (Refresh then reports ErrNotHeld;
-// the Client warns once per such server through WithLogger and
-// observe.EvictionObserver). Use fences where correctness matters. A call on a context that can end
-// returns by its deadline even against a stalled server, whatever
-// go-redis' options (ContextTimeoutEnabled); one on context.Background()
-// is left to go-redis' own timeouts. docs/limitations.md in the repository
-// lists every limitation.
+// server clock that jumps forward expires locks early (and semaphore
+// permits: more than N may then be valid at once; in quorum mode one
+// node's jump is enough while a grant rests on a bare majority); under an
+// evicting maxmemory policy Redis may evict a lock (Refresh then reports
+// ErrNotHeld; the Client warns once per such server through WithLogger and
+// observe.EvictionObserver). Use fences where correctness matters. A call
+// on a context that can end returns by its deadline even against a
+// stalled server, whatever go-redis' options (ContextTimeoutEnabled); one
+// on context.Background() is left to go-redis' own timeouts.
+// docs/limitations.md in the repository lists every limitation.
 package redislock

@@ -30,6 +30,13 @@ var (
 	// ValidUntil.
 	ErrLockLost = lease.ErrLockLost
 
+	// ErrReleased is returned by Run (and RunMulti) when the lock was
+	// released while fn ran: fn, or another goroutine, called its Release.
+	// fn's context was cancelled when that Release was called, with
+	// ErrReleased as its cause, and Run did not release the lock again.
+	// What fn did after the Release ran without the lock.
+	ErrReleased = lease.ErrReleased
+
 	// ErrLeaseExpired is the cause of a loss when the validity ended before
 	// a renewal got through: Redis was unreachable, slow or paused.
 	ErrLeaseExpired = lease.ErrLeaseExpired

@@ -63,3 +63,12 @@ func Abandoned(c *Client) int { return c.nodes[0].Guarded.Abandoned() }
 
 // WithWallClock sets the wall clock a quorum Client proposes fences from.
 func WithWallClock(now func() time.Time) ClientOption { return withWallClock(now) }
+
+// NodeSettled reports whether quorum lock l knows the outcome of node i's
+// obtain (its answer came, however late).
+func NodeSettled(l *Lock, i int) bool {
+	g := l.grant
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state[i] != nodePending
+}

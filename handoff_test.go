@@ -23,6 +23,14 @@ func TestHandoff(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
 		ctx := ctxT(t, 20*time.Second)
+		// Load the scripts first: no NOSCRIPT round below.
+		warm, err := c.Obtain(ctx, "ho-warm", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := warm.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 		held, err := c.Obtain(ctx, "ho", time.Minute)
 		if err != nil {
 			t.Fatal(err)

@@ -76,6 +76,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 			}
 			g.n++
 			g.pttl = min(g.pttl, r.Val.pttl)
+			// A node a refresh brought into the grant keeps its own last
+			// fence when that is higher (scripts/join.lua): the grant's
+			// fence is the least.
+			g.grant.fence = min(g.grant.fence, r.Val.grant.fence)
 		}
 	}
 	if len(c.nodes)-len(errs) < c.majority() {

@@ -32,19 +32,24 @@ type Lock struct {
 	start  time.Time // the request that granted it began: hold times
 
 	validity
-	released bool        // guarded by mu: a Release succeeded; a second one is ErrNotHeld
 	grant    *grantNodes // quorum: the nodes the grant reached (quorum.go)
 	handoffs int         // how many handoffs in a row led to this grant (single.go)
 	kept     *kept       // guarded by mu: the Client's renewer renews it (renew.go)
 	attempt  attempt     // the obtain call that made it (single.go)
+	// watch, guarded by mu, ends Run's and Hold's keeping on Release (renew.go)
+	watch *backend.ReleaseWatch
 }
 
 // validity is what a grant last confirmed, safe for concurrent use (shared
-// by Lock and MultiLock).
+// by Lock and MultiLock). One rule: once the grant is known not to be held
+// (gone: released, or found lost), until stays zero; a later confirmation
+// (a Refresh or renewal that raced the Release) changes nothing.
 type validity struct {
-	mu    sync.Mutex
-	ttl   time.Duration // guarded by mu: last TTL asked for
-	until time.Time     // guarded by mu: validity confirmed by the last grant or refresh
+	mu       sync.Mutex
+	ttl      time.Duration // guarded by mu: last TTL asked for
+	until    time.Time     // guarded by mu: validity confirmed by the last grant or refresh
+	gone     bool          // guarded by mu: known not to be held
+	released bool          // guarded by mu: a Release succeeded; a second one is ErrNotHeld
 }
 
 func (s *validity) validUntil() time.Time {
@@ -54,24 +59,54 @@ func (s *validity) validUntil() time.Time {
 }
 
 // confirmFrom records the validity of a lease of ttl asked for at start, or
-// returns ErrGrantExpired when that validity has already passed: a grant or
-// refresh is never confirmed late.
+// returns ErrGrantExpired when that validity has already passed (a grant
+// or refresh is never confirmed late), or ErrNotHeld when the grant is
+// gone.
 func (s *validity) confirmFrom(o *options, start time.Time, ttl time.Duration) error {
 	until := o.validUntil(start, ttl)
 	if now := time.Now(); !now.Before(until) {
 		return backend.Expired(start, now, ttl, o.driftFactor)
 	}
-	s.mu.Lock()
-	s.until, s.ttl = until, ttl
-	s.mu.Unlock()
+	if !s.set(until, ttl) {
+		return ErrNotHeld
+	}
 	return nil
+}
+
+// set records a confirmed validity, unless the grant is gone (false).
+func (s *validity) set(until time.Time, ttl time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.gone {
+		s.until, s.ttl = until, ttl
+	}
+	return !s.gone
 }
 
 // lost records that the grant is known not to be held.
 func (s *validity) lost() {
 	s.mu.Lock()
-	s.until = time.Time{}
+	s.until, s.gone = time.Time{}, true
 	s.mu.Unlock()
+}
+
+// releasing reports whether a Release succeeded already.
+func (s *validity) releasing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released
+}
+
+// endRelease records a release's outcome (nil for one left to the
+// background: the grant is done with): no validity, gone unless the
+// outcome is unknown. It reports whether a Release had succeeded before.
+func (s *validity) endRelease(err error) (already bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	already = s.released
+	s.until, s.released = time.Time{}, s.released || err == nil
+	s.gone = s.gone || err == nil || errors.Is(err, ErrNotHeld)
+	return already
 }
 
 func (s *validity) currentTTL() time.Duration {
@@ -114,7 +149,8 @@ func (l *Lock) Fence() int64 {
 // less drift (TTL * drift factor + 2 ms). It carries Go's monotonic clock
 // reading, so time.Until(l.ValidUntil()) is immune to wall-clock steps. The
 // zero Time once the lock is known not to be held (released, or a
-// Refresh/TTL answered ErrNotHeld).
+// Refresh/TTL answered ErrNotHeld), for good: a Refresh or renewal that
+// ran at the same time does not bring it back.
 func (l *Lock) ValidUntil() time.Time {
 	if l == nil {
 		return time.Time{}
@@ -142,13 +178,13 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 
 // Refresh extends the lease to ttl from now, only if this grant still holds
 // the lock (on a majority in quorum mode), and moves ValidUntil forward.
-// ErrNotHeld when the grant is gone: a stale holder can never extend or
-// shorten a newer holder's lock. A ttl below 1ms, or too short to leave
-// validity after drift, is an error matching ErrInvalidArgument. If Redis
-// cannot be reached, ValidUntil stays as it was and a later Refresh may
-// still succeed. A refresh confirmed only after the validity it asked for
-// has passed is ErrGrantExpired: the lock is then released and no longer
-// held.
+// ErrNotHeld when the grant is gone (also when a Release of it ended
+// first): a stale holder can never extend or shorten a newer holder's
+// lock. A ttl below 1ms, or too short to leave validity after drift, is
+// an error matching ErrInvalidArgument. If Redis cannot be reached,
+// ValidUntil stays as it was and a later Refresh may still succeed. A
+// refresh confirmed only after the validity it asked for has passed is
+// ErrGrantExpired: the lock is then released and no longer held.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.refresh(ctx, ttl, false)
 }
@@ -179,9 +215,10 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 	}
 	if err := l.confirmFrom(&l.opts, start, ttl); err != nil {
 		// Confirmed too late: the lease it asked for, and the one before
-		// (which ended no later), may both have passed. Give it back.
+		// (which ended no later), may both have passed. Give it back. Or
+		// released, or found lost, meanwhile (ErrNotHeld).
 		l.lost()
-		m.lost(ctx, l, true)
+		m.lost(ctx, l, !errors.Is(err, ErrNotHeld))
 		return err
 	}
 	if k := l.keptEntry(); k != nil && !renewal {
@@ -200,18 +237,12 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 // While other callers of the same Client wait for the key (single mode,
 // notified, not fair), Release hands the lock to the longest-waiting one in
 // the same call instead (see the package guide, Handoff). In quorum mode it
-// asks the nodes that granted and returns as soon as a majority released
-// (or too few held the grant for a majority); the other nodes finish in the
-// background (Close waits for them), and a node whose grant had not
-// answered yet is released once it does.
+// asks every node that holds the grant or may, and returns as soon as a
+// majority released (or too few held the grant for a majority); the other
+// nodes finish in the background (Close waits for them), and a node whose
+// grant had not answered yet is released once it does.
 func (l *Lock) Release(ctx context.Context) (err error) {
-	if l == nil {
-		return ErrNotHeld
-	}
-	l.mu.Lock()
-	released := l.released
-	l.mu.Unlock()
-	if released {
+	if l == nil || l.releasing() {
 		return ErrNotHeld
 	}
 	ctx, done := l.beginRelease(ctx)
@@ -223,18 +254,23 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 			l.c.wakeLocal(l)
 		}
 	}
-	l.mu.Lock()
-	l.until, l.released = time.Time{}, err == nil
-	l.mu.Unlock()
+	l.endRelease(err)
 	return err
 }
 
-// beginRelease starts a release of l: it ends l's renewal, detaches ctx
-// from the caller's cancellation and tells the observers; done reports the
-// release's outcome to them (a no-op without observers).
+// beginRelease starts a release of l: it ends l's renewal (and the work
+// that Run or a Held keeps under it), detaches ctx from the caller's
+// cancellation and tells the observers; done reports the release's
+// outcome to them (a no-op without observers).
 func (l *Lock) beginRelease(ctx context.Context) (_ context.Context, done func(error)) {
-	if k := l.keptEntry(); k != nil {
+	l.mu.Lock()
+	k, w := l.kept, l.watch
+	l.mu.Unlock()
+	if k != nil {
 		k.remove() // no renewal after the release
+	}
+	if w != nil {
+		w.Released() // Run's fn, a Held: the lock is given up
 	}
 	ctx = detach(ctx)
 	obs := l.c.obs

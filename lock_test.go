@@ -3,8 +3,14 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 )
@@ -127,4 +133,79 @@ func TestNilLock(t *testing.T) {
 	if l.Key() != "" || l.Token() != "" || l.Fence() != 0 || !l.ValidUntil().IsZero() {
 		t.Fatal("nil lock accessors not zero")
 	}
+}
+
+// After Release returned nil, ValidUntil is zero, whatever ran on the Lock
+// at the same time: here a Refresh whose script had extended the lease
+// before the Release, and that records its validity only after the
+// Release returned. (So does a MultiLock.)
+func TestReleaseRacingRefresh(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t, 10*time.Second)
+		hook := &pauseHook{}
+		rdb := redis.NewClient(b.rdb.Options())
+		t.Cleanup(func() { _ = rdb.Close() })
+		rdb.AddHook(hook)
+		c := newClient(t, rdb)
+		race := func(refresh, release func() error, validUntil func() time.Time) {
+			t.Helper()
+			answered, released := make(chan struct{}), make(chan struct{})
+			hook.arm(func() {
+				close(answered)
+				<-released
+			})
+			done := make(chan error, 1)
+			go func() { done <- refresh() }()
+			<-answered // Redis extended the lease; the Refresh waits
+			require.NoError(t, release())
+			close(released)
+			err := <-done
+			assert.True(t, validUntil().IsZero(), "ValidUntil %v after Release returned nil (Refresh: %v)", validUntil(), err)
+			assert.ErrorIs(t, err, redislock.ErrNotHeld, "a Refresh that ended after the Release")
+		}
+		l, err := c.Obtain(ctx, "race", 10*time.Second)
+		require.NoError(t, err)
+		race(func() error { return l.Refresh(ctx, 20*time.Second) }, func() error { return l.Release(ctx) }, l.ValidUntil)
+		m, err := c.ObtainMulti(ctx, []string{"race-a", "race-b"}, 10*time.Second)
+		require.NoError(t, err)
+		race(func() error { return m.Refresh(ctx, 20*time.Second) }, func() error { return m.Release(ctx) }, m.ValidUntil)
+	})
+}
+
+// pauseHook is a go-redis hook that, once armed, runs after on the
+// goroutine of the next script call (EVAL, EVALSHA) that Redis answered
+// without error, before the call returns.
+type pauseHook struct {
+	mu    sync.Mutex
+	after func()
+}
+
+func (h *pauseHook) arm(after func()) {
+	h.mu.Lock()
+	h.after = after
+	h.mu.Unlock()
+}
+
+func (h *pauseHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *pauseHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := strings.ToLower(cmd.Name()); err != nil || name != "evalsha" && name != "eval" {
+			return err
+		}
+		h.mu.Lock()
+		after := h.after
+		h.after = nil
+		h.mu.Unlock()
+		if after != nil {
+			after()
+		}
+		return err
+	}
+}
+
+func (h *pauseHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

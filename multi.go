@@ -14,6 +14,7 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
+	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -32,7 +33,7 @@ type MultiLock struct {
 	opts   options
 
 	validity
-	released bool // guarded by mu: a Release succeeded; a second one is ErrNotHeld
+	watch backend.ReleaseWatch // ends RunMulti's keeping on Release
 }
 
 // ObtainMulti takes the locks on all keys at once, as one lock: either it
@@ -291,7 +292,8 @@ func (m *MultiLock) Fence(key string) int64 {
 }
 
 // ValidUntil returns the end of the validity last confirmed for all keys
-// (see Lock.ValidUntil); the zero Time once the set is known not to be held.
+// (see Lock.ValidUntil); the zero Time, for good, once the set is known not
+// to be held.
 func (m *MultiLock) ValidUntil() time.Time {
 	if m == nil {
 		return time.Time{}
@@ -373,24 +375,16 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	if m == nil {
 		return ErrNotHeld
 	}
-	m.mu.Lock()
-	released := m.released
-	m.mu.Unlock()
-	if released {
+	if m.releasing() {
 		return ErrNotHeld
 	}
+	m.watch.Released() // RunMulti's fn: the set is given up
 	n, err := m.releaseGroups(ctx, m.groups)
-	m.lost()
-	switch {
-	case err != nil:
-		return err
-	case n < len(m.keys):
-		return ErrNotHeld
+	if err == nil && n < len(m.keys) {
+		err = ErrNotHeld
 	}
-	m.mu.Lock()
-	m.released = true
-	m.mu.Unlock()
-	return nil
+	m.endRelease(err)
+	return err
 }
 
 // RunMulti is Run for a MultiLock: it obtains all keys with ObtainMulti,
@@ -398,7 +392,8 @@ func (m *MultiLock) Release(ctx context.Context) error {
 // TTL/3), and releases the set when fn returns or panics. If a renewal
 // finds any key gone, or renewals cannot get through before ValidUntil,
 // fn's ctx is cancelled and RunMulti returns an error matching ErrLockLost,
-// as Run does.
+// as Run does; a Release of the set while fn runs is ErrReleased, as for
+// Run.
 func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Duration, fn func(ctx context.Context, m *MultiLock) error, opts ...Option) error {
 	if fn == nil {
 		return invalid("nil fn")
@@ -411,12 +406,27 @@ func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Durati
 	if err != nil {
 		return err
 	}
-	return lease.RunLock(ctx, multiLease{m}, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
+	ml := multiLease{MultiLock: m}
+	ml.keeping = backend.KeepWith(multiKeeper{m})
+	return lease.RunLock(ctx, ml, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
 }
 
 // multiLease is a MultiLock as lease.RunLock needs it: its renewal, release
 // and validity. (Its Key and Fence stand for the whole set.)
-type multiLease struct{ *MultiLock }
+type multiLease struct {
+	*MultiLock
+	keeping // multiKeeper: renewed by Refresh, ended by a Release at once
+}
+
+// multiKeeper renews a MultiLock by Refresh, and reports its Release at
+// once (backend.Keeper).
+type multiKeeper struct{ m *MultiLock }
+
+func (k multiKeeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return k.m.watch.Keep(lost, func(lost func(cause error)) func() {
+		return backend.Refresher(nil, multiLease{MultiLock: k.m}, ttl, interval, lost)
+	})
+}
 
 func (m multiLease) Key() string  { return strings.Join(m.keys, ",") }
 func (m multiLease) Fence() int64 { return 0 }

@@ -307,8 +307,9 @@ func WithFair(on bool) Option {
 // WithQueueTTL sets, in fair mode, how long a waiter's place in the queue
 // survives without the waiter renewing it. Waiters renew it at every attempt
 // and wait at most a third of it between attempts; a waiter that died keeps
-// the lock from later waiters for at most this long after its last attempt.
-// Default 3 s. It must be at least 10 ms.
+// the lock from later waiters for at most this long after its last attempt
+// (a server clock stepped back meanwhile adds at most the time between two
+// attempts). Default 3 s. It must be at least 10 ms.
 func WithQueueTTL(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < minQueueTTL {

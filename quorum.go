@@ -65,24 +65,8 @@ func ttlOn(ctx context.Context, rdb redis.Scripter, l *Lock) (pttl, error) {
 	return pttl{ms, held}, err
 }
 
-// refresh extends l on the nodes that granted it (grantNodes.holding):
-// only their answers make its majority.
-func (qm *quorumMode) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error) {
-	return onGrant(qm, ctx, l.grant.holding(qm.c), qm.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ttl.Milliseconds()}, refreshOn, isTrue)
-}
-
-// extension is a refresh of l to ms milliseconds.
-type extension struct {
-	l  *Lock
-	ms int64
-}
-
-func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
-	return script.Refresh(ctx, rdb, e.l.keys.Boxed[:1], e.l.arg, e.ms)
-}
-
-// release goes to the nodes that granted l, deciding at the majority (see
-// onGrant and grantNodes); ctx must be detached from the caller's
+// release goes to the nodes that hold l or may, deciding at the majority
+// (see onGrant and grantNodes); ctx must be detached from the caller's
 // cancellation.
 func (qm *quorumMode) release(ctx context.Context, l *Lock) (ok int, errs []error) {
 	return onGrant(qm, ctx, l.grant.releasing(qm.c), l.opts.releaseTimeout, l.opts.autoPipeline, "release", l, releaseScript, isTrue)
@@ -129,9 +113,9 @@ const maxProposals = 3
 // it to every node at once, and decides as soon as the replies make the
 // outcome certain: granted by a majority, denied by other holders, or
 // proposed too low (then it proposes again at once, higher). Nodes that
-// answer after the decision are settled in the background: a late grant is
-// kept as part of a lock that was won, released otherwise; a node that
-// failed may hold the grant, and is released.
+// answer after the decision are settled in the background (grantNodes): a
+// won lock keeps a late grant, and a node that failed, which may hold it;
+// a lost attempt releases them.
 func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 	c := qm.c
 	n, q := len(c.nodes), c.majority()
@@ -139,12 +123,18 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 	var top int64 // the highest fence the nodes named for this key
 	for range maxProposals {
 		l := r.newLock()
+		g := newGrantNodes(n)
+		l.grant = g
 		proposal := max(qm.now().UnixMicro(), above(qm.seen.Load()), above(top))
 		l.start = time.Now()
-		round := fanoutOn(c, ctx, c.nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter) (script.ObtainReply, error) {
+		round := fanoutOn(c, ctx, c.nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter, _ int) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
 				Holder: l.opts.holder}.Run(ctx, rdb)
-		}, func(ctx context.Context, node int) { c.releaseNow(ctx, l, c.nodes[node]) }) // an abandoned call, once it returned
+		}, func(ctx context.Context, node int, rep script.ObtainReply, err error) { // an abandoned call, once it returned
+			if g.settled(node, obtained(rep, err, proposal)) {
+				c.releaseNow(ctx, l, c.nodes[node])
+			}
+		})
 		v := votes{qm: qm, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
 		_, missing := round.Gather(timeout, v.count)
 
@@ -156,29 +146,26 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 			expired = l.confirmFrom(&l.opts, l.start, r.ttl)
 		}
 		keep := won && expired == nil
-		if keep {
-			l.grant = newGrantNodes(n, v.grants, missing)
-		}
+		early := g.decide(keep, v.grants, v.failed, v.free)
 		round.Stop(func(rep nodes.Reply[script.ObtainReply]) {
-			granted := rep.Err == nil && rep.Val.Status == script.Granted
-			settled := settledElsewhere(rep.Err)
-			switch {
-			case keep:
-				qm.settleLate(ctx, l, rep.Node, granted, rep.Err != nil, settled)
-			case granted || rep.Err != nil && !settled:
+			if nodes.IsAbandoned(rep.Err) {
+				return // its settle settles it
+			}
+			if g.settled(rep.Node, obtained(rep.Val, rep.Err, proposal)) {
 				c.releaseOn(ctx, l, c.nodes[rep.Node])
 			}
 		})
-		for _, i := range v.failed {
-			c.releaseOn(ctx, l, c.nodes[i]) // a lost reply may hide a grant
-		}
 		if keep {
 			return l, nil
 		}
 		// Not won: release the nodes that granted before retrying or
-		// failing. A node that answered "held" or "fence too low" wrote
-		// nothing: the script is atomic and replay-safe.
+		// failing, and in the background those that may have. A node that
+		// answered "held" or "fence too low" wrote nothing: the script is
+		// atomic and replay-safe.
 		qm.releaseNodes(ctx, l, v.grants)
+		for _, i := range append(v.failed, early...) {
+			c.releaseOn(ctx, l, c.nodes[i]) // a lost reply may hide a grant
+		}
 		switch {
 		case expired != nil:
 			return nil, expired
@@ -217,13 +204,17 @@ type votes struct {
 	top                int64                             // the highest other last fence of the nodes that answered "proposal too low"
 	pttl               int64                             // the longest remaining lease of the nodes that answered "held"
 	grants, failed     []int                             // nodes that granted; nodes that failed
+	free               []int                             // nodes that wrote nothing: answered no, or never sent
 	errs               []nodes.Reply[script.ObtainReply] // the failed nodes' replies
 }
 
 // count adds one reply and reports whether the attempt is decided.
 func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	switch r := rep.Val; {
-	case settledElsewhere(rep.Err): // never sent, or released when it returns
+	case settledElsewhere(rep.Err): // never sent, or settled when it returns
+		if nodes.NotSent(rep.Err) {
+			v.free = append(v.free, rep.Node)
+		}
 		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: asNodeErr(v.qm.c, v.ctx, rep, "obtain")})
 		return false
 	case rep.Err != nil:
@@ -235,10 +226,12 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 		rep.Err = v.qm.c.nodeErr(v.ctx, rep.Node, "obtain", errNoExpiry)
 	case r.Status == script.Held:
 		v.held++
+		v.free = append(v.free, rep.Node)
 		v.pttl = max(v.pttl, r.PTTL)
 		return v.held > v.n-v.q // other holders alone deny the majority
 	case r.Status == script.LowProposal:
 		v.low++
+		v.free = append(v.free, rep.Node)
 		if r.Counter == math.MaxInt64 {
 			v.exhausted++
 		} else {
@@ -309,18 +302,6 @@ func (qm *quorumMode) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	round.Stop(nil)
 }
 
-// settleLate is the late handler of a won quorum attempt (nodes.Round.Stop):
-// a node that failed may hold the grant and is released in the background;
-// a late grant is kept, unless the lock was given up meanwhile.
-func (qm *quorumMode) settleLate(ctx context.Context, l *Lock, i int, granted, failed, busy bool) {
-	if l.grant.answered(i, granted, failed) && !failed {
-		qm.c.releaseOn(ctx, l, qm.c.nodes[i])
-	}
-	if failed && !busy { // a refused call never reached the node
-		qm.c.releaseOn(ctx, l, qm.c.nodes[i])
-	}
-}
-
 // releaseLost releases a quorum grant found lost (a Refresh without a
 // majority) in the background, on every node that granted it, so that a
 // minority's extension does not outlive the loss; it does not wait.
@@ -328,101 +309,6 @@ func (qm *quorumMode) releaseLost(ctx context.Context, l *Lock) {
 	for _, n := range l.grant.releasing(qm.c) {
 		qm.c.releaseOn(ctx, l, n)
 	}
-}
-
-// onGrant runs f(ctx, rdb, arg), an operation on a held grant, on the nodes
-// ns (nil: every node) and counts the replies for which yes is true,
-// collecting the errors (each a *NodeError): in parallel on the live pool,
-// returning as soon as the outcome is certain (see decided), every node
-// answered, or timeout has passed. Only at the timeout does a node not
-// heard from count as timed out. The calls not waited for finish in the
-// background on the live pool (Close waits for them); their replies are
-// dropped.
-func onGrant[T, A any](qm *quorumMode, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
-	arg A, f func(ctx context.Context, rdb redis.Scripter, arg A) (T, error), yes func(T) bool) (ok int, errs []error) {
-	c := qm.c
-	if ns == nil {
-		ns = c.nodes
-	}
-	round := fanoutOn(c, ctx, ns, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (T, error) {
-		return f(ctx, rdb, arg)
-	}, nil)
-	q, left, early := c.majority(), len(ns), false
-	_, missing := round.Gather(timeout, func(r nodes.Reply[T]) bool {
-		left--
-		switch {
-		case r.Err != nil:
-			errs = append(errs, asNodeErr(c, ctx, r, op))
-		case yes(r.Val):
-			ok++
-		}
-		early = decided(q, ok, len(errs), left)
-		return early
-	})
-	round.Stop(nil)
-	if !early {
-		for _, r := range timedOut[T](c, ctx, missing, op) {
-			errs = append(errs, r.Err)
-		}
-	}
-	return ok, errs
-}
-
-// decided reports whether a quorum call on a held grant can stop waiting:
-// ok nodes said yes, errs failed, left have not answered. It is certain
-// when a majority said yes (success), or when no majority of yes remains
-// possible even if every failed node had said yes (ErrNotHeld). A call
-// with too few yes but enough failures for either verdict waits for the
-// rest (a majority that did not answer: the verdict is then ErrNoQuorum).
-func decided(q, ok, errs, left int) bool {
-	return ok >= q || ok+errs+left < q
-}
-
-// asNodeErr is a reply's error as a *NodeError: a call that Fanout
-// refused (nodes.ErrBusy) comes unwrapped.
-func asNodeErr[T any](c *Client, ctx context.Context, r nodes.Reply[T], op string) error {
-	if errors.Is(r.Err, nodes.ErrBusy) {
-		var ne *NodeError
-		if !errors.As(r.Err, &ne) {
-			return c.nodeErr(ctx, r.Node, op, r.Err)
-		}
-	}
-	return r.Err
-}
-
-// fanoutOn starts f on the nodes ns on the live pool; settle (nil: none)
-// settles a node's abandoned call once it returns (see Client.call).
-func fanoutOn[T any](c *Client, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
-	f func(ctx context.Context, rdb redis.Scripter) (T, error), settle func(ctx context.Context, node int)) *nodes.Round[T] {
-	if ctx.Done() == nil {
-		ctx = nodes.Bounded(ctx) // the live pool's calls are background work
-	}
-	return nodes.Fanout(c.live, ns, func(n *nodes.Node) (T, error) {
-		var v T
-		var late func(context.Context, error)
-		if settle != nil {
-			late = func(ctx context.Context, _ error) { settle(ctx, n.Index) }
-		}
-		err := c.call(ctx, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
-			v, err = f(ctx, rdb)
-			return err
-		}, late)
-		if err != nil {
-			var zero T // v may still be written (abandoned)
-			return zero, err
-		}
-		return v, nil
-	})
-}
-
-// timedOut returns a timeout reply for each missing node, saying why the
-// node did not answer where its dial probe knows (nodes.Node.NoReply).
-func timedOut[T any](c *Client, ctx context.Context, missing []int, op string) []nodes.Reply[T] {
-	var rs []nodes.Reply[T]
-	for _, i := range missing {
-		rs = append(rs, nodes.Reply[T]{Node: i, Err: c.nodeErr(ctx, i, op, c.nodes[i].NoReply(context.DeadlineExceeded))})
-	}
-	return rs
 }
 
 // verdict turns per-node outcomes of an operation on a held grant into its

@@ -38,7 +38,8 @@ var _ backend.Keeper = keeper{}
 // Keep renews the lock to ttl every interval until stop is called, for Run
 // and lease.Hold (see backend.Keeper): lost is called, at most once, when a
 // renewal finds the lock gone or the validity ends before a renewal got
-// through, never later than the last ValidUntil. The Client's observers
+// through, never later than the last ValidUntil, or at once, with
+// ErrReleased, when the Lock's Release is called. The Client's observers
 // see each renewal (RefreshDoneEvent.Renewal) and the loss (LossEvent).
 //
 // In single mode (standalone, Sentinel, Cluster) the Client's one renewer
@@ -49,15 +50,29 @@ var _ backend.Keeper = keeper{}
 // little time, each lock has its own timer and Refresh calls.
 func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
 	l := k.Lock
-	if k := l.c.m.keepBatched(l, ttl, interval, lost); k != nil {
-		return k.stop
-	}
-	return backend.Refresher(nil, renewal{l}, ttl, interval, func(cause error) {
-		if obs := l.c.obs; obs != nil {
+	report := func(cause error) {
+		if obs := l.c.obs; obs != nil && !errors.Is(cause, ErrReleased) {
 			obs.lockLost(context.Background(), observe.LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
 		}
 		lost(cause)
+	}
+	return l.releaseWatch().Keep(report, func(lost func(cause error)) func() {
+		if k := l.c.m.keepBatched(l, ttl, interval, lost); k != nil {
+			return k.stop
+		}
+		return backend.Refresher(nil, renewal{l}, ttl, interval, lost)
 	})
+}
+
+// releaseWatch returns the Lock's ReleaseWatch, made by its first Keep: a
+// Release ends its keeping at once (backend.Keeper).
+func (l *Lock) releaseWatch() *backend.ReleaseWatch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.watch == nil {
+		l.watch = new(backend.ReleaseWatch)
+	}
+	return l.watch
 }
 
 // renewal is a Lock whose Refresh is a renewal of Run or lease.Hold.
@@ -156,12 +171,7 @@ func (k *kept) Renewed(until time.Time) {
 	if k.removed.Load() {
 		return
 	}
-	l := k.l
-	l.mu.Lock()
-	if !l.released {
-		l.until, l.ttl = until, k.ttl
-	}
-	l.mu.Unlock()
+	k.l.set(until, k.ttl)
 }
 
 // Lost tells the holder (and the observers) that the lock is lost
@@ -170,14 +180,10 @@ func (k *kept) Lost(cause error) {
 	if k.removed.Load() {
 		return
 	}
-	l := k.l
 	if errors.Is(cause, ErrNotHeld) {
-		l.lost()
+		k.l.lost()
 	}
-	if obs := l.c.obs; obs != nil {
-		obs.lockLost(context.Background(), observe.LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
-	}
-	k.lost(cause)
+	k.lost(cause) // Keep's: tells the observers
 }
 
 // keptEntry returns l's renewer entry, if it has one.

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/observe"
 )
@@ -88,7 +89,7 @@ func (b *batchCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 func (b *batchCalls) count(cmd redis.Cmder) {
-	n, ok := redistest.BatchRefreshKeys(cmd)
+	n, ok := script.BatchRefreshKeys(cmd)
 	if !ok {
 		return
 	}

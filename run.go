@@ -22,6 +22,13 @@ import (
 // tells the reason: a cause matching ErrNotHeld, or ErrLeaseExpired with
 // the last renewal's error.
 //
+// A Release of the lock while fn runs (fn, or another goroutine, called
+// l.Release) gives it up early: fn's ctx is cancelled when that Release
+// is called, with ErrReleased as its cause; Run does not release the lock
+// again and returns an error matching ErrReleased (joined with fn's own
+// error), not nil, since what fn did after the Release ran without the
+// lock. An error of that Release is its caller's.
+//
 // If fn panics, the renewal stops and the lock is released before the panic
 // goes on up the stack: a handler panic recovered by net/http does not leave
 // the lock held until its TTL.
@@ -89,11 +96,7 @@ func (r *runLock) Release(ctx context.Context) error {
 	if !lost && !l.c.unreachable() {
 		return l.Release(ctx)
 	}
-	l.mu.Lock()
-	released := l.released
-	l.until, l.released = time.Time{}, true
-	l.mu.Unlock()
-	if released {
+	if l.endRelease(nil) {
 		return ErrNotHeld
 	}
 	// The observers see the release when it is done, as Release's.

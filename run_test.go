@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
@@ -246,4 +249,71 @@ func TestRunReturnsWhenRedisUnreachable(t *testing.T) {
 	if w.fired.Load() {
 		t.Fatal("Run waited for a release on the unreachable server")
 	}
+}
+
+// A Release inside Run's fn gives the lock up early: fn's ctx is done when
+// the Release returns (cause ErrReleased), another client takes the lock
+// while fn goes on, Run does not release again (the other client's lock
+// stays), and Run returns ErrReleased with fn's error, not nil. Single
+// mode (batched renewal), quorum mode (renewal by Refresh) and RunMulti.
+func TestRunReleaseInsideFn(t *testing.T) {
+	t.Parallel()
+	fnErr := errors.New("fn went on")
+	check := func(t *testing.T, run func(fn func(ctx context.Context, release func() error) error) error, other func() (release func() error, err error)) {
+		t.Helper()
+		var otherRelease func() error
+		err := run(func(fctx context.Context, release func() error) error {
+			require.NoError(t, release())
+			assert.Error(t, fctx.Err(), "fn's ctx not done after the Release")
+			assert.ErrorIs(t, context.Cause(fctx), redislock.ErrReleased)
+			var err error
+			otherRelease, err = other()
+			require.NoError(t, err, "another client while fn goes on")
+			return fnErr
+		})
+		assert.ErrorIs(t, err, redislock.ErrReleased)
+		assert.ErrorIs(t, err, fnErr)
+		assert.NotErrorIs(t, err, redislock.ErrLockLost)
+		require.NotNil(t, otherRelease)
+		assert.NoError(t, otherRelease(), "the other client's lock, after Run returned")
+	}
+	runLock := func(c *redislock.Client, ctx context.Context, key string) func(fn func(context.Context, func() error) error) error {
+		return func(fn func(context.Context, func() error) error) error {
+			return c.Run(ctx, key, 10*time.Second, func(ctx context.Context, l *redislock.Lock) error {
+				return fn(ctx, func() error { return l.Release(ctx) })
+			})
+		}
+	}
+	obtain := func(c *redislock.Client, ctx context.Context, key string) func() (func() error, error) {
+		return func() (func() error, error) {
+			l, err := c.Obtain(ctx, key, 10*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return l.Release(ctx) }, nil
+		}
+	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t, 20*time.Second)
+		c := newClient(t, b.rdb)
+		check(t, runLock(c, ctx, "rel"), obtain(newClient(t, b.rdb), ctx, "rel"))
+		keys := []string{"rel-a", "rel-b"}
+		check(t, func(fn func(context.Context, func() error) error) error {
+			return c.RunMulti(ctx, keys, 10*time.Second, func(ctx context.Context, m *redislock.MultiLock) error {
+				return fn(ctx, func() error { return m.Release(ctx) })
+			})
+		}, func() (func() error, error) {
+			m, err := newClient(t, b.rdb).ObtainMulti(ctx, keys, 10*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return m.Release(ctx) }, nil
+		})
+	})
+	t.Run("quorum", func(t *testing.T) {
+		t.Parallel()
+		q := startQuorum(t, 3)
+		ctx := ctxT(t, 20*time.Second)
+		check(t, runLock(q.client(t), ctx, "rel"), obtain(q.client(t), ctx, "rel"))
+	})
 }

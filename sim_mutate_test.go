@@ -40,14 +40,20 @@ var simMutations = map[string]simMutation{
 	}},
 	// Obtain sets the key without PX: it never expires.
 	"nopx": {expect: sim.InvExpiry, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- obtain:", "';' .. mark, 'PX', ARGV[2])", "';' .. mark)",
-			"';', 'PX', ARGV[2])", "';')")
+		return replaceOnce(src, "-- obtain:", "';', 'PX', ARGV[2])", "';')", // the common case
+			"';', 'PX', ARGV[2])", "';')") // the general code
 	}},
 	// Obtain sets half the TTL asked for: the key expires while its
 	// holder was told it is valid.
 	"halfpx": {expect: sim.InvLossReported, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- obtain:", "';' .. mark, 'PX', ARGV[2])", "';' .. mark, 'PX', math.floor(ARGV[2] / 2))",
-			"';', 'PX', ARGV[2])", "';', 'PX', math.floor(ARGV[2] / 2))")
+		return replaceOnce(src, "-- obtain:", "';', 'PX', ARGV[2])", "';', 'PX', math.floor(ARGV[2] / 2))", // the common case
+			"';', 'PX', ARGV[2])", "';', 'PX', math.floor(ARGV[2] / 2))") // the general code
+	}},
+	// A refresh's join takes the key whatever it holds: a slow holder's
+	// refresh takes a node of the newer holder's majority, which is left
+	// without one while its client believes it valid.
+	"jointake": {expect: sim.InvLossReported, script: func(src string) (string, bool) {
+		return replaceOnce(src, "-- join:", "local rel, reply = '', 2\nif v then", "local rel, reply = '', 2\nif false then")
 	}},
 	// The grant reaches its caller one TTL after Obtain returned it, as
 	// if Obtain returned grants after their validity (the library's own

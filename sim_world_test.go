@@ -136,8 +136,14 @@ func (w *simWorld) playFaults(faults []sim.Fault) {
 // apply starts (on) or ends a fault. Faults of one node overlap: it is
 // down (blackholed) while any fault holds it down (blackholed).
 func (w *simWorld) apply(f sim.Fault, on bool) {
-	if f.Kind == sim.FaultCut {
+	switch f.Kind {
+	case sim.FaultCut:
 		w.net.Cut(f.Node)
+		return
+	case sim.FaultStep:
+		now := time.Now()
+		w.clocks[f.Node].Step(now, f.By)
+		w.nodes[f.Node].SetTime(w.clocks[f.Node].Read(now))
 		return
 	}
 	w.mu.Lock()

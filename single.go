@@ -292,12 +292,14 @@ func (s *single) multi() (*single, error) { return s, nil }
 // of other Clients see the lock held throughout a chain of handoffs.
 const maxHandoffs = 16
 
-// handOff passes l to the longest-waiting caller of this Client for its
-// key, if there is one (notified, not fair, not sharded): one obtain.lua
-// call releases l and grants the waiter's fresh token, with its own TTL
-// and the next fence, in one atomic step. It reports handed = false when
-// there is no such waiter (Release then releases as usual), else
-// Release's result for l.
+// handOff releases l and passes the lock to the longest-waiting caller of
+// this Client for its key, if there is one (notified, not fair, not
+// sharded), in one release.lua call: the waiter's fresh token takes the
+// lock with its own TTL and the next fence, in the same atomic step. Where
+// Redis cannot write that grant (out of memory) the call releases l all
+// the same, and the waiter, woken, tries on its own. It reports handed =
+// false when there is no such waiter (Release then releases as usual),
+// else Release's result for l.
 func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) {
 	c := s.c
 	if l.handoffs >= maxHandoffs || !l.opts.notify || l.opts.fair || l.opts.sharded {
@@ -314,10 +316,11 @@ func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 	next := req.newLock()
 	next.handoffs = l.handoffs + 1
 	next.start = time.Now()
-	var rep script.ObtainReply
+	var released bool
+	var fence int64
 	err = c.call(ctx, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "handoff", func(ctx context.Context, rdb redis.Scripter) (err error) {
-		rep, err = script.Obtain{Keys: l.keys.Boxed[:1], Token: next.arg, TTL: next.ttlArg,
-			Holder: next.opts.holder, From: l.arg}.Run(ctx, rdb)
+		released, fence, err = script.Handoff{Keys: l.keys.Boxed[:1], Token: l.arg, RecordTTL: recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg),
+			Publish: s.publish(&l.opts), To: next.arg, TTL: next.ttlArg, Holder: next.opts.holder}.Run(ctx, rdb)
 		return err
 	}, (*settleRelease)(next).settle)
 	switch {
@@ -329,16 +332,19 @@ func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 			c.giveBack(ctx, next)
 		}
 		return true, err
-	case rep.Status == script.Granted:
-		next.fence = rep.Fence
+	case fence > 0:
+		next.fence = fence
 		if next.confirmFrom(&next.opts, next.start, req.ttl) != nil || !w.Deliver(sub, next, true) {
 			w.Deliver(sub, nil, false)
 			c.giveBack(ctx, next)
 		}
 	default:
 		w.Deliver(sub, nil, false)
+		if released {
+			c.wakeLocal(l) // released without handoff: the waiter tries
+		}
 	}
-	if !rep.Released {
+	if !released {
 		return true, ErrNotHeld
 	}
 	return true, nil

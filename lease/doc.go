@@ -28,7 +28,8 @@
 // # Errors
 //
 // Contention is ErrNotObtained, never an unreachable backend; a grant that
-// is gone is ErrNotHeld; work that lost its lock is ErrLockLost; bad input
-// is ErrInvalidArgument. Backends wrap these (errors.Is matches across
-// backends) and keep a context's error next to them.
+// is gone is ErrNotHeld; work that lost its lock is ErrLockLost, work whose
+// lock was released under it ErrReleased; bad input is ErrInvalidArgument.
+// Backends wrap these (errors.Is matches across backends) and keep a
+// context's error next to them.
 package lease

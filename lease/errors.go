@@ -21,6 +21,14 @@ var (
 	// validity ended. Run returns it; a Held handle reports it.
 	ErrLockLost = errs.ErrLockLost
 
+	// ErrReleased means the Lock was released while work still ran under
+	// it: fn (or another goroutine) called the Lock's own Release while
+	// Run, RunLock or Hold kept it. fn's context (the Held's Context) ends
+	// at once with it as the cause, whatever the Release's outcome (its
+	// caller gets that), and Run returns it (with fn's own error) without
+	// releasing again: the work after the Release ran without the lock.
+	ErrReleased = errs.ErrReleased
+
 	// ErrLeaseExpired is the cause of a loss when the validity last
 	// confirmed ended before a renewal got through (the backend was
 	// unreachable, slow or paused); it is joined with the last renewal's

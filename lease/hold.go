@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redislock-go/redislock/lease/internal/errs"
@@ -27,14 +28,19 @@ type Held struct {
 
 	once   sync.Once
 	relErr error
+	given  atomic.Bool // the Lock's own Release ended the hold (ErrReleased)
 }
 
 // Hold keeps l renewed to ttl every WithRefreshInterval (default: a third
 // of ttl) until Release. If a renewal finds the lock gone, or renewals
 // cannot get through before l.ValidUntil, the Context is cancelled with a
 // cause matching ErrLockLost, no later than the last confirmed ValidUntil;
-// Done is closed then. ctx gives the Context its values and its
-// cancellation; its end does not release the lock: call Release.
+// Done is closed then. If l's own Release is called meanwhile, the
+// Context is cancelled at once with ErrReleased as its cause (where l's
+// backend reports releases to its Keeper, as the backends of this project
+// do; otherwise the next renewal finds the lock gone). ctx gives the
+// Context its values and its cancellation; its end does not release the
+// lock: call Release.
 //
 // A Lock whose backend renews leases itself (lease/backend.Keeper) is
 // renewed by its backend; others by one Refresh per interval on a timer
@@ -60,7 +66,14 @@ func Hold(ctx context.Context, l Lock, ttl time.Duration, opts ...Option) (*Held
 	}
 	h := &Held{lock: l}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
-	lost := func(cause error) { h.cancel(errs.Join(ErrLockLost, cause)) }
+	lost := func(cause error) {
+		if errors.Is(cause, ErrReleased) {
+			h.given.Store(true) // given up, not lost
+			h.cancel(cause)
+			return
+		}
+		h.cancel(errs.Join(ErrLockLost, cause))
+	}
 	if k := keep.Of(l); k != nil {
 		h.stop = k.Keep(ttl, interval, lost)
 	} else {
@@ -73,14 +86,16 @@ func Hold(ctx context.Context, l Lock, ttl time.Duration, opts ...Option) (*Held
 func (h *Held) Lock() Lock { return h.lock }
 
 // Context returns a context that is cancelled when the lock is lost (its
-// cause matches ErrLockLost), when it is released, or when Hold's ctx ends.
+// cause matches ErrLockLost), when it is released (by Release, or by the
+// Lock's own Release: ErrReleased), or when Hold's ctx ends.
 func (h *Held) Context() context.Context { return h.ctx }
 
 // Done is closed when Context is done.
 func (h *Held) Done() <-chan struct{} { return h.ctx.Done() }
 
 // Err returns nil while the lock is held; after that, why it is not: an
-// error matching ErrLockLost once lost, ErrNotHeld once released, or the
+// error matching ErrLockLost once lost, ErrNotHeld once released by
+// Release, ErrReleased once released by the Lock's own Release, or the
 // error of Hold's ctx if that ended first.
 func (h *Held) Err() error {
 	if h.ctx.Err() == nil {
@@ -104,12 +119,27 @@ func (h *Held) lost() error {
 }
 
 // Release stops the renewal and releases the lock; later calls return the
-// first call's result.
+// first call's result. A lock released by its own Release meanwhile (Err
+// matched ErrReleased) is not released again: Release returns ErrNotHeld,
+// as a second Release of the Lock does.
 func (h *Held) Release(ctx context.Context) error {
 	h.once.Do(func() {
 		h.stop()
 		h.cancel(errReleased)
+		if h.given.Load() {
+			h.relErr = ErrNotHeld
+			return
+		}
 		h.relErr = h.lock.Release(ctx)
 	})
 	return h.relErr
+}
+
+// released returns ErrReleased if the Lock's own Release ended the hold
+// (whatever ended the Context first), else nil.
+func (h *Held) released() error {
+	if h.given.Load() {
+		return ErrReleased
+	}
+	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 // Run obtains the lock on key from locker, runs fn while renewing the lease
 // in the background, and releases the lock when fn returns. See RunLock for
-// renewal, loss and panics. The options go to Obtain and to the renewal;
+// renewal, loss, a Release inside fn (ErrReleased) and panics. The options go to Obtain and to the renewal;
 // Obtain's errors are returned as Obtain returns them, and fn is not called.
 func Run(ctx context.Context, locker Locker, key string, ttl time.Duration, fn func(ctx context.Context, l Lock) error, opts ...Option) error {
 	if locker == nil {
@@ -46,6 +46,13 @@ func Run(ctx context.Context, locker Locker, key string, ttl time.Duration, fn f
 // reason. fn must stop its work promptly when its ctx is done: after that
 // another holder may own the lock.
 //
+// A Release of l while fn runs (by fn, or by another goroutine) gives the
+// lock up early: fn's ctx ends at once, its cause ErrReleased; RunLock does
+// not release l again and returns an error matching ErrReleased (and fn's
+// own error), since what fn did after the Release ran without the lock.
+// (The backends of this project report such a Release to RunLock at once;
+// for a backend that does not, see Hold.)
+//
 // If fn panics, the renewal stops and the lock is released before the
 // panic goes on up the stack, so that a recovered panic (net/http recovers
 // a handler's) does not leave the lock held until its TTL. No goroutine
@@ -67,6 +74,10 @@ func RunLock(ctx context.Context, l Lock, ttl time.Duration, fn func(ctx context
 	}()
 	fnErr := fn(h.Context())
 	returned = true
+	if released := h.released(); released != nil {
+		_ = h.Release(ctx) // stops the renewal; releases nothing
+		return errs.Join(fnErr, released)
+	}
 	lost := h.lost()
 	relErr := h.Release(ctx)
 	switch {

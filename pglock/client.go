@@ -83,8 +83,8 @@ func (realClock) AfterFunc(d time.Duration, f func()) lease.Timer { return time.
 func (c *Client) Table() string { return c.n.table }
 
 // Channel returns the LISTEN channel on which releases notify waiters:
-// "redislock_" and 20 hex digits of the md5 of the table name. The payload
-// is the md5 (hex) of the key.
+// "redislock_" and 20 hex digits of the SHA-256 of the table name. The
+// payload is the SHA-256 (hex) of the key.
 func (c *Client) Channel() string { return c.n.channel }
 
 // Close stops the Client's background work and waits for it: the

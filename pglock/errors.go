@@ -18,6 +18,10 @@ var (
 	// ErrLockLost: Run, RunTx or an advisory lock lost the lock while fn
 	// ran; fn's context was cancelled.
 	ErrLockLost = lease.ErrLockLost
+	// ErrReleased: Run or RunTx whose lock was released while fn ran (fn
+	// called its Release); fn's context ended then, and the lock was not
+	// released again.
+	ErrReleased = lease.ErrReleased
 	// ErrLeaseExpired: the cause of a loss when no renewal got through
 	// before the validity ended.
 	ErrLeaseExpired = lease.ErrLeaseExpired

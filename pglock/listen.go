@@ -2,7 +2,7 @@ package pglock
 
 import (
 	"context"
-	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"slices"
 	"sync"
@@ -26,7 +26,7 @@ type listener struct {
 
 	mu      sync.Mutex
 	up      bool                 // LISTEN is in effect
-	waiters map[string][]*waiter // by md5 hex of the key, oldest first
+	waiters map[string][]*waiter // by payload of the key, oldest first
 }
 
 // waiter is one Obtain call waiting for a key's release.
@@ -46,10 +46,11 @@ const (
 // transaction pooler without a session config.
 func (c *Client) canListen() bool { return !c.opts.txPooler || c.opts.sessionConf != nil }
 
-// payload is what a release of key sends: the md5 (hex) of the key, which
-// fits NOTIFY's 8000 bytes whatever the key.
+// payload is what a release of key sends: the SHA-256 (hex) of the key,
+// which fits NOTIFY's 8000 bytes whatever the key (the release statement
+// computes the same on the server).
 func payload(key string) string {
-	sum := md5.Sum([]byte(key))
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
 }
 

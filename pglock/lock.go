@@ -211,6 +211,8 @@ type Lock struct {
 	ttl      time.Duration // last TTL asked for
 	until    time.Time     // validity confirmed by the last grant or refresh
 	released bool          // a Release succeeded: a second one is ErrNotHeld
+
+	watch backend.ReleaseWatch // a Release ends Hold's and Run's keeping at once
 }
 
 var (
@@ -348,6 +350,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if released {
 		return lease.ErrNotHeld
 	}
+	l.watch.Released() // Run's fn, a Held: the lock is given up
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.releaseTimeout)
 	defer cancel()
 	var n, notified int64
@@ -373,7 +376,9 @@ type keeping = backend.Keeping
 type keeper struct{ l *Lock }
 
 func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	return backend.Refresher(k.l.c.clock, k.l, ttl, interval, lost)
+	return k.l.watch.Keep(lost, func(lost func(cause error)) func() {
+		return backend.Refresher(k.l.c.clock, k.l, ttl, interval, lost)
+	})
 }
 
 // Now is the time on the Client's clock, that of the Lock's ValidUntil.
@@ -384,9 +389,10 @@ func (k keeper) Now() time.Time { return k.l.c.clock.Now() }
 // a renewal finds the lease gone, or renewals cannot get through before
 // ValidUntil, fn's ctx is cancelled no later than the last confirmed
 // ValidUntil and Run returns an error matching ErrLockLost (and fn's own
-// error, if it failed). A panic in fn releases the lock before it goes on
-// up. Obtain's errors are returned as Obtain returns them, and fn is not
-// called.
+// error, if it failed). A Release of l inside fn ends fn's ctx at once and
+// Run returns ErrReleased (see lease.RunLock). A panic in fn releases the
+// lock before it goes on up. Obtain's errors are returned as Obtain returns
+// them, and fn is not called.
 func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...Option) error {
 	if fn == nil {
 		return backend.Invalid("nil fn")

@@ -115,7 +115,7 @@ func TestNotifyWakesWaiter(t *testing.T) {
 		}
 	}, nil)
 	ctx := ctxFor(t)
-	key := "notified"
+	key := "notified é ✓" // not ASCII: the server hashes the payload as Go does (UTF-8)
 	l, err := holder.Obtain(ctx, key, time.Minute)
 	if err != nil {
 		t.Fatal(err)

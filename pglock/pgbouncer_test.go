@@ -8,15 +8,19 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	osuser "os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 
+	"github.com/redislock-go/redislock/internal/lifeline"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/pglock"
 )
@@ -84,15 +88,19 @@ logfile = %s
 			t.Fatal(err)
 		}
 	}
-	args := []string{filepath.Join(dir, "pgbouncer.ini")}
+	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	if os.Geteuid() == 0 {
-		args = append([]string{"-u", "postgres"}, args...) // pgbouncer refuses to run as root
+		// pgbouncer refuses to run as root: it runs as postgres from its
+		// start (its own -u would change its credentials later, which
+		// clears the Pdeathsig that makes it die with the test).
+		pg, err := osuser.Lookup("postgres")
+		require.NoError(t, err)
+		uid, _ := strconv.ParseUint(pg.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(pg.Gid, 10, 32)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	}
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lifeline.Start(cmd)) // dies with the test, however it ends
 	exited := make(chan struct{})
 	var waitErr error
 	go func() {

@@ -2,7 +2,7 @@ package pglock
 
 import (
 	"context"
-	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -85,7 +85,7 @@ func parseTable(table string) (names, error) {
 	n.fence = q(n.base + "_fence")
 	n.fenceLit = quoteLiteral(n.fence)
 	n.rawLease = n.leases
-	sum := md5.Sum([]byte(strings.Join(parts, "."))) // one channel per table, however its name is spelt
+	sum := sha256.Sum256([]byte(strings.Join(parts, "."))) // one channel per table, however its name is spelt
 	n.channel = "redislock_" + hex.EncodeToString(sum[:])[:20]
 	return n, nil
 }

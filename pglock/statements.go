@@ -70,14 +70,14 @@ WHERE name = $1 AND token = $2 AND expires_at > clock_timestamp()`),
 		// grant held the lease and gave it back, else 0; 1 when waiters
 		// were notified). The row is kept (token '', expired now) so that
 		// the next grant's fence is drawn under its lock; the notification
-		// (payload md5(name)) is sent at COMMIT, only when a waiter
-		// marked the row wanted.
+		// (payload: the SHA-256 of name, hex) is sent at COMMIT, only when
+		// a waiter marked the row wanted.
 		release: r.Replace(`WITH r AS (
 	UPDATE LEASES SET token = '', expires_at = clock_timestamp()
 	WHERE name = $1 AND token = $2 AND expires_at > clock_timestamp()
 	RETURNING wanted
 )
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM (SELECT pg_notify($3, md5($1)) FROM r WHERE wanted) n)`),
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM (SELECT pg_notify($3, encode(sha256(convert_to($1, 'UTF8')), 'hex')) FROM r WHERE wanted) n)`),
 
 		// ttl: $1 name, $2 token. One row (remaining lease in µs) while
 		// this grant holds the lease, else none.

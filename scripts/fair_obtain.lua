@@ -1,22 +1,23 @@
 -- fair_obtain: take the lock in arrival order. A caller that finds the lock
 -- held, or free but promised to an earlier waiter, joins (or stays in) the
 -- queue; the lock is granted only to the head of the queue, or to anyone
--- when the queue is empty. Queue entries expire unless their waiter renews
--- them by trying again.
+-- when the queue is empty. Entries expire unless their waiter tries again.
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  queue: sorted set of waiters' tickets, scored by arrival (µs)
 -- KEYS[3]  queue deadlines: sorted set of tickets, scored by the server
---          time (ms) at which the entry expires
+--          time (ms) at which the entry expires; and "~", scored by the
+--          server time of the latest attempt that queued less 2^45 ms
 -- ARGV[1]  token of this attempt (never contains ':' or ' ', never "~")
 -- ARGV[2]  lock TTL in milliseconds (> 0)
 -- ARGV[3]  queue entry TTL in milliseconds (> 0)
--- ARGV[4]  the waiter's ticket: its identity in the queue, the same for all
---          attempts of one Obtain call
+-- ARGV[4]  the waiter's ticket, the same for all attempts of one Obtain call
 -- ARGV[5]  holder identity to record, "" for none
 --
 -- The lock key holds a grant or a released record (see obtain.lua); a
--- released record is free. The queue keys disappear with their last entry.
+-- released record is free. When TIME reads earlier than "~" (the server's
+-- clock stepped back), every deadline moves back as far. The queue keys go
+-- with the last waiter granted (or leaving), else expire by the queue TTL.
 -- Replies:
 --   {1, fence}   granted (or a replay of this same grant)
 --   {0, pttl}    held by another grant: its PTTL
@@ -35,45 +36,43 @@ if v then
   local f
   tok, f, rel = string.match(v, '^([^:]*):(%d+):([^:]*)')
   f = valid(f)
-  if f and tok == ARGV[1] then
-    return {1, out(f)}
-  end
-  if f and tok == '~' then
-    v, last = nil, f -- released: free
-  end
+  if f and tok == ARGV[1] then return {1, out(f)} end
+  if f and tok == '~' then v, last = nil, f end -- released: free
 end
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowus / 1000)
--- Drop the entries of waiters that stopped renewing them.
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
+-- Drop the entries of waiters that stopped renewing them. The range finds
+-- "~" only when the server's clock has stepped back to before its time.
+local since = string.format('(%d', now - 2^45)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[3], since, now)
+if gone[1] == '~' then -- move everything back, "~" (sorted first) to now
+  local d = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+  local back = tonumber(d[2]) + 2^45 - now
+  for i = 1, #d, 2 do redis.call('ZADD', KEYS[3], tonumber(d[i + 1]) - back, d[i]) end
+  gone = redis.call('ZRANGEBYSCORE', KEYS[3], since, now)
+end
+for _, m in ipairs(gone) do
   redis.call('ZREM', KEYS[2], m)
   redis.call('ZREM', KEYS[3], m)
 end
-local function enqueue()
-  if not redis.call('ZSCORE', KEYS[2], ARGV[4]) then
-    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-    local score = nowus
-    if last[2] and tonumber(last[2]) >= score then
-      score = tonumber(last[2]) + 1
-    end
-    redis.call('ZADD', KEYS[2], score, ARGV[4])
+local function enqueue() -- a ZADD refused (out of memory) leaves the caller out: same reply
+  if not redis.call('ZSCORE', KEYS[2], ARGV[4]) then -- after the tail
+    local tail = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
+    if type(redis.pcall('ZADD', KEYS[2], math.max(nowus, (tonumber(tail) or 0) + 1), ARGV[4])) == 'table' then return end
   end
   local ttl = tonumber(ARGV[3])
-  redis.call('ZADD', KEYS[3], now + ttl, ARGV[4])
-  for i = 2, 3 do
-    if redis.call('PTTL', KEYS[i]) < ttl then
-      redis.call('PEXPIRE', KEYS[i], ttl)
-    end
+  if type(redis.pcall('ZADD', KEYS[3], now + ttl, ARGV[4], now - 2^45, '~')) == 'table' then return end
+  if redis.call('PTTL', KEYS[2]) < ttl then -- the queue keys expire together
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    redis.call('PEXPIRE', KEYS[3], ttl)
   end
 end
 if v then
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl ~= -1 then
     enqueue()
-    if string.sub(v, -1) ~= '*' then
-      redis.call('APPEND', KEYS[1], '*')
-    end
+    if string.sub(v, -1) ~= '*' then redis.pcall('APPEND', KEYS[1], '*') end -- may be refused
   end
   return {0, pttl}
 end
@@ -82,8 +81,12 @@ if head and head ~= ARGV[4] then
   enqueue()
   return {0, math.max(0, tonumber(redis.call('ZSCORE', KEYS[3], head)) - now)}
 end
-redis.call('ZREM', KEYS[2], ARGV[4])
-redis.call('ZREM', KEYS[3], ARGV[4])
+if head then redis.call('ZREM', KEYS[2], head) end -- this waiter's entry
+if head and redis.call('ZRANGE', KEYS[2], 0, 0)[1] then
+  redis.call('ZREM', KEYS[3], head)
+else
+  redis.call('DEL', KEYS[3]) -- no one waits: the deadlines and "~" go
+end
 -- The last fence + 1, or the clock in µs if that is higher (obtain.lua).
 local f = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 if last then
@@ -91,9 +94,7 @@ if last then
   if not valid(last) then
     return redis.error_reply('ERR redislock: no fence is left on this key: its last fence is 9223372036854775807')
   end
-  if below(f, last) then
-    f = last
-  end
+  if below(f, last) then f = last end
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f .. ':' .. rel .. ':' .. ARGV[5] .. ';', 'PX', ARGV[2])
 return {1, out(f)}

@@ -1,7 +1,7 @@
--- fence.lua: the fence functions that obtain.lua, fair_obtain.lua,
--- multi_obtain.lua, fenced_set.lua and record_delete.lua share;
--- internal/script puts it in front of each. It has no KEYS, ARGV or reply
--- of its own.
+-- fence.lua: the fence functions that obtain.lua, join.lua, fair_obtain.lua,
+-- multi_obtain.lua, fenced_set.lua, record_delete.lua and release.lua
+-- share; internal/script puts it in front of each, or on its line
+-- "-- fence.lua". It has no KEYS, ARGV or reply of its own.
 -- Fences are decimal integers in (0, 2^63) without leading zeros, compared
 -- and incremented as strings: Lua numbers are doubles, exact only up to
 -- 2^53, and fences minted elsewhere (nanosecond clocks, database

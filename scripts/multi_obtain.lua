@@ -13,7 +13,8 @@
 --   {1, fence1, ..., fencen}  granted; a key that already holds ARGV[1] (a
 --                             replay of this request) keeps its fence
 --   {0, i, pttl}              lock key i is held by another grant; nothing
---                             was written
+--                             was written but its waiters' mark (if Redis
+--                             accepts it: see obtain.lua)
 -- A fence is an integer up to 2^53 and its decimal string above; an error
 -- when a key's last fence is 2^63-1 (no fence is left). Fences are decimal
 -- strings, never Lua numbers (doubles): see obtain.lua.
@@ -38,7 +39,7 @@ for i = 1, #KEYS do
     else
       local pttl = redis.call('PTTL', KEYS[i])
       if pttl >= 0 and string.sub(v, -1) ~= '*' then
-        redis.call('APPEND', KEYS[i], '*')
+        redis.pcall('APPEND', KEYS[i], '*') -- refused when memory is full
       end
       return {0, i, pttl}
     end

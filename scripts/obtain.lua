@@ -1,6 +1,6 @@
 -- obtain: take the lock if it is free, with a fresh token and a millisecond
--- TTL, and mint its fence in the same atomic step. With ARGV[5], hand the
--- lock over: release the grant ARGV[5] and grant ARGV[1] in the same step.
+-- TTL, and mint its fence in the same atomic step. (A handoff, a release
+-- that grants the lock to a waiter, is release.lua's.)
 --
 -- KEYS[1]  lock key, the only key of a lock
 -- ARGV[1]  token (never contains ':' or ' ', never "~")
@@ -9,9 +9,6 @@
 --          the last fence + 1, or the server time in µs when the key is
 --          absent
 -- ARGV[4]  optional, holder identity to record; "" or absent for none
--- ARGV[5]  optional, handoff: the token of a grant being released (as
---          release.lua does, without its wake-up: the lock stays held). When
---          KEYS[1] holds it, the lock passes to ARGV[1] at once.
 --
 -- KEYS[1] holds one of
 --   grant     token ":" fence ":" rel ":" holder ";" ["*"]
@@ -21,10 +18,12 @@
 -- bits), carried from each value to the next so that a re-sent release
 -- still finds its own (release.lua). The "*" is
 -- appended once an attempt found the grant held: someone waits, and its
--- release must wake them. A released record is free; any other value (one
--- this version did not write) counts as held by someone else.
+-- release must wake them (when Redis refuses the APPEND, out of memory,
+-- the attempt still reports the lock held; its waiter then polls). A
+-- released record is free; any other value (one this version did not
+-- write) counts as held by someone else.
 --
--- Replies, without ARGV[5]:
+-- Replies:
 --   fence > 0          granted; also when KEYS[1] already holds ARGV[1] (a
 --                      replay of this same request), with the fence minted
 --                      the first time
@@ -33,9 +32,6 @@
 --   {-1, last}         the proposal ARGV[3] was not above the key's last fence
 --                      (equal too: racing proposers can propose the same value,
 --                      and two grants must never share a fence)
--- With ARGV[5]: {r, released}, r one of the integers above, released 1 if
--- the grant ARGV[5] was released (by this run or an earlier run of this
--- same request), else 0.
 -- A fence (a reply's or in {-1, last}) is an integer up to 2^53 and its
 -- decimal string above: exact either way. An error when the key's last
 -- fence is 2^63-1 (no fence is left) or ARGV[3] is no fence.
@@ -48,16 +44,16 @@
 if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
-local from, p = ARGV[5], ARGV[3]
+local p = ARGV[3]
 if p == '0' then
   p = nil
 end
 local v = redis.call('GET', KEYS[1])
 -- The common cases first, with as few library calls as they can make (each
--- costs the server about as much as a small command): no handoff, the key
--- absent or a released record, its fence and the proposal below 2^53, where
--- Lua numbers hold them exactly. Each answers as the general code below.
-if not from and (not v or string.byte(v, 1) == 126) then
+-- costs the server about as much as a small command): the key absent or a
+-- released record, its fence and the proposal below 2^53, where Lua
+-- numbers hold them exactly. Each answers as the general code below.
+if not v or string.byte(v, 1) == 126 then
   local f, r, n, q = nil, '', nil, nil
   if v then
     f, r = string.match(v, '^~:([1-9]%d*):([^:]*)')
@@ -92,28 +88,10 @@ if not from and (not v or string.byte(v, 1) == 126) then
     return out
   end
 end
--- A handoff's common case: KEYS[1] holds the grant ARGV[5] with a fence
--- below 2^53 - 1, and no proposal: ARGV[1] gets the lock with the next fence,
--- as the general code below would give it.
-if from and v and not p and string.sub(v, 1, #from + 1) == from .. ':' then
-  local f, r = string.match(v, '^([1-9]%d*):([^:]*)', #from + 2)
-  local n = f and #f <= 16 and tonumber(f)
-  if n and n < 9007199254740991 then
-    local mark = ''
-    if string.byte(v, -1) == 42 then
-      mark = '*'
-    end
-    n = n + 1
-    redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', n) .. ': ' .. string.sub(from, 1, 12) .. string.sub(r, 1, 7 * 13) .. ':' .. (ARGV[4] or '') .. ';' .. mark, 'PX', ARGV[2])
-    return {n, 1}
-  end
-end
 -- fence.lua
 -- (internal/script puts the fence functions on the line above: here, after
 -- the common cases, which use none, since each run makes them anew.)
-local fromID = from and string.sub(from, 1, 12) -- as rel names it
-local handed = 0
-local fence, rel, mark = nil, '', ''
+local fence, rel = nil, ''
 if v then
   -- tok ":" f ":" r [":" ...], found with plain searches (patterns cost
   -- more on long values); any part missing: a value of someone else's.
@@ -127,35 +105,17 @@ if v then
       tok = nil
     end
   end
-  if from and r and string.find(r .. ' ', ' ' .. fromID .. ' ', 1, true) then
-    handed = 1 -- released already: a replay whose first reply was lost
-  end
   if tok == ARGV[1] then
-    if from then
-      return {out(f), handed}
-    end
     return out(f)
   end
-  if tok ~= '~' and (not from or tok ~= from) then
+  if tok ~= '~' then
     local pttl = redis.call('PTTL', KEYS[1])
     if pttl >= 0 and string.byte(v, -1) ~= 42 then
-      redis.call('APPEND', KEYS[1], '*')
-    end
-    if from then
-      return {-(pttl + 1), handed}
+      redis.pcall('APPEND', KEYS[1], '*') -- refused when memory is full
     end
     return -(pttl + 1)
   end
   fence, rel = f, r
-  if tok ~= '~' then
-    -- The handed-over grant's release, remembered as release.lua does; the
-    -- waiters of other clients stay marked.
-    handed = 1
-    rel = ' ' .. fromID .. string.sub(rel, 1, 7 * 13)
-    if string.byte(v, -1) == 42 then
-      mark = '*'
-    end
-  end
 end
 if p then
   if not valid(p) then
@@ -178,8 +138,5 @@ else
   local t = redis.call('TIME')
   fence = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence .. ':' .. rel .. ':' .. (ARGV[4] or '') .. ';' .. mark, 'PX', ARGV[2])
-if from then
-  return {out(fence), handed}
-end
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence .. ':' .. rel .. ':' .. (ARGV[4] or '') .. ';', 'PX', ARGV[2])
 return out(fence)

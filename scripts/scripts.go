@@ -21,6 +21,10 @@ const (
 	Inspect Script = "inspect.lua"
 )
 
+// Join brings a quorum node into a grant it does not hold (quorum mode's
+// refresh).
+const Join Script = "join.lua"
+
 // The scripts of fair (FIFO) locks.
 const (
 	FairObtain Script = "fair_obtain.lua"
@@ -43,9 +47,9 @@ const (
 )
 
 // FencePrelude holds the fence functions (compare, check, reply,
-// increment as decimal strings) that Obtain, FairObtain, MultiObtain,
-// FencedSet and RecordDelete share: internal/script puts it in front of
-// each.
+// increment as decimal strings) that Obtain, Join, FairObtain,
+// MultiObtain, FencedSet, RecordDelete and Release (its handoffs) share:
+// internal/script puts it in front of each, or on its line "-- fence.lua".
 const FencePrelude Script = "fence.lua"
 
 // BatchRefresh is the script of batched renewal (internal/renew):

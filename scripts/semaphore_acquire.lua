@@ -47,7 +47,8 @@ if count + ahead < limit then
   redis.call('SET', fencekey, int(fence), 'PX', ARGV[6])
   redis.call('ZADD', holders, int(now + ttl), token)
   redis.call('HSET', state, 's' .. slot, token, 't' .. token,
-    slot .. ':' .. int(fence) .. ':' .. int(now) .. ':' .. ARGV[5])
+    slot .. ':' .. int(fence) .. ':' .. int(now) .. ':' .. ARGV[5], 'now', int(now))
+  seen = now -- recorded here: keep() need not
   if rank then dequeue(token) end
   keep()
   wake(limit, ARGV[7])

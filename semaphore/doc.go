@@ -28,6 +28,20 @@
 // frees its slot when its lease ends on the server; ValidUntil, the
 // holder's own view, ends earlier by the drift allowance.
 //
+// The semaphore's time never goes back: the scripts keep the latest time
+// they read and, when the server's clock steps back, carry on from it. A
+// lease or a queue entry then ends later than it would have by at most the
+// time between the last attempt, renewal or release before the step and
+// the first call after it (a plain lock's key outlives its TTL by the
+// whole step). A server clock stepped forward ends at once every lease
+// with less than the step left, and its slot is granted again while its
+// holder's validity lasts: each such step can add up to N valid permits
+// (a 60 s step on a limit of 2 left 4 valid at once), as it gives a plain
+// lock two holders. The permits granted after the step keep to the limit;
+// each slot's fence is higher than its former holder's, so a resource
+// that keeps the newest fence per slot refuses the former holder, whose
+// next renewal reports the loss.
+//
 // # Waiting
 //
 // Acquire waits while all slots are held; TryAcquire does not. Waiters
@@ -41,7 +55,8 @@
 // waiters next in line wake when it ends. Each waiter also renews its
 // place in the queue every third of the queue TTL (WithQueueTTL, default
 // 3 s), which is also the longest a lost wake-up costs; the queue entry of
-// a waiter that died lapses after the queue TTL.
+// a waiter that died lapses after the queue TTL (see Server time for a
+// server clock step).
 //
 // # Fencing with N holders
 //
@@ -88,6 +103,8 @@
 //     one holds or waits. At most MaxLimit slots; a grant scans the slots
 //     for a free one, so its cost grows with the limit.
 //   - One slot per permit: no weighted acquire of several slots at once.
+//   - A server clock stepped forward ends leases early: more than N
+//     permits may be valid at once (Server time). Use fences per slot.
 //   - Strict arrival order: while a waiter at the head of the queue is
 //     stopped (SIGSTOP, a long GC pause), the slots it may take stay free
 //     for up to the queue TTL.

@@ -102,8 +102,10 @@ func WithDriftFactor(f float64) Option {
 // WithQueueTTL sets how long a waiter's place in the queue lasts without
 // the waiter renewing it (default DefaultQueueTTL). Waiters renew it at
 // every attempt and wait at most a third of it between attempts, so a
-// waiter that died holds up the ones behind it for at most this long. It
-// must be at least 30 ms.
+// waiter that died holds up the ones behind it for at most this long after
+// its last attempt (a server clock stepped back meanwhile adds at most the
+// time between two calls: see the package doc, Server time). It must be at
+// least 30 ms.
 func WithQueueTTL(d time.Duration) Option {
 	return func(o *options) {
 		if d < 30*time.Millisecond {

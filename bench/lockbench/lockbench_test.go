@@ -26,7 +26,9 @@ type rawLocker struct {
 	retry time.Duration
 }
 
-var rawRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+// NewScriptServerSHA: the digest comes from SCRIPT LOAD, as under
+// GODEBUG=fips140=only, where NewScript's SHA-1 panics.
+var rawRelease = redis.NewScriptServerSHA(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
 
 type rawHeld struct {
 	l        *rawLocker

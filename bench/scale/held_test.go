@@ -15,7 +15,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
-	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
@@ -261,7 +261,7 @@ func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func (c *callCounter) count(cmd redis.Cmder) {
-	n, ok := redistest.BatchRefreshKeys(cmd)
+	n, ok := script.BatchRefreshKeys(cmd)
 	if !ok {
 		return
 	}

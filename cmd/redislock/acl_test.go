@@ -20,7 +20,7 @@ import (
 // what notified waiting needs.
 var aclRules = []string{
 	"resetkeys", "~redislock:*", "resetchannels", "&redislock:*", "-@all",
-	"+evalsha", "+eval", // every operation is a Lua script (EVALSHA, EVAL after a script flush)
+	"+evalsha", "+eval", // every operation is a Lua script (EVALSHA; EVAL at the first call, and after a script flush)
 	"+get", "+set", "+del", "+pexpire", "+pttl", "+append", "+time", // called by the scripts
 	"+zrange", "+zrem", "+zadd", "+zscore", "+zrangebyscore", // fair queues; ZRANGE also in releases of several keys
 	"+hget", "+hset", "+hmget", // fenced records (Store, FencedSet)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/lifeline"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
@@ -30,8 +31,7 @@ func startSentinel(t *testing.T, master *redistest.Server) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, conf, "--sentinel", "--logfile", filepath.Join(dir, "log"))
-	dieWithTest(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := lifeline.Start(cmd); err != nil { // dies with the test, however it ends
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })

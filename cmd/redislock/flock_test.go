@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // -w takes seconds or a duration, never a negative, infinite or too large
@@ -120,4 +122,26 @@ func TestRunChildEnvNoCredentials(t *testing.T) {
 			t.Errorf("the command's environment lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// Under GODEBUG=fips140=only, where SHA-1 and MD5 panic, the command starts
+// and works: --version, a job under a lock, one under a semaphore slot, and
+// inspect (each a script of its own). It panicked at init before.
+func TestFIPSOnly(t *testing.T) {
+	srv, _, _ := server(t)
+	fips := []string{"GODEBUG=fips140=only"}
+	code, out, stderr := resultEnv(t, fips, "--version")
+	require.Equal(t, 0, code, "--version: %s", stderr)
+	require.True(t, strings.HasPrefix(out, "redislock "), "--version: %q", out)
+	for _, args := range [][]string{
+		{"run", "job", "--", "echo", "ran"},
+		{"run", "--slots", "2", "transcoders", "--", "echo", "ran"},
+	} {
+		code, out, stderr = resultEnv(t, fips, append([]string{"--addr", srv.Addr()}, args...)...)
+		require.Equal(t, 0, code, "%q: %s", args, stderr)
+		require.Equal(t, "ran\n", out, "%q", args)
+	}
+	code, out, stderr = resultEnv(t, fips, "--addr", srv.Addr(), "inspect", "--json", "job")
+	require.Equal(t, 0, code, "inspect: %s", stderr)
+	require.Contains(t, out, `"held": false`)
 }

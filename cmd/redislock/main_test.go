@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/lifeline"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
@@ -142,7 +143,7 @@ func startEnv(t *testing.T, env []string, args ...string) *proc {
 	p.stdout = bufio.NewReader(out)
 	p.stderr = newLines(errPipe)
 	p.start = time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := lifeline.Start(cmd); err != nil { // dies with the test, however it ends
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -207,7 +208,7 @@ func resultEnv(t *testing.T, env []string, args ...string) (code int, stdout, st
 	cmd.Env = append(append(os.Environ(), "REDIS_URL="), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
-	if err := cmd.Start(); err != nil {
+	if err := lifeline.Start(cmd); err != nil { // dies with the test, however it ends
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

@@ -6,9 +6,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const mod = "github.com/redislock-go/redislock"
@@ -16,6 +22,8 @@ const mod = "github.com/redislock-go/redislock"
 // pkg is what go list tells of one package.
 type pkg struct {
 	ImportPath string
+	Name       string
+	GoFiles    []string // without tests
 	Imports    []string // direct, without tests
 	Deps       []string // transitive, without tests
 }
@@ -24,7 +32,7 @@ type pkg struct {
 // the packages by path.
 func list(t *testing.T, patterns ...string) map[string]pkg {
 	t.Helper()
-	args := []string{"list", "-json=ImportPath,Imports,Deps"}
+	args := []string{"list", "-json=ImportPath,Name,GoFiles,Imports,Deps"}
 	for _, p := range patterns {
 		args = append(args, mod+p)
 	}
@@ -32,18 +40,16 @@ func list(t *testing.T, patterns ...string) map[string]pkg {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
+	require.NoError(t, err, "go %s\n%s", strings.Join(args, " "), stderr.String())
 	pkgs := map[string]pkg{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p pkg
-		if err := dec.Decode(&p); err == io.EOF {
+		err := dec.Decode(&p)
+		if err == io.EOF {
 			break
-		} else if err != nil {
-			t.Fatal(err)
 		}
+		require.NoError(t, err)
 		pkgs[p.ImportPath] = p
 	}
 	return pkgs
@@ -53,9 +59,7 @@ func list(t *testing.T, patterns ...string) map[string]pkg {
 // build (go.work), so that their rules can be checked too.
 func workspace(t *testing.T) bool {
 	out, err := exec.Command("go", "env", "GOWORK").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w := strings.TrimSpace(string(out))
 	return w != "" && w != "off"
 }
@@ -169,13 +173,9 @@ func TestDependencyRules(t *testing.T) {
 	}
 	pkgs := list(t, patterns...)
 	for _, must := range []string{mod, mod + "/lease", mod + "/lease/backend", mod + "/observe", mod + "/stampede"} {
-		if _, ok := pkgs[must]; !ok {
-			t.Fatalf("go list did not list %s", must)
-		}
+		require.Contains(t, pkgs, must, "go list did not list it")
 	}
-	for _, msg := range check(pkgs) {
-		t.Error(msg)
-	}
+	assert.Empty(t, check(pkgs), "broken rules")
 }
 
 // Each rule catches what it forbids.
@@ -192,8 +192,55 @@ func TestRulesFail(t *testing.T) {
 		{mod + "/cmd/redislock", mod + "/bench/lockbench"},
 		{mod + "/extra/redislockprom", mod},
 	} {
-		if got := check(map[string]pkg{c.from: {ImportPath: c.from, Imports: []string{c.dep}, Deps: []string{c.dep}}}); len(got) == 0 {
-			t.Errorf("%s importing %s breaks no rule", c.from, c.dep)
+		got := check(map[string]pkg{c.from: {ImportPath: c.from, Imports: []string{c.dep}, Deps: []string{c.dep}}})
+		assert.NotEmpty(t, got, "%s importing %s breaks no rule", c.from, c.dep)
+	}
+}
+
+// Every module of the repository (each directory with a go.mod: those of
+// go.work, and the unpublished ones) has the root's LICENSE, Apache-2.0, in
+// its directory, so that its zip carries it.
+func TestLicense(t *testing.T) {
+	t.Parallel()
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	require.NoError(t, err)
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	license, err := os.ReadFile(filepath.Join(root, "LICENSE"))
+	require.NoError(t, err, "the root has no LICENSE")
+	require.Contains(t, string(license), "Apache License\n                           Version 2.0, January 2004")
+	require.Contains(t, string(license), "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION")
+	require.Contains(t, string(license), "Copyright 2026 The redislock authors")
+	dirs := modules(t, root)
+	require.Contains(t, dirs, ".")
+	for _, dir := range dirs {
+		got, err := os.ReadFile(filepath.Join(root, dir, "LICENSE"))
+		if assert.NoError(t, err, "module %s has no LICENSE", dir) {
+			assert.True(t, bytes.Equal(got, license), "%s/LICENSE is not the root's", dir)
 		}
 	}
+}
+
+// modules returns the directories under root (relative, "." for root)
+// that hold a go.mod, but in hidden directories and testdata.
+func modules(t *testing.T, root string) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && d.Name() == "go.mod" {
+			rel, err := filepath.Rel(root, filepath.Dir(path))
+			if err != nil {
+				return err
+			}
+			dirs = append(dirs, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return dirs
 }

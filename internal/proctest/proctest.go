@@ -15,12 +15,19 @@
 //	}
 //
 // and the parent calls proctest.Start(t, "TestWorkerProcess", "worker", spec).
+//
+// No child outlives its test, whichever way the test ends: it is killed
+// when the test ends (a cleanup), and it dies with the test binary, even
+// one killed with SIGKILL (internal/lifeline: Pdeathsig, and the child's
+// watch on a pipe from its parent).
 package proctest
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -28,6 +35,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock-go/redislock/internal/lifeline"
 )
 
 // roleEnv names the role of a child process; specEnv carries its spec.
@@ -48,6 +59,21 @@ func Child(role string) (spec string, ok bool) {
 		return "", false
 	}
 	return os.Getenv(specEnv), true
+}
+
+// Idle is the body of a child test that runs until it is killed: it says
+// READY and blocks. It ignores the end of its stdin (its parent's death
+// closes it): only its lifeline or Pdeathsig ends it, for tests of those.
+// Run as no child of role, it skips t.
+func Idle(t testing.TB, role string) {
+	if _, ok := Child(role); !ok {
+		t.Skip("only runs as a child process")
+	}
+	Emit("READY")
+	// Blocks for good. A pending timer keeps the runtime from taking the
+	// wait for a deadlock (select {} alone can end the process with "all
+	// goroutines are asleep").
+	<-time.NewTimer(math.MaxInt64).C
 }
 
 var emitMu sync.Mutex
@@ -91,19 +117,12 @@ func Start(t testing.TB, test, role, spec string) *Proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), roleEnv+"="+role, specEnv+"="+spec)
-	dieWithParent(cmd)
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lifeline.StartWatched(cmd), "start %s", role)
 	p := &Proc{Name: fmt.Sprintf("%s[%d]", role, cmd.Process.Pid), cmd: cmd, stdin: stdin, lines: make(chan string, 1024), done: make(chan struct{})}
 	read := make(chan struct{})
 	go func() {
@@ -147,14 +166,17 @@ func (p *Proc) Next(t testing.TB) string {
 	case l, ok := <-p.lines:
 		if !ok {
 			<-p.done
-			t.Fatalf("%s exited early: %v", p.Name, p.err)
+			require.Failf(t, "child exited early", "%s: %v", p.Name, p.err)
 		}
 		return l
 	case <-time.After(Timeout):
-		t.Fatalf("%s said nothing for %v", p.Name, Timeout)
+		require.Failf(t, "child silent", "%s said nothing for %v", p.Name, Timeout)
 	}
 	return ""
 }
+
+// Pid is the child's process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // Lines returns the child's lines; the channel is closed when the child's
 // stdout ends.
@@ -163,9 +185,8 @@ func (p *Proc) Lines() <-chan string { return p.lines }
 // Send writes one line to the child's stdin.
 func (p *Proc) Send(t testing.TB, line string) {
 	t.Helper()
-	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
-		t.Fatalf("%s: send %q: %v", p.Name, line, err)
-	}
+	_, err := io.WriteString(p.stdin, line+"\n")
+	require.NoError(t, err, "%s: send %q", p.Name, line)
 }
 
 // CloseStdin closes the child's stdin: Commands ends in the child.
@@ -174,9 +195,7 @@ func (p *Proc) CloseStdin() { _ = p.stdin.Close() }
 // Signal sends sig to the child.
 func (p *Proc) Signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("%s: signal %v: %v", p.Name, sig, err)
-	}
+	require.NoError(t, p.cmd.Process.Signal(sig), "%s: signal %v", p.Name, sig)
 }
 
 // Wait waits for the child to exit and returns its exit status; it fails t
@@ -187,7 +206,33 @@ func (p *Proc) Wait(t testing.TB) error {
 	case <-p.done:
 		return p.err
 	case <-time.After(Timeout):
-		t.Fatalf("%s did not exit within %v", p.Name, Timeout)
+		require.Failf(t, "child still running", "%s did not exit within %v", p.Name, Timeout)
 	}
 	return nil
+}
+
+// CombinedOutput runs cmd (a test binary run again, or any program) to
+// its end, as cmd.CombinedOutput does, as a child that dies with the test:
+// it is killed if the test ends first, and dies with the test binary (a
+// child that runs Go code linking internal/lifeline also watches its
+// parent). It is safe to call from goroutines other than the test's: it
+// fails no test itself.
+func CombinedOutput(t testing.TB, cmd *exec.Cmd) ([]byte, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := lifeline.StartWatched(cmd); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	err := cmd.Wait()
+	close(done)
+	return out.Bytes(), err
 }

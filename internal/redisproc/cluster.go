@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/lifeline"
 )
 
 // Cluster defaults.
@@ -113,10 +115,13 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	create := append([]string{"--cluster", "create"}, addrs...)
 	create = append(create, "--cluster-replicas", strconv.Itoa(cfg.Replicas), "--cluster-yes")
 	cmd := exec.CommandContext(ctx, cfg.CLI, create...)
-	dieWithParent(cmd)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
+	err := lifeline.Start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("redisproc: redis-cli --cluster create: %w: %s", err, strings.TrimSpace(out.String()))
 	}
 	if err := c.WaitHealthy(ctx); err != nil {

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // The cluster is formed, a slot moves with its keys and their TTLs, and a
@@ -12,62 +16,49 @@ import (
 // key; a cluster client follows both.
 func TestCluster(t *testing.T) {
 	t.Parallel()
-	skipShort(t)
+	testkit.SkipShort(t)
 	ctx, c, masters := startCluster(t, ClusterConfig{}, 1)
 	cc := c.Client(nil)
 	defer cc.Close()
 	const key = "redisproc-key"
-	if err := cc.Set(ctx, key, "v", time.Hour).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cc.Set(ctx, key, "v", time.Hour).Err())
 	slot, err := c.Slot(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	from, err := c.MasterOf(ctx, slot)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	to := masters[0]
 	if to == from {
 		to = masters[1]
 	}
-	if err := c.MigrateSlot(ctx, slot, to); err != nil {
-		t.Fatal(err)
-	}
-	if owner, err := c.MasterOf(ctx, slot); err != nil || owner != to {
-		t.Fatalf("slot %d on %v after migration to %s (%v)", slot, owner, to.Addr(), err)
-	}
-	if ttl, err := to.Do(ctx, "PTTL", key); err != nil || ttl.(int64) < int64(time.Hour/time.Millisecond)-60000 {
-		t.Fatalf("PTTL on the new owner = %v, %v: the key or its TTL did not move", ttl, err)
-	}
+	require.NoError(t, c.MigrateSlot(ctx, slot, to))
+	owner, err := c.MasterOf(ctx, slot)
+	require.NoError(t, err)
+	require.Same(t, to, owner, "slot %d after migration to %s", slot, to.Addr())
+	ttl, err := to.Do(ctx, "PTTL", key)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, ttl, int64(time.Hour/time.Millisecond)-60000, "PTTL on the new owner: the key or its TTL did not move")
 
 	rs, err := c.ReplicasOf(ctx, to)
-	if err != nil || len(rs) != 1 {
-		t.Fatalf("replicas of %s = %v, %v", to.Addr(), rs, err)
-	}
-	if err := c.Failover(ctx, rs[0], FailoverCoordinated); err != nil {
-		t.Fatal(err)
-	}
-	if owner, err := c.MasterOf(ctx, slot); err != nil || owner != rs[0] {
-		t.Fatalf("slot %d on %v after failover to %s (%v)", slot, owner, rs[0].Addr(), err)
-	}
-	if v, err := cc.Get(ctx, key).Result(); err != nil || v != "v" {
-		t.Fatalf("GET through the cluster client after migration and failover = %q, %v", v, err)
-	}
+	require.NoError(t, err)
+	require.Len(t, rs, 1, "replicas of %s", to.Addr())
+	require.NoError(t, c.Failover(ctx, rs[0], FailoverCoordinated))
+	owner, err = c.MasterOf(ctx, slot)
+	require.NoError(t, err)
+	require.Same(t, rs[0], owner, "slot %d after failover to %s", slot, rs[0].Addr())
+	v, err := cc.Get(ctx, key).Result()
+	require.NoError(t, err, "GET through the cluster client after migration and failover")
+	require.Equal(t, "v", v, "GET through the cluster client after migration and failover")
 }
 
 // NoReplicas forms a cluster of masters alone, which serves every slot.
 func TestClusterNoReplicas(t *testing.T) {
 	t.Parallel()
-	skipShort(t)
+	testkit.SkipShort(t)
 	ctx, c, _ := startCluster(t, ClusterConfig{Replicas: NoReplicas}, 0)
 	cc := c.Client(nil)
 	defer cc.Close()
 	for i := range 30 { // keys on all three masters' slots
-		if err := cc.Set(ctx, fmt.Sprint("k", i), "v", time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cc.Set(ctx, fmt.Sprint("k", i), "v", time.Minute).Err())
 	}
 }
 
@@ -79,18 +70,15 @@ func startCluster(t *testing.T, cfg ClusterConfig, replicas int) (context.Contex
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	c, err := StartCluster(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	masters, err := c.Masters(ctx)
-	if err != nil || len(masters) != 3 {
-		t.Fatalf("masters = %v, %v", masters, err)
-	}
+	require.NoError(t, err)
+	require.Len(t, masters, 3, "masters")
 	for _, m := range masters {
-		if rs, err := c.ReplicasOf(ctx, m); err != nil || len(rs) != replicas {
-			t.Fatalf("replicas of %s = %v, %v; want %d", m.Addr(), rs, err, replicas)
-		}
+		rs, err := c.ReplicasOf(ctx, m)
+		require.NoError(t, err)
+		require.Len(t, rs, replicas, "replicas of %s", m.Addr())
 	}
 	return ctx, c, masters
 }

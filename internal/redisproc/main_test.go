@@ -5,15 +5,11 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		helperProcess() // never returns
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // need skips t without the binaries (fails it under
 // REDISLOCK_REQUIRE_REDIS=1). redistest has the same for other packages;
@@ -22,19 +18,8 @@ func need(t *testing.T, names ...string) {
 	t.Helper()
 	for _, name := range names {
 		if _, err := exec.LookPath(name); err != nil {
-			if os.Getenv("REDISLOCK_REQUIRE_REDIS") == "1" {
-				t.Fatalf("%s not found on PATH and REDISLOCK_REQUIRE_REDIS=1", name)
-			}
+			require.NotEqual(t, "1", os.Getenv("REDISLOCK_REQUIRE_REDIS"), "%s not found on PATH and REDISLOCK_REQUIRE_REDIS=1", name)
 			t.Skip(name + " not found on PATH; skipping real-Redis test (set REDISLOCK_REQUIRE_REDIS=1 to make this a failure)")
 		}
-	}
-}
-
-// skipShort skips t under -short: a Cluster or a Sentinel deployment takes
-// seconds to start.
-func skipShort(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("a topology test: skipped under -short")
 	}
 }

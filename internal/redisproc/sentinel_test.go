@@ -3,7 +3,10 @@ package redisproc
 import (
 	"context"
 	"testing"
-	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // The deployment is formed, a failover promotes the replica (which had the
@@ -11,47 +14,34 @@ import (
 // primary.
 func TestSentinel(t *testing.T) {
 	t.Parallel()
-	skipShort(t)
+	testkit.SkipShort(t)
 	need(t, "redis-server")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testkit.Context(t)
 	s, err := StartSentinel(ctx, SentinelConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	old, err := s.Primary(ctx)
-	if err != nil || old != s.Servers()[0] {
-		t.Fatalf("primary = %v, %v", old, err)
-	}
+	require.NoError(t, err)
+	require.Same(t, s.Servers()[0], old, "primary")
 	rdb := s.Client(nil)
 	defer rdb.Close()
-	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(ctx, "replica has the key", func(ctx context.Context) (bool, string) {
+	require.NoError(t, rdb.Set(ctx, "k", "v", 0).Err())
+	require.NoError(t, poll(ctx, "replica has the key", func(ctx context.Context) (bool, string) {
 		return inSync(ctx, s.Servers()[1], old) == "", "replica behind"
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	p, err := s.Failover(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p == old || p != s.Servers()[1] {
-		t.Fatalf("new primary %s, old %s", p.Addr(), old.Addr())
-	}
+	require.NoError(t, err)
+	require.NotSame(t, old, p, "the old primary is the new one")
+	require.Same(t, s.Servers()[1], p, "new primary %s, old %s", p.Addr(), old.Addr())
 	// The client learns of the switch from the sentinels; a write may hit
 	// the old primary (READONLY) until then, which go-redis retries.
-	if err := poll(ctx, "write through the failover client", func(ctx context.Context) (bool, string) {
+	require.NoError(t, poll(ctx, "write through the failover client", func(ctx context.Context) (bool, string) {
 		err := rdb.Set(ctx, "k2", "v2", 0).Err()
 		return err == nil, "SET: " + errString(err)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := p.Do(ctx, "GET", "k"); err != nil || v != "v" {
-		t.Fatalf("GET on the new primary = %v, %v", v, err)
-	}
+	}))
+	v, err := p.Do(ctx, "GET", "k")
+	require.NoError(t, err, "GET on the new primary")
+	require.Equal(t, "v", v, "GET on the new primary")
 }
 
 func errString(err error) string {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock-go/redislock/internal/lifeline"
 )
 
 // Defaults, all in one place.
@@ -197,8 +199,7 @@ func (s *Server) start(port, bus int) error {
 		cmd.Env = append(os.Environ(), s.cfg.Env...)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := lifeline.Start(cmd); err != nil {
 		return fmt.Errorf("redisproc: start %s: %w", s.cfg.Bin, err)
 	}
 	done := make(chan struct{})

@@ -2,11 +2,11 @@ package redisproc
 
 import (
 	"context"
-	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestServer(t *testing.T) {
@@ -14,48 +14,39 @@ func TestServer(t *testing.T) {
 	need(t, "redis-server")
 	ctx := context.Background()
 	s, err := Start(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
-	if _, err := s.Do(ctx, "SET", "k", "v"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = s.Do(ctx, "SET", "k", "v")
+	require.NoError(t, err)
 	port, dir := s.Port(), s.Dir()
 
 	s.Pause()
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_, err = s.Do(short, "PING")
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "timeout") {
-		t.Fatalf("PING to a paused server = %v, want a timeout", err)
+	require.Error(t, err, "PING to a paused server")
+	if !strings.Contains(err.Error(), "timeout") {
+		require.ErrorIs(t, err, context.DeadlineExceeded, "PING to a paused server: want a timeout")
 	}
 	s.Resume()
-	if v, err := s.Do(ctx, "GET", "k"); err != nil || v != "v" {
-		t.Fatalf("GET after resume = %v, %v", v, err)
-	}
+	v, err := s.Do(ctx, "GET", "k")
+	require.NoError(t, err, "GET after resume")
+	require.Equal(t, "v", v, "GET after resume")
 
-	if err := s.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	if s.Port() != port {
-		t.Fatalf("restarted on port %d, want %d", s.Port(), port)
-	}
-	if n, err := s.Do(ctx, "EXISTS", "k"); err != nil || n != int64(0) {
-		t.Fatalf("EXISTS after a restart without persistence = %v, %v", n, err)
-	}
+	require.NoError(t, s.Restart())
+	require.Equal(t, port, s.Port(), "restarted on another port")
+	n, err := s.Do(ctx, "EXISTS", "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(0), n, "EXISTS after a restart without persistence")
 
 	s.Kill()
-	if s.Running() || s.PID() != 0 || s.Exited() != nil {
-		t.Fatal("killed server still running")
-	}
-	if err := s.Revive(); err != nil || !s.Running() {
-		t.Fatalf("Revive = %v", err)
-	}
+	require.False(t, s.Running(), "killed server still running")
+	require.Zero(t, s.PID(), "killed server still running")
+	require.Nil(t, s.Exited(), "killed server still running")
+	require.NoError(t, s.Revive())
+	require.True(t, s.Running(), "revived server not running")
 	s.Close()
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("data directory left behind: %v", err)
-	}
+	require.NoDirExists(t, dir, "data directory left behind")
 }
 
 // A server that cannot start is an error quoting what it said.
@@ -63,16 +54,13 @@ func TestServerBadConfig(t *testing.T) {
 	t.Parallel()
 	need(t, "redis-server")
 	_, err := Start(Config{Args: []string{"--no-such-option", "1"}})
-	if err == nil || !strings.Contains(err.Error(), "no-such-option") {
-		t.Fatalf("Start with a bad option = %v, want an error quoting it", err)
-	}
+	require.ErrorContains(t, err, "no-such-option", "Start with a bad option: want an error quoting it")
 }
 
 func TestLookPath(t *testing.T) {
 	t.Parallel()
-	if _, err := LookPath("redis-no-such-binary"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("LookPath = %v, want ErrNotFound", err)
-	}
+	_, err := LookPath("redis-no-such-binary")
+	require.ErrorIs(t, err, ErrNotFound)
 }
 
 // A server started on a port another server took first (its port was
@@ -82,20 +70,12 @@ func TestStartOnTakenPort(t *testing.T) {
 	t.Parallel()
 	need(t, "redis-server")
 	other, err := Start(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer other.Close()
 	bin, err := LookPath("redis-server")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := &Server{cfg: Config{Bin: bin, Dir: t.TempDir(), LogLevel: DefaultLogLevel}}
-	if err := s.start(other.Port(), 0); err == nil {
-		s.Kill()
-		t.Fatal("start on a port another server holds succeeded")
-	}
-	if !other.Running() {
-		t.Fatal("the other server stopped")
-	}
+	defer s.Kill()
+	require.Error(t, s.start(other.Port(), 0), "start on a port another server holds succeeded")
+	require.True(t, other.Running(), "the other server stopped")
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/internal/redisproc"
 )
 
@@ -68,18 +70,14 @@ func StartClock(tb testing.TB, args ...string) *ClockServer {
 	}
 	dir := tb.TempDir()
 	s := &ClockServer{file: filepath.Join(dir, "faketime")}
-	if err := s.write(0); err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, s.write(0))
 	srv, err := redisproc.Start(redisproc.Config{Bin: bin, Dir: dir, Args: args, Env: []string{
 		"LD_PRELOAD=" + ma + ":" + ft,
 		"FAKETIME_TIMESTAMP_FILE=" + s.file,
 		"FAKETIME_NO_CACHE=1",
 		"FAKETIME_DONT_FAKE_MONOTONIC=1",
 	}})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	closeAtEnd(tb, srv)
 	s.Server = &Server{Server: srv, tb: tb}
 	return s
@@ -91,9 +89,7 @@ func (s *ClockServer) Step(d time.Duration) {
 	s.tb.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.write(s.offset + d); err != nil {
-		s.tb.Fatal(err)
-	}
+	require.NoError(s.tb, s.write(s.offset+d))
 	s.offset += d
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock/internal/redisproc"
+	"github.com/stretchr/testify/require"
 )
 
 // Cluster is a Redis Cluster owned by a test (see redisproc.Cluster): its
@@ -23,9 +24,7 @@ func StartCluster(tb testing.TB, cfg redisproc.ClusterConfig) *Cluster {
 	tb.Helper()
 	cfg.Bin, cfg.CLI = Binary(tb), CLI(tb)
 	c, err := redisproc.StartCluster(context.Background(), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	var srvs []*redisproc.Server
 	for _, n := range c.Nodes() {
 		srvs = append(srvs, n.Server)

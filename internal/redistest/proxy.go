@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Dir is a direction of the traffic through a Proxy.
@@ -39,6 +41,7 @@ type Proxy struct {
 	held     chan struct{}    // non-nil while replies are held: closed by Let
 	sent     chan time.Time   // while replies are held, the time each request passed
 	restored chan struct{}    // closed while nothing is cut; replaced at Cut
+	faults   chan Fault       // made by Faults
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -55,9 +58,7 @@ type proxyConn struct {
 func StartProxy(tb testing.TB, target string) *Proxy {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	p := &Proxy{ln: ln, target: target, done: make(chan struct{}), conns: make(map[*proxyConn]struct{}),
 		restored: make(chan struct{})}
 	close(p.restored)
@@ -161,6 +162,12 @@ func (p *Proxy) forward(pc *proxyConn, d Dir, b []byte, dst net.Conn) bool {
 		default:
 		}
 	}
+	if (drop || held != nil && d == ToClient) && p.faults != nil {
+		select {
+		case p.faults <- Fault{Dir: d, Data: bytes.Clone(b), Held: !drop}:
+		default:
+		}
+	}
 	p.mu.Unlock()
 	if drop {
 		return true
@@ -183,6 +190,31 @@ func (p *Proxy) forward(pc *proxyConn, d Dir, b []byte, dst net.Conn) bool {
 	}
 	_, err := dst.Write(b)
 	return err == nil
+}
+
+// Fault is what the Proxy did to one chunk of the traffic because of a
+// fault: dropped it (a Cut, a silenced connection, a blackhole) or held
+// it back (HoldReplies).
+type Fault struct {
+	Dir  Dir
+	Data []byte // the chunk as it was read
+	Held bool   // held back, not dropped
+}
+
+// faultsCap is how many Faults wait to be received; more are not told.
+const faultsCap = 64
+
+// Faults returns a channel that receives each chunk the Proxy drops or
+// holds back from now on, for a test that waits for a fault to act rather
+// than for a window of time to pass. While the channel is full (64
+// Faults), further ones are not told.
+func (p *Proxy) Faults() <-chan Fault {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.faults == nil {
+		p.faults = make(chan Fault, faultsCap)
+	}
+	return p.faults
 }
 
 // Delay makes what travels in dir wait d before it is forwarded (0: no
@@ -331,3 +363,7 @@ func (h *Blackhole) Addr() string { return h.p.Addr() }
 // Close closes the listener and every connection: calls waiting on them
 // fail. Later calls do nothing.
 func (h *Blackhole) Close() { h.p.Close() }
+
+// Faults returns a channel that receives each chunk the Blackhole drops
+// from now on (see Proxy.Faults).
+func (h *Blackhole) Faults() <-chan Fault { return h.p.Faults() }

@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // echo is a line server: it answers each line it reads with the same line,
@@ -24,9 +28,7 @@ type echo struct {
 
 func startEcho(t *testing.T) *echo {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e := &echo{ln: ln, lines: make(chan string, 100)}
 	e.wg.Add(1)
 	go func() {
@@ -57,65 +59,96 @@ func startEcho(t *testing.T) *echo {
 	return e
 }
 
-// dial connects to addr; the connection is closed when the test ends.
-func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, bufio.NewReader(c)
+// conn is a client connection to a proxy, closed when the test ends.
+type conn struct {
+	net.Conn
+	r *bufio.Reader
 }
 
-// roundTrip sends line and returns the answer (or the read error).
-func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, line string, timeout time.Duration) (string, error) {
+func dial(t *testing.T, addr string) *conn {
 	t.Helper()
-	if _, err := io.WriteString(c, line+"\n"); err != nil {
-		return "", err
-	}
-	_ = c.SetReadDeadline(time.Now().Add(timeout))
-	s, err := r.ReadString('\n')
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return &conn{c, bufio.NewReader(c)}
+}
+
+// send writes line.
+func (c *conn) send(t *testing.T, line string) {
+	t.Helper()
+	_, err := io.WriteString(c, line+"\n")
+	require.NoError(t, err)
+}
+
+// reply reads one line, waiting at most long.
+func (c *conn) reply() (string, error) {
+	_ = c.SetReadDeadline(time.Now().Add(long))
+	s, err := c.r.ReadString('\n')
 	return strings.TrimSuffix(s, "\n"), err
 }
 
-const long = 10 * time.Second // a wait that only a broken proxy reaches
+// roundTrip sends line and requires it back.
+func (c *conn) roundTrip(t *testing.T, line string) {
+	t.Helper()
+	c.send(t, line)
+	got, err := c.reply()
+	require.NoError(t, err, "%q", line)
+	require.Equal(t, line, got)
+}
 
-// quiet is how long a check waits for what must not come: a proxy that
-// forwarded it would have done so long before.
-const quiet = 100 * time.Millisecond
+// quiet requires that c is open with nothing to read now: no byte in its
+// buffer or the socket's, no end-of-file. It does not wait; call it when
+// what could arrive cannot any more (the proxy dropped the request, or
+// holds the reply).
+func (c *conn) quiet(t *testing.T, what string) {
+	t.Helper()
+	require.Zero(t, c.r.Buffered(), "%s: a reply arrived", what)
+	raw, err := c.Conn.(*net.TCPConn).SyscallConn()
+	require.NoError(t, err)
+	var n int
+	var rerr error
+	require.NoError(t, raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, rerr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		return true
+	}))
+	require.ErrorIs(t, rerr, unix.EAGAIN, "%s: want nothing to read, read %d bytes", what, n)
+}
+
+// fault waits for the proxy's next fault and requires it to be want.
+func fault(t *testing.T, faults <-chan redistest.Fault, want redistest.Fault) {
+	t.Helper()
+	require.Equal(t, want, testkit.Recv(t, faults, "the proxy's fault on %q", want.Data))
+}
+
+func dropped(d redistest.Dir, line string) redistest.Fault {
+	return redistest.Fault{Dir: d, Data: []byte(line + "\n")}
+}
+
+const long = 10 * time.Second // a wait that only a broken proxy reaches
 
 func TestProxyForwardsAndDelays(t *testing.T) {
 	t.Parallel()
 	e := startEcho(t)
 	p := redistest.StartProxy(t, e.ln.Addr().String())
-	c, r := dial(t, p.Addr())
-	if got, err := roundTrip(t, c, r, "a", long); err != nil || got != "a" {
-		t.Fatalf("through the proxy: %q, %v", got, err)
-	}
+	c := dial(t, p.Addr())
+	c.roundTrip(t, "a")
 	const d = 50 * time.Millisecond
 	p.Delay(redistest.Both, d)
 	start := time.Now()
-	if got, err := roundTrip(t, c, r, "b", long); err != nil || got != "b" {
-		t.Fatalf("delayed: %q, %v", got, err)
-	}
-	if took := time.Since(start); took < 2*d {
-		t.Fatalf("a round trip delayed %v each way took %v", d, took)
-	}
+	c.roundTrip(t, "b")
+	require.GreaterOrEqual(t, time.Since(start), 2*d, "a round trip delayed %v each way", d)
 	p.Delay(redistest.Both, 0)
-	if got, err := roundTrip(t, c, r, "c", long); err != nil || got != "c" {
-		t.Fatalf("after the delay: %q, %v", got, err)
-	}
+	c.roundTrip(t, "c")
 }
 
 func TestProxyCutAndRestore(t *testing.T) {
 	t.Parallel()
 	e := startEcho(t)
 	p := redistest.StartProxy(t, e.ln.Addr().String())
-	old, oldR := dial(t, p.Addr())
-	if _, err := roundTrip(t, old, oldR, "before", long); err != nil {
-		t.Fatal(err)
-	}
+	faults := p.Faults()
+	old := dial(t, p.Addr())
+	old.roundTrip(t, "before")
 	<-e.lines
 	p.Cut(redistest.Both)
 	restored := make(chan struct{})
@@ -123,32 +156,23 @@ func TestProxyCutAndRestore(t *testing.T) {
 		p.WaitRestored(t.Context())
 		close(restored)
 	}()
-	if _, err := roundTrip(t, old, oldR, "cut", quiet); !isTimeout(err) {
-		t.Fatalf("an open connection during a cut: %v, want a timeout", err)
-	}
-	fresh, freshR := dial(t, p.Addr())
-	if _, err := roundTrip(t, fresh, freshR, "cut-new", quiet); !isTimeout(err) {
-		t.Fatalf("a new connection during a cut: %v, want a timeout", err)
-	}
-	select {
-	case l := <-e.lines:
-		t.Fatalf("the server got %q during the cut", l)
-	case <-restored:
-		t.Fatal("WaitRestored returned during the cut")
-	default:
-	}
+	old.send(t, "cut")
+	fault(t, faults, dropped(redistest.ToServer, "cut"))
+	old.quiet(t, "an open connection during a cut")
+	fresh := dial(t, p.Addr())
+	fresh.send(t, "cut-new")
+	fault(t, faults, dropped(redistest.ToServer, "cut-new"))
+	fresh.quiet(t, "a new connection during a cut")
+	testkit.NoRecv(t, e.lines, "the server got a line during the cut")
+	testkit.NoRecv(t, restored, "WaitRestored returned during the cut")
 	p.Restore()
 	<-restored
 	// The connections that were cut are closed.
-	for _, r := range []*bufio.Reader{oldR, freshR} {
-		if _, err := r.ReadString('\n'); err == nil {
-			t.Fatal("a connection open during the cut still works after Restore")
-		}
+	for _, c := range []*conn{old, fresh} {
+		_, err := c.reply()
+		require.Error(t, err, "a connection open during the cut still works after Restore")
 	}
-	c, r := dial(t, p.Addr())
-	if got, err := roundTrip(t, c, r, "after", long); err != nil || got != "after" {
-		t.Fatalf("after Restore: %q, %v", got, err)
-	}
+	dial(t, p.Addr()).roundTrip(t, "after")
 }
 
 // A cut of the requests only: what was sent is lost, the replies of what
@@ -157,117 +181,87 @@ func TestProxyCutOneWay(t *testing.T) {
 	t.Parallel()
 	e := startEcho(t)
 	p := redistest.StartProxy(t, e.ln.Addr().String())
-	c, r := dial(t, p.Addr())
+	faults := p.Faults()
+	c := dial(t, p.Addr())
 	p.Delay(redistest.ToClient, 200*time.Millisecond)
-	if _, err := io.WriteString(c, "through\n"); err != nil {
-		t.Fatal(err)
-	}
+	c.send(t, "through")
 	<-e.lines // the request went through; its reply is on its way
 	p.Cut(redistest.ToServer)
-	if _, err := io.WriteString(c, "lost\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(long))
-	if got, err := r.ReadString('\n'); err != nil || got != "through\n" {
-		t.Fatalf("the reply sent before the cut: %q, %v", got, err)
-	}
-	if _, err := roundTrip(t, c, r, "lost too", quiet); !isTimeout(err) {
-		t.Fatalf("a request during the cut: %v, want a timeout", err)
-	}
+	c.send(t, "lost")
+	got, err := c.reply()
+	require.NoError(t, err, "the reply sent before the cut")
+	require.Equal(t, "through", got, "the reply sent before the cut")
+	fault(t, faults, dropped(redistest.ToServer, "lost"))
+	c.send(t, "lost too")
+	fault(t, faults, dropped(redistest.ToServer, "lost too"))
+	c.quiet(t, "a request during the cut")
 }
 
 func TestProxyCutSubscribers(t *testing.T) {
 	t.Parallel()
 	e := startEcho(t)
 	p := redistest.StartProxy(t, e.ln.Addr().String())
-	sub, subR := dial(t, p.Addr())
-	plain, plainR := dial(t, p.Addr())
-	for _, x := range []struct {
-		c    net.Conn
-		r    *bufio.Reader
-		line string
-	}{{sub, subR, "SUBSCRIBE ch"}, {plain, plainR, "GET k"}} {
-		if _, err := roundTrip(t, x.c, x.r, x.line, long); err != nil {
-			t.Fatal(err)
-		}
-	}
+	faults := p.Faults()
+	sub, plain := dial(t, p.Addr()), dial(t, p.Addr())
+	sub.roundTrip(t, "SUBSCRIBE ch")
+	plain.roundTrip(t, "GET k")
 	p.CutSubscribers()
-	if _, err := roundTrip(t, sub, subR, "PING", quiet); !isTimeout(err) {
-		t.Fatalf("the subscriber after CutSubscribers: %v, want a timeout", err)
-	}
-	later, laterR := dial(t, p.Addr())
-	for _, c := range []struct {
-		c net.Conn
-		r *bufio.Reader
-	}{{plain, plainR}, {later, laterR}} {
-		if got, err := roundTrip(t, c.c, c.r, "x", long); err != nil || got != "x" {
-			t.Fatalf("another connection after CutSubscribers: %q, %v", got, err)
-		}
+	sub.send(t, "PING")
+	fault(t, faults, dropped(redistest.ToServer, "PING"))
+	sub.quiet(t, "the subscriber after CutSubscribers")
+	for _, c := range []*conn{plain, dial(t, p.Addr())} {
+		c.roundTrip(t, "x") // another connection after CutSubscribers
 	}
 	p.Restore()
-	if _, err := subR.ReadString('\n'); err == nil {
-		t.Fatal("the silenced connection still works after Restore")
-	}
+	_, err := sub.reply()
+	require.Error(t, err, "the silenced connection still works after Restore")
 }
 
 func TestProxyHoldReplies(t *testing.T) {
 	t.Parallel()
 	e := startEcho(t)
 	p := redistest.StartProxy(t, e.ln.Addr().String())
-	c, r := dial(t, p.Addr())
+	faults := p.Faults()
+	c := dial(t, p.Addr())
 	sent := p.HoldReplies()
-	if _, err := io.WriteString(c, "held\n"); err != nil {
-		t.Fatal(err)
-	}
+	c.send(t, "held")
 	before := time.Now()
-	if at := <-sent; at.Before(before.Add(-time.Second)) {
-		t.Fatalf("request passed at %v, before it was sent (%v)", at, before)
-	}
-	if l := <-e.lines; l != "held" {
-		t.Fatalf("the server got %q", l)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(quiet))
-	if _, err := r.ReadString('\n'); !isTimeout(err) {
-		t.Fatalf("a reply while held: %v, want a timeout", err)
-	}
+	at := <-sent
+	require.False(t, at.Before(before.Add(-time.Second)), "request passed at %v, before it was sent (%v)", at, before)
+	require.Equal(t, "held", <-e.lines, "the server got another line")
+	fault(t, faults, redistest.Fault{Dir: redistest.ToClient, Data: []byte("held\n"), Held: true})
+	c.quiet(t, "a reply while held")
 	p.Let()
-	_ = c.SetReadDeadline(time.Now().Add(long))
-	if got, err := r.ReadString('\n'); err != nil || got != "held\n" {
-		t.Fatalf("the held reply after Let: %q, %v", got, err)
-	}
+	got, err := c.reply()
+	require.NoError(t, err, "the held reply after Let")
+	require.Equal(t, "held", got, "the held reply after Let")
 }
 
 func TestProxyReset(t *testing.T) {
 	t.Parallel()
 	e := startEcho(t)
 	p := redistest.StartProxy(t, e.ln.Addr().String())
-	c, r := dial(t, p.Addr())
-	if _, err := roundTrip(t, c, r, "a", long); err != nil {
-		t.Fatal(err)
-	}
+	c := dial(t, p.Addr())
+	c.roundTrip(t, "a")
 	p.Reset()
-	_ = c.SetReadDeadline(time.Now().Add(long))
-	if _, err := r.ReadString('\n'); err == nil || isTimeout(err) {
-		t.Fatalf("a reset connection: %v, want it closed", err)
-	}
-	c2, r2 := dial(t, p.Addr())
-	if got, err := roundTrip(t, c2, r2, "b", long); err != nil || got != "b" {
-		t.Fatalf("a new connection after Reset: %q, %v", got, err)
-	}
+	_, err := c.reply()
+	require.Error(t, err, "a reset connection still works")
+	require.False(t, isTimeout(err), "a reset connection: %v, want it closed", err)
+	dial(t, p.Addr()).roundTrip(t, "b") // a new connection after Reset
 }
 
 func TestBlackhole(t *testing.T) {
 	t.Parallel()
 	h := redistest.StartBlackhole(t)
-	c, r := dial(t, h.Addr())
-	if _, err := roundTrip(t, c, r, "PING", quiet); !isTimeout(err) {
-		t.Fatalf("a blackhole answered: %v", err)
-	}
+	faults := h.Faults()
+	c := dial(t, h.Addr())
+	c.send(t, "PING")
+	fault(t, faults, dropped(redistest.ToServer, "PING"))
+	c.quiet(t, "a blackhole")
 	h.Close()
-	_ = c.SetReadDeadline(time.Now().Add(long))
-	if _, err := r.ReadString('\n'); err == nil || isTimeout(err) {
-		t.Fatalf("after Close: %v, want the connection closed", err)
-	}
+	_, err := c.reply()
+	require.Error(t, err, "a blackhole answered after Close")
+	require.False(t, isTimeout(err), "after Close: %v, want the connection closed", err)
 }
 
 func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock/internal/redisproc"
+	"github.com/stretchr/testify/require"
 )
 
 // RequireEnv is the environment variable that makes real-Redis tests mandatory.
@@ -75,9 +76,7 @@ type Server struct {
 func Start(tb testing.TB, args ...string) *Server {
 	tb.Helper()
 	srv, err := redisproc.Start(redisproc.Config{Bin: Binary(tb), Dir: tb.TempDir(), Args: args})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	closeAtEnd(tb, srv)
 	return &Server{Server: srv, tb: tb}
 }
@@ -122,9 +121,7 @@ func (s *Server) Client(fn func(*redis.Options)) *redis.Client {
 // fails the test if the server does not come back.
 func (s *Server) Restart() {
 	s.tb.Helper()
-	if err := s.Server.Restart(); err != nil {
-		s.tb.Fatal(err)
-	}
+	require.NoError(s.tb, s.Server.Restart())
 }
 
 // Do runs one command on the server's admin connection (for set-up and

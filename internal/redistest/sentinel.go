@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock/internal/redisproc"
+	"github.com/stretchr/testify/require"
 )
 
 // Sentinel is a Sentinel deployment owned by a test (see
@@ -24,9 +25,7 @@ func StartSentinel(tb testing.TB, cfg redisproc.SentinelConfig) *Sentinel {
 	tb.Helper()
 	cfg.Bin = Binary(tb)
 	s, err := redisproc.StartSentinel(context.Background(), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	closeAtEnd(tb, append(s.Servers(), s.Sentinels()...)...)
 	return &Sentinel{Sentinel: s, tb: tb}
 }

@@ -4,9 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/sumdb/dirhash"
 	"golang.org/x/mod/zip"
@@ -17,12 +18,8 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 	t.Helper()
 	for name, data := range files {
 		file := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+		require.NoError(t, os.WriteFile(file, []byte(data), 0o644))
 	}
 }
 
@@ -54,44 +51,30 @@ func git(t *testing.T, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v\n%s", args, out)
 }
 
 func TestVersionAndTags(t *testing.T) {
 	root := repo(t)
 	ws, err := loadWorkspace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ws.version != "v0.1.0" || len(ws.modules) != 2 {
-		t.Fatalf("workspace: version %q, modules %v", ws.version, ws.modules)
-	}
-	if err := ws.setVersion("v2.0.0"); err == nil {
-		t.Fatal("v2.0.0 for a path without /v2: accepted")
-	}
-	if err := ws.setVersion("v0.2.0"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "v0.1.0", ws.version, "workspace version")
+	require.Len(t, ws.modules, 2, "workspace modules")
+	require.Error(t, ws.setVersion("v2.0.0"), "v2.0.0 for a path without /v2: accepted")
+	require.NoError(t, ws.setVersion("v0.2.0"))
 	sub, _ := os.ReadFile(filepath.Join(root, "sub", "go.mod"))
-	if !strings.Contains(string(sub), "example.com/r v0.2.0 // a comment") || !strings.Contains(string(sub), "example.com/other v1.0.0") {
-		t.Errorf("sub/go.mod:\n%s", sub)
-	}
+	assert.Contains(t, string(sub), "example.com/r v0.2.0 // a comment", "sub/go.mod")
+	assert.Contains(t, string(sub), "example.com/other v1.0.0", "sub/go.mod")
 	// A module outside the workspace too.
-	if test, _ := os.ReadFile(filepath.Join(root, "test", "go.mod")); !strings.Contains(string(test), "require example.com/r v0.2.0") {
-		t.Errorf("test/go.mod:\n%s", test)
-	}
+	test, _ := os.ReadFile(filepath.Join(root, "test", "go.mod"))
+	assert.Contains(t, string(test), "require example.com/r v0.2.0", "test/go.mod")
 	work, _ := os.ReadFile(filepath.Join(root, "go.work"))
-	if !strings.Contains(string(work), "// kept\nreplace (\n\texample.com/r v0.2.0 => ./\n\texample.com/r/sub v0.2.0 => ./sub\n)") {
-		t.Errorf("go.work:\n%s", work)
-	}
-	if ws, err = loadWorkspace(); err != nil || ws.version != "v0.2.0" {
-		t.Fatalf("reloaded: %v, %v", ws, err)
-	}
-	if got := strings.Join(ws.tags(), " "); got != "v0.2.0 sub/v0.2.0" {
-		t.Errorf("tags: %s", got)
-	}
+	assert.Contains(t, string(work), "// kept\nreplace (\n\texample.com/r v0.2.0 => ./\n\texample.com/r/sub v0.2.0 => ./sub\n)", "go.work")
+	ws, err = loadWorkspace()
+	require.NoError(t, err, "reloaded")
+	require.Equal(t, "v0.2.0", ws.version, "reloaded")
+	assert.Equal(t, []string{"v0.2.0", "sub/v0.2.0"}, ws.tags())
 }
 
 // The zips publish writes hash as the go command's zips of the commit of
@@ -100,13 +83,9 @@ func TestVersionAndTags(t *testing.T) {
 func TestPublishHashesAsTheCommit(t *testing.T) {
 	root := repo(t)
 	ws, err := loadWorkspace()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	proxy := t.TempDir()
-	if err := ws.publish(proxy); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ws.publish(proxy))
 	git(t, root, "add", "-A")
 	git(t, root, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "second")
 	for _, m := range ws.modules {
@@ -114,28 +93,16 @@ func TestPublishHashesAsTheCommit(t *testing.T) {
 		published := filepath.Join(proxy, m.path, "@v", "v0.1.0.zip")
 		fromVCS := filepath.Join(t.TempDir(), "vcs.zip")
 		f, err := os.Create(fromVCS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := zip.CreateFromVCS(f, v, root, "HEAD", m.rel); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, zip.CreateFromVCS(f, v, root, "HEAD", m.rel))
 		f.Close()
 		want, err := dirhash.HashZip(fromVCS, dirhash.Hash1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got, err := dirhash.HashZip(published, dirhash.Hash1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Errorf("%s: published zip hashes %s, the commit's %s", m.path, got, want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "%s: the published zip's hash, against the commit's", m.path)
 	}
 	for _, file := range []string{"example.com/r/@v/list", "example.com/r/@v/v0.1.0.mod", "example.com/r/@v/v0.1.0.info", "example.com/r/sub/@v/v0.1.0.mod"} {
-		if _, err := os.Stat(filepath.Join(proxy, file)); err != nil {
-			t.Error(err)
-		}
+		assert.FileExists(t, filepath.Join(proxy, file))
 	}
 }

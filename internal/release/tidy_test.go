@@ -4,8 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // chain makes a workspace of three modules, c importing b importing the
@@ -33,35 +35,24 @@ func chain(t *testing.T) string {
 func TestTidySumsMatchThePublishedZips(t *testing.T) {
 	root := chain(t)
 	ws, err := loadWorkspace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ws.tidy(true); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, ws.tidy(true))
 	sum, _ := os.ReadFile(filepath.Join(root, "c", "go.sum"))
-	if !strings.Contains(string(sum), "example.com/r/b v0.1.0 h1:") || !strings.Contains(string(sum), "example.com/r v0.1.0 h1:") {
-		t.Fatalf("c/go.sum:\n%s", sum)
-	}
+	require.Contains(t, string(sum), "example.com/r/b v0.1.0 h1:", "c/go.sum")
+	require.Contains(t, string(sum), "example.com/r v0.1.0 h1:", "c/go.sum")
 	proxy := t.TempDir()
-	if err := ws.publish(proxy); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ws.publish(proxy))
 	env := append(os.Environ(), "GOWORK=off", "GOPROXY="+fileURL(proxy), "GONOSUMDB=example.com",
 		"GOMODCACHE="+t.TempDir(), "GOFLAGS=-modcacherw")
 	for _, dir := range []string{"b", "c"} {
 		cmd := exec.Command("go", "build", "-mod=readonly", "./...")
 		cmd.Dir, cmd.Env = filepath.Join(root, dir), env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("%s: go build outside the workspace: %v\n%s", dir, err, out)
-		}
+		out, err := cmd.CombinedOutput()
+		assert.NoError(t, err, "%s: go build outside the workspace\n%s", dir, out)
 	}
 
 	// Without -sums, the repository's own lines are dropped.
-	if err := ws.tidy(false); err != nil {
-		t.Fatal(err)
-	}
-	if sum, _ := os.ReadFile(filepath.Join(root, "c", "go.sum")); strings.Contains(string(sum), "example.com/r") {
-		t.Errorf("c/go.sum after tidy without -sums:\n%s", sum)
-	}
+	require.NoError(t, ws.tidy(false))
+	sum, _ = os.ReadFile(filepath.Join(root, "c", "go.sum"))
+	assert.NotContains(t, string(sum), "example.com/r", "c/go.sum after tidy without -sums")
 }

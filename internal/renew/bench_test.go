@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
@@ -78,9 +80,8 @@ func benchRenew(b *testing.B, batch BatchFunc, rdb *redis.Client) {
 			for j := i; j < i+1000; j++ {
 				pipe.Set(ctx, keys[j], tokens[j]+":1", benchTTL)
 			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
+			_, err := pipe.Exec(ctx)
+			require.NoError(b, err)
 		}
 	}
 	var (
@@ -121,9 +122,7 @@ func benchRenew(b *testing.B, batch BatchFunc, rdb *redis.Client) {
 		return res, err
 	}
 	r, err := New(Config{Batch: wrapped})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer r.Close()
 	interval := benchTTL / 3
 	drift := backend.Drift(benchTTL, lease.DefaultDriftFactor)
@@ -144,9 +143,7 @@ func benchRenew(b *testing.B, batch BatchFunc, rdb *redis.Client) {
 	for i := range keys {
 		h, err := r.Add(Entry{Group: Group{Node: "local"}, Key: keys[i], Token: tokens[i], TTL: benchTTL, Interval: interval, Drift: drift,
 			ValidUntil: time.Now().Add(benchTTL - drift), Renewed: renewed, Lost: losts[i]})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		handles[i] = h
 	}
 	runtime.GC()
@@ -169,16 +166,15 @@ func benchRenew(b *testing.B, batch BatchFunc, rdb *redis.Client) {
 		for i := range 100 {
 			pipe.Del(ctx, keys[i*1000])
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			b.Fatal(err)
-		}
+		_, err := pipe.Exec(ctx)
+		require.NoError(b, err)
 		rounds(benchRounds - 0.5)
 		for i := range 100 { // reported at the deleted keys' next renewal
 			for lostAt[i*1000].Load() == 0 {
 				select {
 				case <-served1:
 				case <-time.After(2 * interval):
-					b.Fatalf("the loss of deleted key %d was not reported", i*1000)
+					require.Failf(b, "loss not reported", "the loss of deleted key %d was not reported", i*1000)
 				}
 			}
 		}

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redislock-go/redislock/lease/leasetest"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/redislock-go/redislock/lease/leasetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,7 +59,6 @@ const (
 	testTTL      = 3 * time.Second
 	testInterval = time.Second
 	testDrift    = 32 * time.Millisecond
-	bound        = 5 * time.Second // failure bound of every wait
 )
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -67,12 +69,33 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	cfg.Clock = h.clock
 	cfg.Batch = h.batch
 	r, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	h.r = r
-	t.Cleanup(r.Close)
+	t.Cleanup(h.close)
 	return h
+}
+
+// close closes the Renewer when the test ends. A call still in flight
+// then (a retry the test did not wait for: a worker makes its call after
+// the clock step that queued it has returned) is answered with errClosed,
+// or Close would wait for it for good under ignoreCtx.
+func (h *harness) close() {
+	stop := make(chan struct{})
+	drained := make(chan struct{})
+	go func() { // ends when Close has returned
+		defer close(drained)
+		for {
+			select {
+			case c := <-h.calls:
+				c.reply <- reply{nil, errClosed}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	h.r.Close()
+	close(stop)
+	<-drained
 }
 
 func (h *harness) batch(ctx context.Context, g Group, reqs []Request) ([]Result, error) {
@@ -94,9 +117,7 @@ func (h *harness) batch(ctx context.Context, g Group, reqs []Request) ([]Result,
 func (h *harness) add(key string, g Group) *Handle {
 	h.t.Helper()
 	e, err := h.r.Add(h.entry(key, g))
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	require.NoError(h.t, err)
 	return e
 }
 
@@ -112,36 +133,20 @@ func (h *harness) entry(key string, g Group) Entry {
 // call returns the next call of the BatchFunc.
 func (h *harness) call() *fakeCall {
 	h.t.Helper()
-	select {
-	case c := <-h.calls:
-		return c
-	case <-time.After(bound):
-		h.t.Fatal("no call of the BatchFunc")
-		return nil
-	}
+	return testkit.Recv(h.t, h.calls, "a call of the BatchFunc")
 }
 
 // noCall checks that no call is waiting (the steps that could make one have
 // all returned: FakeClock.Advance waits for them).
 func (h *harness) noCall() {
 	h.t.Helper()
-	select {
-	case c := <-h.calls:
-		h.t.Fatalf("unexpected call of %d requests in %v", len(c.reqs), c.group)
-	default:
-	}
+	testkit.NoRecv(h.t, h.calls, "a call of the BatchFunc")
 }
 
 // event returns the next callback of an entry.
 func (h *harness) event() event {
 	h.t.Helper()
-	select {
-	case e := <-h.events:
-		return e
-	case <-time.After(bound):
-		h.t.Fatal("no Renewed or Lost")
-		return event{}
-	}
+	return testkit.Recv(h.t, h.events, "a Renewed or Lost callback")
 }
 
 // events returns the next n callbacks, by key.
@@ -150,9 +155,8 @@ func (h *harness) eventsN(n int) map[string]event {
 	out := make(map[string]event, n)
 	for range n {
 		e := h.event()
-		if _, dup := out[e.key]; dup {
-			h.t.Fatalf("two callbacks for %s", e.key)
-		}
+		_, dup := out[e.key]
+		require.False(h.t, dup, "two callbacks for %s", e.key)
 		out[e.key] = e
 	}
 	return out
@@ -162,11 +166,7 @@ func (h *harness) eventsN(n int) map[string]event {
 // applied the outcome.
 func (c *fakeCall) answer(res []Result, err error) {
 	c.reply <- reply{res, err}
-	select {
-	case <-c.h.finished:
-	case <-time.After(bound):
-		c.h.t.Error("the outcome of a call was not applied")
-	}
+	testkit.Recv(c.h.t, c.h.finished, "the outcome of a call applied")
 }
 
 // byKey answers with the result that fn gives each request's key.
@@ -199,4 +199,7 @@ func (c *fakeCall) keys() []string {
 
 func keyN(i int) string { return fmt.Sprintf("k%05d", i) }
 
-var errDown = fmt.Errorf("node down")
+var (
+	errDown   = fmt.Errorf("node down")
+	errClosed = fmt.Errorf("test over")
+)

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // An explicit renewal by the owner (Confirmed) moves the next renewal: it
@@ -21,9 +25,7 @@ func TestConfirmedMovesRenewal(t *testing.T) {
 	h.noCall()
 	h.clock.Advance(time.Millisecond)
 	c := h.call()
-	if !c.reqs[0].Due.Equal(refreshed.Add(testInterval)) {
-		t.Fatalf("renewal due %v, want an interval after the refresh (%v)", c.reqs[0].Due, refreshed.Add(testInterval))
-	}
+	require.WithinDuration(t, refreshed.Add(testInterval), c.reqs[0].Due, 0, "renewal due an interval after the refresh")
 	c.renewAll()
 	h.event()
 }
@@ -41,17 +43,13 @@ func TestRemove(t *testing.T) {
 		renewed(until)
 	}
 	e, err := h.r.Add(ent)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	h.clock.Advance(testInterval)
 	h.call().renewAll()
 	h.event()
 	h.clock.Advance(10 * testInterval)
 	h.noCall()
-	if h.r.Len() != 0 {
-		t.Fatalf("%d entries after Remove", h.r.Len())
-	}
+	require.Zero(t, h.r.Len(), "entries after Remove")
 	e.Stop() // after Remove: returns at once
 }
 
@@ -67,20 +65,12 @@ func TestCloseLost(t *testing.T) {
 	pending := h.call() // a call in flight is cancelled
 	cause := errors.New("closed")
 	h.r.CloseLost(cause)
-	if pending.ctx.Err() == nil {
-		t.Fatal("call not cancelled")
-	}
+	require.Error(t, pending.ctx.Err(), "call not cancelled")
 	got := h.eventsN(2)
 	for _, k := range []string{"a", "b"} {
-		if !errors.Is(got[k].cause, cause) {
-			t.Fatalf("%s: %+v, want the loss", k, got[k])
-		}
+		require.ErrorIs(t, got[k].cause, cause, "%s: want the loss", k)
 	}
-	select {
-	case ev := <-h.events:
-		t.Fatalf("extra callback %+v", ev)
-	default:
-	}
+	testkit.NoRecv(t, h.events, "a callback beyond the two")
 	h.r.CloseLost(cause) // idempotent, tells no one again
 	h.r.Close()
 }
@@ -94,16 +84,13 @@ func TestAddLateGrant(t *testing.T) {
 	ent := h.entry("k", Group{})
 	began := h.clock.Now().Add(-testInterval / 2)
 	ent.ValidUntil = began.Add(testTTL - testDrift)
-	if _, err := h.r.Add(ent); err != nil {
-		t.Fatal(err)
-	}
+	_, err := h.r.Add(ent)
+	require.NoError(t, err)
 	h.clock.Advance(testInterval/2 - time.Millisecond)
 	h.noCall()
 	h.clock.Advance(time.Millisecond)
 	c := h.call()
-	if !c.reqs[0].Due.Equal(began.Add(testInterval)) {
-		t.Fatalf("renewal due %v, want %v", c.reqs[0].Due, began.Add(testInterval))
-	}
+	require.WithinDuration(t, began.Add(testInterval), c.reqs[0].Due, 0, "renewal due an interval after its request began")
 	c.renewAll()
 	h.event()
 }

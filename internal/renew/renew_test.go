@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 )
@@ -28,26 +31,20 @@ func TestBatches(t *testing.T) {
 	var sizes []int
 	for range 3 {
 		c := h.call()
-		if c.group != g {
-			t.Fatalf("call for %v, want %v", c.group, g)
-		}
+		require.Equal(t, g, c.group)
 		for _, r := range c.reqs {
-			if r.Token != "tok-"+r.Key || r.TTL != testTTL || !r.Due.Equal(h.clock.Now()) {
-				t.Fatalf("request %+v", r)
-			}
+			require.Equal(t, "tok-"+r.Key, r.Token, "request %+v", r)
+			require.Equal(t, testTTL, r.TTL, "request %+v", r)
+			require.WithinDuration(t, h.clock.Now(), r.Due, 0, "request %+v", r)
 		}
 		sizes = append(sizes, len(c.reqs))
 		c.renewAll()
 	}
-	slices.Sort(sizes)
-	if !slices.Equal(sizes, []int{176, 512, 512}) {
-		t.Fatalf("call sizes %v, want 512, 512, 176", sizes)
-	}
+	require.ElementsMatch(t, []int{512, 512, 176}, sizes, "call sizes")
 	want := h.clock.Now().Add(testTTL - testDrift)
 	for k, e := range h.eventsN(1200) {
-		if e.cause != nil || !e.until.Equal(want) {
-			t.Fatalf("%s: %+v, want renewed until %v", k, e, want)
-		}
+		require.NoError(t, e.cause, k)
+		require.WithinDuration(t, want, e.until, 0, "%s: renewed until", k)
 	}
 	h.noCall()
 	// The next round is due an interval after the calls were sent.
@@ -71,9 +68,8 @@ func TestGroups(t *testing.T) {
 	}
 	e := h.entry("other-ttl", groups[0])
 	e.TTL, e.ValidUntil = 2*testTTL, h.clock.Now().Add(2*testTTL-testDrift)
-	if _, err := h.r.Add(e); err != nil {
-		t.Fatal(err)
-	}
+	_, err := h.r.Add(e)
+	require.NoError(t, err)
 	h.clock.Advance(testInterval)
 	seen := map[Group]int{}
 	for range len(groups) + 1 {
@@ -81,21 +77,16 @@ func TestGroups(t *testing.T) {
 		seen[c.group]++
 		ttl := c.reqs[0].TTL
 		for _, r := range c.reqs {
-			if r.TTL != ttl {
-				t.Fatalf("one call with TTLs %v and %v", ttl, r.TTL)
-			}
+			require.Equal(t, ttl, r.TTL, "one call with two TTLs")
 		}
-		if ttl == 2*testTTL && !slices.Equal(c.keys(), []string{"other-ttl"}) {
-			t.Fatalf("call of TTL %v has %v", ttl, c.keys())
-		}
-		if ttl == testTTL && len(c.reqs) != 2 {
-			t.Fatalf("call of %v has %v", c.group, c.keys())
+		if ttl == 2*testTTL {
+			require.Equal(t, []string{"other-ttl"}, c.keys(), "call of TTL %v", ttl)
+		} else {
+			require.Len(t, c.reqs, 2, "call of %v has %v", c.group, c.keys())
 		}
 		c.renewAll()
 	}
-	if seen[groups[0]] != 2 || seen[groups[1]] != 1 || seen[groups[2]] != 1 {
-		t.Fatalf("calls per group %v", seen)
-	}
+	require.Equal(t, map[Group]int{groups[0]: 2, groups[1]: 1, groups[2]: 1}, seen, "calls per group")
 	h.eventsN(2*len(groups) + 1)
 }
 
@@ -113,24 +104,18 @@ func TestEarlyJoin(t *testing.T) {
 	h.add("later", g) // due at 1.3 s: not within
 	h.clock.Advance(700 * time.Millisecond)
 	c := h.call()
-	if !slices.Equal(c.keys(), []string{"first", "joins"}) {
-		t.Fatalf("first call %v, want first and joins", c.keys())
-	}
+	require.Equal(t, []string{"first", "joins"}, c.keys(), "first call")
 	c.renewAll()
 	h.eventsN(2)
 	h.clock.Advance(300 * time.Millisecond)
 	c = h.call()
-	if !slices.Equal(c.keys(), []string{"later"}) {
-		t.Fatalf("second call %v, want later", c.keys())
-	}
+	require.Equal(t, []string{"later"}, c.keys(), "second call")
 	c.renewAll()
 	h.eventsN(1)
 	// Next round: "later" (due at 2.3 s) is not within 2 s + 250 ms.
 	h.clock.Advance(700 * time.Millisecond)
 	c = h.call()
-	if !slices.Equal(c.keys(), []string{"first", "joins"}) {
-		t.Fatalf("round 2: %v", c.keys())
-	}
+	require.Equal(t, []string{"first", "joins"}, c.keys(), "round 2")
 	c.renewAll()
 	h.eventsN(2)
 	h.noCall()
@@ -159,22 +144,13 @@ func TestLostNotHeld(t *testing.T) {
 		return Result{Err: fmtNotHeld(gone)}
 	})
 	evs := h.eventsN(3)
-	if evs[keyN(0)].cause != nil {
-		t.Fatalf("renewed entry: %+v", evs[keyN(0)])
-	}
-	if !errors.Is(evs[keyN(1)].cause, lease.ErrNotHeld) {
-		t.Fatalf("entry without grant: %v, want ErrNotHeld", evs[keyN(1)].cause)
-	}
-	if c := evs[keyN(2)].cause; !errors.Is(c, lease.ErrNotHeld) || !errors.Is(c, gone) {
-		t.Fatalf("entry with a cause: %v", c)
-	}
-	if h.r.Len() != 1 {
-		t.Fatalf("%d entries left, want 1", h.r.Len())
-	}
+	require.NoError(t, evs[keyN(0)].cause, "renewed entry")
+	require.ErrorIs(t, evs[keyN(1)].cause, lease.ErrNotHeld, "entry without grant")
+	require.ErrorIs(t, evs[keyN(2)].cause, lease.ErrNotHeld, "entry with a cause")
+	require.ErrorIs(t, evs[keyN(2)].cause, gone, "entry with a cause")
+	require.Equal(t, 1, h.r.Len(), "entries left")
 	h.clock.Advance(testInterval)
-	if c := h.call(); !slices.Equal(c.keys(), []string{keyN(0)}) {
-		t.Fatalf("next round renews %v", c.keys())
-	}
+	require.Equal(t, []string{keyN(0)}, h.call().keys(), "next round renews")
 }
 
 func fmtNotHeld(cause error) error { return errors.Join(lease.ErrNotHeld, cause) }
@@ -195,22 +171,16 @@ func TestLostByExpiry(t *testing.T) {
 		h.clock.Advance(h.r.nextEvent())
 		select {
 		case e := <-h.events:
-			if e.cause == nil {
-				t.Fatalf("renewed: %+v", e)
-			}
-			if want := validUntil.Add(-backend.LossLead(testTTL, testInterval)); !e.at.Equal(want) {
-				t.Fatalf("lost at %v, want %v (LossLead before ValidUntil %v)", e.at, want, validUntil)
-			}
-			if !errors.Is(e.cause, lease.ErrLeaseExpired) || !errors.Is(e.cause, errDown) {
-				t.Fatalf("cause %v, want ErrLeaseExpired with the last error", e.cause)
-			}
-			if len(tries) < 4 || tries[0] != testInterval {
-				t.Fatalf("tries at %v: want the first at the interval", tries)
-			}
+			require.Error(t, e.cause, "renewed: %+v", e)
+			require.WithinDuration(t, validUntil.Add(-backend.LossLead(testTTL, testInterval)), e.at, 0,
+				"lost LossLead before ValidUntil %v", validUntil)
+			require.ErrorIs(t, e.cause, lease.ErrLeaseExpired)
+			require.ErrorIs(t, e.cause, errDown, "want the last error")
+			require.GreaterOrEqual(t, len(tries), 4, "tries at %v", tries)
+			require.Equal(t, testInterval, tries[0], "tries at %v: want the first at the interval", tries)
 			for i := 2; i < len(tries); i++ {
-				if tries[i]-tries[i-1] >= tries[i-1]-tries[i-2] {
-					t.Fatalf("tries at %v: want retries closer together as the validity runs out", tries)
-				}
+				require.Less(t, tries[i]-tries[i-1], tries[i-1]-tries[i-2],
+					"tries at %v: want retries closer together as the validity runs out", tries)
 			}
 			return
 		case c := <-h.calls:
@@ -221,17 +191,11 @@ func TestLostByExpiry(t *testing.T) {
 			}
 			// The last try hangs: the loss comes from the timer.
 			defer func() {
-				select {
-				case <-c.ctx.Done():
-				default:
-					t.Error("the hanging call's context was not cancelled when its entry was lost")
-				}
+				assert.Error(t, c.ctx.Err(), "the hanging call's context was not cancelled when its entry was lost")
 				c.answer(nil, errDown)
 			}()
 		}
-		if len(tries) > 100 {
-			t.Fatal("no loss after 100 tries")
-		}
+		require.LessOrEqual(t, len(tries), 100, "no loss after 100 tries")
 	}
 }
 
@@ -252,21 +216,15 @@ func TestLostByExpiryKeepsCause(t *testing.T) {
 		if perResult {
 			<-c.ctx.Done() // its bound, in real time
 			c.byKey(func(string) Result { return Result{Err: fmt.Errorf("redislock: %w", c.ctx.Err())} })
-		} else {
-			select { // unanswered: it returns at its bound
-			case <-h.finished:
-			case <-time.After(bound):
-				t.Fatal("the call did not end at its bound")
-			}
+		} else { // unanswered: it returns at its bound
+			testkit.Recv(t, h.finished, "the call ended at its bound")
 		}
-		if !errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("call ended with %v, want its deadline", c.ctx.Err())
-		}
+		require.ErrorIs(t, c.ctx.Err(), context.DeadlineExceeded, "the call ended at its deadline")
 		h.clock.Advance(testTTL)
 		e := h.event()
-		if !errors.Is(e.cause, lease.ErrLeaseExpired) || !errors.Is(e.cause, errDown) || errors.Is(e.cause, context.DeadlineExceeded) {
-			t.Errorf("per result %v: cause %v, want ErrLeaseExpired with the error before the cut-off", perResult, e.cause)
-		}
+		assert.ErrorIs(t, e.cause, lease.ErrLeaseExpired, "per result %v", perResult)
+		assert.ErrorIs(t, e.cause, errDown, "per result %v: want the error before the cut-off", perResult)
+		assert.NotErrorIs(t, e.cause, context.DeadlineExceeded, "per result %v: want the error before the cut-off", perResult)
 		for len(h.calls) > 0 { // retries that wait for an answer
 			(<-h.calls).answer(nil, errDown)
 		}
@@ -294,15 +252,9 @@ func TestConfirmedTooLate(t *testing.T) {
 	h.clock.Advance(testInterval)
 	c := h.call()
 	h.clock.Advance(testTTL) // the call took longer than the validity
-	if e := h.event(); !errors.Is(e.cause, lease.ErrLeaseExpired) {
-		t.Fatalf("event %+v, want a loss by expiry", e)
-	}
+	require.ErrorIs(t, h.event().cause, lease.ErrLeaseExpired, "want a loss by expiry")
 	c.renewAll() // too late: ignored
-	select {
-	case e := <-h.events:
-		t.Fatalf("callback after the loss: %+v", e)
-	default:
-	}
+	testkit.NoRecv(t, h.events, "a callback after the loss")
 }
 
 // A wrong number of results is an error for every entry of the call.
@@ -315,9 +267,7 @@ func TestResultCount(t *testing.T) {
 	h.call().answer([]Result{{Renewed: true}}, nil)
 	h.clock.Advance(h.r.nextEvent())
 	c := h.call() // retried: no entry was confirmed
-	if len(c.reqs) != 2 {
-		t.Fatalf("retry of %v", c.keys())
-	}
+	require.Len(t, c.reqs, 2, "the retry of %v", c.keys())
 }
 
 // Calls to one node run at most PerNode at a time; a node that hangs does
@@ -335,17 +285,15 @@ func TestPerNode(t *testing.T) {
 		c := h.call()
 		if c.group.Node == "healthy" {
 			c.renewAll()
-			if e := h.event(); e.key != "other" || e.cause != nil {
-				t.Fatalf("event %+v", e)
-			}
+			e := h.event()
+			require.Equal(t, "other", e.key)
+			require.NoError(t, e.cause)
 			continue
 		}
 		stalled = append(stalled, c)
 	}
 	h.noCall()
-	if len(stalled) != 2 {
-		t.Fatalf("%d calls in flight to one node, want 2", len(stalled))
-	}
+	require.Len(t, stalled, 2, "calls in flight to one node")
 	stalled[0].renewAll()
 	h.event()
 	stalled = append(stalled[1:], h.call()) // the next one goes out
@@ -375,35 +323,21 @@ func TestStop(t *testing.T) {
 	stop := func(e *Handle) {
 		go func() {
 			e.Stop()
-			if !returned.Load() {
-				t.Error("Stop returned while the call was in flight")
-			}
+			assert.True(t, returned.Load(), "Stop returned while the call was in flight")
 			stopped <- struct{}{}
 		}()
 		<-left
 	}
 	stop(a)
-	if c.ctx.Err() != nil {
-		t.Fatal("call cancelled while an entry still needs it")
-	}
+	require.NoError(t, c.ctx.Err(), "call cancelled while an entry still needs it")
 	stop(b)
-	select {
-	case <-c.ctx.Done(): // no entry needs the call any more
-	case <-time.After(bound):
-		t.Fatal("call not cancelled when its last entry stopped")
-	}
+	testkit.Recv(t, c.ctx.Done(), "call cancelled when its last entry stopped")
 	returned.Store(true)
 	c.renewAll()
 	<-stopped
 	<-stopped
-	select {
-	case e := <-h.events:
-		t.Fatalf("callback of a stopped entry: %+v", e)
-	default:
-	}
-	if h.r.Len() != 0 {
-		t.Fatalf("%d entries left", h.r.Len())
-	}
+	testkit.NoRecv(t, h.events, "a callback of a stopped entry")
+	require.Zero(t, h.r.Len(), "entries left")
 	h.clock.Advance(10 * testInterval)
 	h.noCall()
 	a.Stop() // idempotent
@@ -432,18 +366,11 @@ func TestClose(t *testing.T) {
 	h.clock.Advance(testInterval)
 	c := h.call()
 	h.r.Close()
-	if c.ctx.Err() == nil {
-		t.Fatal("call not cancelled by Close")
-	}
-	select {
-	case ev := <-h.events:
-		t.Fatalf("callback after Close: %+v", ev)
-	default:
-	}
+	require.Error(t, c.ctx.Err(), "call not cancelled by Close")
+	testkit.NoRecv(t, h.events, "a callback after Close")
 	e.Stop() // after Close: returns at once
-	if _, err := h.r.Add(h.entry("late", Group{})); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Add after Close = %v", err)
-	}
+	_, err := h.r.Add(h.entry("late", Group{}))
+	require.ErrorIs(t, err, ErrClosed, "Add after Close")
 	h.r.Close() // idempotent
 }
 
@@ -451,9 +378,8 @@ func TestInvalid(t *testing.T) {
 	t.Parallel()
 	noop := func(context.Context, Group, []Request) ([]Result, error) { return nil, nil }
 	for _, cfg := range []Config{{}, {Batch: noop, BatchSize: -1}, {Batch: noop, PerNode: -1}, {Batch: noop, Early: 1}} {
-		if _, err := New(cfg); !errors.Is(err, lease.ErrInvalidArgument) {
-			t.Errorf("New(%+v) = %v", cfg, err)
-		}
+		_, err := New(cfg)
+		assert.ErrorIs(t, err, lease.ErrInvalidArgument, "New(%+v)", cfg)
 	}
 	h := newHarness(t, Config{})
 	for name, mod := range map[string]func(*Entry){
@@ -468,9 +394,8 @@ func TestInvalid(t *testing.T) {
 	} {
 		e := h.entry("k", Group{})
 		mod(&e)
-		if _, err := h.r.Add(e); !errors.Is(err, lease.ErrInvalidArgument) {
-			t.Errorf("%s: Add = %v", name, err)
-		}
+		_, err := h.r.Add(e)
+		assert.ErrorIs(t, err, lease.ErrInvalidArgument, name)
 	}
 }
 
@@ -489,9 +414,8 @@ func TestConfirmed(t *testing.T) {
 		h.clock.Advance(h.r.nextEvent())
 		select {
 		case ev := <-h.events:
-			if want := later.Add(-backend.LossLead(testTTL, testInterval)); !ev.at.Equal(want) || ev.cause == nil {
-				t.Fatalf("event %+v, want the loss at %v", ev, want)
-			}
+			require.Error(t, ev.cause, "want the loss")
+			require.WithinDuration(t, later.Add(-backend.LossLead(testTTL, testInterval)), ev.at, 0, "the loss's time")
 			return
 		case c := <-h.calls:
 			c.answer(nil, errDown)

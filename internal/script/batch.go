@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -9,7 +10,7 @@ import (
 	"github.com/redislock-go/redislock/scripts"
 )
 
-var batchRefresh = redis.NewScript(scripts.BatchRefresh.Source())
+var batchRefresh = newScript(scripts.BatchRefresh.Source())
 
 // BatchStatus is batch_refresh.lua's reply for one key.
 type BatchStatus int8
@@ -66,26 +67,41 @@ type Batch struct {
 
 // BatchRefreshPipelined runs BatchRefresh for every batch, to ms
 // milliseconds, in one pipeline of rdb (on a Cluster client, one pipeline
-// per node serving them); a batch whose script was not loaded (NOSCRIPT)
-// is sent again with EVAL on its own. Each batch gets its own outcome.
+// per node serving them): with EVALSHA, or EVAL while no server has named
+// the script's digest (Script.Run does not work in a pipeline); a batch
+// whose script was not loaded (NOSCRIPT) is sent again with EVAL on its
+// own. Each batch gets its own outcome.
 func BatchRefreshPipelined(ctx context.Context, rdb redis.UniversalClient, ms int64, batches []Batch) {
+	batchPipelined(ctx, rdb, batchRefresh, ms, batches)
+}
+
+// batchPipelined is BatchRefreshPipelined with s as batch_refresh.lua.
+func batchPipelined(ctx context.Context, rdb redis.UniversalClient, s *Script, ms int64, batches []Batch) {
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batches))
+	d := s.sha.Load()
 	for i, b := range batches {
-		cmds[i] = pipe.EvalSha(ctx, batchRefresh.Hash(), b.Keys, batchArgs(b.Tokens, ms)...)
+		if d == nil {
+			cmds[i] = pipe.Eval(ctx, s.src, b.Keys, batchArgs(b.Tokens, ms)...)
+		} else {
+			cmds[i] = pipe.EvalSha(ctx, d.hex, b.Keys, batchArgs(b.Tokens, ms)...)
+		}
 	}
 	_, _ = pipe.Exec(ctx) // every command has its own error
+	if d == nil && len(cmds) > 0 {
+		s.learn(ctx, rdb, batches[0].Keys, cmds[0].Err())
+	}
 	for i, cmd := range cmds {
 		b := &batches[i]
 		res, err := cmd.Slice()
-		switch {
-		case redis.HasErrorPrefix(err, "NOSCRIPT"):
-			b.Status, b.Err = BatchRefresh(ctx, rdb, b.Keys, b.Tokens, ms, b.Status[:0])
-		case err != nil:
-			b.Err = err
-		default:
-			b.Status, b.Err = batchStatus(res, len(b.Keys), b.Status[:0])
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			res, err = rdb.Eval(ctx, s.src, b.Keys, batchArgs(b.Tokens, ms)...).Slice()
 		}
+		if err != nil {
+			b.Err = err
+			continue
+		}
+		b.Status, b.Err = batchStatus(res, len(b.Keys), b.Status[:0])
 	}
 }
 
@@ -111,4 +127,24 @@ func SlotBatches(keyList, tokens []string, cluster bool) (batches []Batch, index
 		b.Keys, b.Tokens, index[j] = append(b.Keys, k), append(b.Tokens, tokens[i]), append(index[j], i)
 	}
 	return batches, index
+}
+
+// BatchRefreshKeys reports whether cmd runs batch_refresh.lua (by EVALSHA,
+// or EVAL), and how many keys it renews; for the go-redis hooks of tests
+// and benchmarks that count renewal calls.
+func BatchRefreshKeys(cmd redis.Cmder) (keys int, ok bool) {
+	args := cmd.Args()
+	if len(args) < 3 {
+		return 0, false
+	}
+	name, _ := args[0].(string)
+	payload, _ := args[1].(string)
+	switch {
+	case strings.EqualFold(name, "eval") && payload == batchRefresh.src:
+	case strings.EqualFold(name, "evalsha") && payload != "" && payload == batchRefresh.Digest():
+	default:
+		return 0, false
+	}
+	n, _ := args[2].(int)
+	return n, true
 }

@@ -2,33 +2,28 @@ package script
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // fast is a script of the hot path (obtain, release, refresh, TTL) sent
-// without go-redis' Script.Run: its command arguments are built once per
-// call in one slice, with the digest and the source boxed once here, and
-// an integer reply is read without boxing it. That saves about half the
-// allocations of a call. On NOSCRIPT (after SCRIPT FLUSH or a restart) it
-// falls back to EVAL, as Script.Run does.
+// without Script.Run: its command arguments are built once per call in one
+// slice, with the digest and the source boxed once (Script), and an
+// integer reply is read without boxing it. That saves about half the
+// allocations of a call. It is sent as Script.Run sends it: EVALSHA once a
+// server named the digest, EVAL on NOSCRIPT or before.
 type fast struct {
-	script   *redis.Script
-	sha, src any
+	script *Script
 }
 
-func newFast(src string) *fast {
-	sum := sha1.Sum([]byte(src))
-	return &fast{script: redis.NewScript(src), sha: hex.EncodeToString(sum[:]), src: src}
-}
+func newFast(src string) *fast { return &fast{script: newScript(src)} }
 
 // args returns a command slice for keys (strings, boxed) and n more
-// arguments: EVALSHA, the digest, len(keys), keys; the caller appends ARGV.
+// arguments: the command and the script (set by send), len(keys), keys;
+// the caller appends ARGV.
 func (s *fast) args(keys []any, n int) []any {
 	a := make([]any, 3, 3+len(keys)+n)
-	a[0], a[1], a[2] = "evalsha", s.sha, len(keys)
+	a[2] = len(keys)
 	return append(a, keys...)
 }
 
@@ -78,7 +73,7 @@ func (s *fast) runInt(ctx context.Context, rdb redis.Scripter, nkeys int, a []an
 	if !ok {
 		return s.script.Run(ctx, rdb, keysOf(a, nkeys), a[3+nkeys:]...).Int64()
 	}
-	return send(ctx, p, s, a, redis.NewIntCmd).Result()
+	return send(ctx, p, rdb, s.script, a, redis.NewIntCmd).Result()
 }
 
 // run is runInt for any reply.
@@ -87,20 +82,31 @@ func (s *fast) run(ctx context.Context, rdb redis.Scripter, nkeys int, a []any) 
 	if !ok {
 		return s.script.Run(ctx, rdb, keysOf(a, nkeys), a[3+nkeys:]...).Result()
 	}
-	return send(ctx, p, s, a, redis.NewCmd).Result()
+	return send(ctx, p, rdb, s.script, a, redis.NewCmd).Result()
 }
 
-// send processes the EVALSHA command a, and EVAL on NOSCRIPT. A command
-// a Deferred left without its reply is not read: the caller gets a fresh
-// one with Process' error.
-func send[C redis.Cmder](ctx context.Context, p processor, s *fast, a []any, newCmd func(ctx context.Context, args ...any) C) C {
+// send processes a as EVALSHA, and as EVAL on NOSCRIPT; as EVAL while
+// no server has named the script's digest, learning it then (Script.learn).
+// A command a Deferred left without its reply is not read: the caller gets
+// a fresh one with Process' error.
+func send[C redis.Cmder](ctx context.Context, p processor, rdb redis.Scripter, s *Script, a []any, newCmd func(ctx context.Context, args ...any) C) C {
+	d := s.sha.Load()
+	if d == nil {
+		a[0], a[1] = "eval", s.box
+	} else {
+		a[0], a[1] = "evalsha", d.box
+	}
 	cmd := newCmd(ctx, a...)
 	cmd.SetFirstKeyPos(3)
 	if err := p.Process(ctx, cmd); late(p) {
 		return lateCmd(ctx, newCmd, err)
 	}
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		a[0], a[1] = "eval", s.src
+	switch err := cmd.Err(); {
+	case d == nil:
+		n, _ := a[2].(int)
+		s.learn(ctx, rdb, keysOf(a, min(n, 1)), err)
+	case err != nil && redis.HasErrorPrefix(err, "NOSCRIPT"):
+		a[0], a[1] = "eval", s.box
 		cmd = newCmd(ctx, a...)
 		cmd.SetFirstKeyPos(3)
 		if err := p.Process(ctx, cmd); late(p) {

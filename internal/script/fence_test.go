@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/internal/keys"
 )
 
@@ -70,11 +73,12 @@ func TestObtainScriptFenceBoundaries(t *testing.T) {
 	})
 }
 
-// A handoff takes the fast path of obtain.lua for fences below 2^53 - 1
-// and the general code above: on both sides of the boundary, with and
-// without a waiter's mark and with up to 8 releases remembered, the grant
-// passes with the next fence, the handed-over token named first among the
-// releases (7 older ones kept) and the mark carried on.
+// A handoff (release.lua) passes the lock with the exact next fence, on
+// Lua numbers below 2^53 and on decimal strings above: on both sides of
+// the boundary, with and without a waiter's mark and with up to 8 releases
+// remembered, the handed-over token is named first among the releases (7
+// older ones kept) and the mark is carried on. A grant at fence 2^63-1 has
+// no fence left to hand over: it is released.
 func TestHandoffScriptFenceBoundaries(t *testing.T) {
 	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
@@ -82,24 +86,31 @@ func TestHandoffScriptFenceBoundaries(t *testing.T) {
 		k := keys.New("redislock:", "handoff-boundary")
 		const b = 1 << 53
 		const from = "fromtoken0123456789"
-		for _, last := range []int64{9, 999999999999999, 9999999999999999, b - 3, b - 2, b - 1, b, b + 1} {
+		for _, last := range []int64{9, 99999999999999, 999999999999999, 9999999999999999, b - 3, b - 2, b - 1, b, b + 1, 1e18 - 1, math.MaxInt64 - 1, math.MaxInt64} {
 			for _, rel := range []string{"", " 0123456789ab", " 111111111111 222222222222 333333333333 444444444444 555555555555 666666666666 777777777777 888888888888"} {
 				for _, mark := range []string{"", "*"} {
 					grant := from + ":" + strconv.FormatInt(last, 10) + ":" + rel + ":holder;" + mark
-					if err := rdb.Set(ctx, k.Lock, grant, time.Minute).Err(); err != nil {
-						t.Fatal(err)
-					}
-					r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000, Holder: "h", From: from}.Run(ctx, rdb)
-					if want := (ObtainReply{Status: Granted, Fence: last + 1, Released: true}); err != nil || r != want {
-						t.Fatalf("handoff of %q: %+v, %v; want %+v", grant, r, err, want)
-					}
+					require.NoError(t, rdb.Set(ctx, k.Lock, grant, time.Minute).Err())
+					released, fence, err := Handoff{Keys: k.Boxed[:1], Token: from, RecordTTL: 60000, Publish: PublishPlain, To: "tok", TTL: 10000, Holder: "h"}.Run(ctx, rdb)
+					require.NoError(t, err)
+					assert.True(t, released, grant)
 					kept := rel
 					if len(kept) > 7*13 {
 						kept = kept[:7*13]
 					}
 					want := "tok:" + strconv.FormatInt(last+1, 10) + ": " + from[:12] + kept + ":h;" + mark
-					if v := rdb.Get(ctx, k.Lock).Val(); v != want {
-						t.Fatalf("handoff of %q: lock key %q, want %q", grant, v, want)
+					if last == math.MaxInt64 {
+						want = "~:" + strconv.FormatInt(last, 10) + ": " + from[:12] + kept
+						assert.Zero(t, fence, grant)
+					} else {
+						assert.Equal(t, last+1, fence, grant)
+					}
+					assert.Equal(t, want, rdb.Get(ctx, k.Lock).Val(), grant)
+					if last < math.MaxInt64 {
+						// A replay answers the same fence.
+						_, again, err := Handoff{Keys: k.Boxed[:1], Token: from, RecordTTL: 60000, Publish: PublishPlain, To: "tok", TTL: 10000, Holder: "h"}.Run(ctx, rdb)
+						require.NoError(t, err)
+						assert.Equal(t, last+1, again, "replay of "+grant)
 					}
 				}
 			}

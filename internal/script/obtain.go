@@ -31,9 +31,6 @@ type ObtainReply struct {
 	Fence   int64 // Granted: the grant's fence
 	PTTL    int64 // Held: the holder's remaining lease in ms (NoExpiry: none); fair mode: or the wait for the queue's head
 	Counter int64 // LowProposal: the key's last fence
-	// Released reports, for a handoff, whether the grant handed over was
-	// released (by this run or an earlier run of the same request).
-	Released bool
 }
 
 // Obtain is the request of obtain.lua.
@@ -43,14 +40,13 @@ type Obtain struct {
 	TTL      any   // lease in ms (an int64, boxed once)
 	Proposal int64 // quorum: the proposed fence; 0: mint it on the node
 	Holder   any   // holder identity (a string, "" for none), boxed once; nil: none
-	From     any   // handoff: the token of the grant handed over; nil: none
 }
 
 // Run sends the request (obtain.lua): the token and TTL, and the proposal
-// and holder only when there is one or a handoff follows them (each
-// argument costs the server and the client).
+// and holder only when there is one (each argument costs the server and
+// the client).
 func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error) {
-	if o.From == nil && o.Proposal == 0 {
+	if o.Proposal == 0 {
 		// The reply is one integer.
 		a := append(obtainFast.args(o.Keys, 3), o.Token, o.TTL)
 		if o.Holder != nil && o.Holder != "" {
@@ -66,31 +62,20 @@ func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error
 	if holder == nil {
 		holder = ""
 	}
-	a := append(obtainFast.args(o.Keys, 5), o.Token, o.TTL, o.Proposal, holder)
-	if o.From != nil {
-		a = append(a, o.From)
-	}
+	a := append(obtainFast.args(o.Keys, 4), o.Token, o.TTL, o.Proposal, holder)
 	res, err := obtainFast.run(ctx, rdb, len(o.Keys), a)
 	if err != nil {
 		return ObtainReply{}, err
 	}
-	if n, ok := intOf(res); ok && o.From == nil {
+	if n, ok := intOf(res); ok {
 		return obtainInt(n), nil
 	}
 	var v [2]int64
 	arr, _ := res.([]any)
-	if n, err := ints(v[:], "obtain", arr, nil); err != nil || n != 2 {
+	if n, err := ints(v[:], "obtain", arr, nil); err != nil || n != 2 || v[0] != lowProposal {
 		return ObtainReply{}, unexpected("obtain", res)
 	}
-	switch {
-	case o.From != nil && (v[1] == 0 || v[1] == 1):
-		r := obtainInt(v[0])
-		r.Released = v[1] == 1
-		return r, nil
-	case o.From == nil && v[0] == lowProposal:
-		return ObtainReply{Status: LowProposal, Counter: v[1]}, nil
-	}
-	return ObtainReply{}, unexpected("obtain", res)
+	return ObtainReply{Status: LowProposal, Counter: v[1]}, nil
 }
 
 // obtainInt reads obtain.lua's integer reply: a fence > 0 granted, else

@@ -1,8 +1,9 @@
 // Package script runs redislock's Lua scripts (package scripts) with typed
 // arguments and replies. It knows keys, tokens and milliseconds, never a
-// lock or a client. Every script is sent with EVALSHA and falls back to
-// EVAL on NOSCRIPT (after SCRIPT FLUSH or a restart), through
-// redis.Script.Run.
+// lock or a client. Every script is sent with EVALSHA, by the digest a
+// server named for it, and falls back to EVAL on NOSCRIPT (after SCRIPT
+// FLUSH or a restart), through Script.Run: no SHA-1 is computed in the
+// process (load.go).
 package script
 
 import (
@@ -19,21 +20,21 @@ import (
 var (
 	obtainFast   = newFast(withFences(scripts.Obtain))
 	refreshFast  = newFast(scripts.Refresh.Source())
-	releaseFast  = newFast(scripts.Release.Source())
+	releaseFast  = newFast(withFences(scripts.Release))
 	ttlFast      = newFast(scripts.TTL.Source())
 	obtain       = obtainFast.script
 	refresh      = refreshFast.script
 	release      = releaseFast.script
-	inspect      = redis.NewScript(scripts.Inspect.Source())
-	fairObtain   = redis.NewScript(withFences(scripts.FairObtain))
-	fairLeave    = redis.NewScript(scripts.FairLeave.Source())
-	multiObtain  = redis.NewScript(withFences(scripts.MultiObtain))
-	multiRefresh = redis.NewScript(scripts.MultiRefresh.Source())
-	multiRelease = redis.NewScript(scripts.MultiRelease.Source())
-	multiTTL     = redis.NewScript(scripts.MultiTTL.Source())
-	fencedSet    = redis.NewScript(withFences(scripts.FencedSet))
-	recordGet    = redis.NewScript(scripts.RecordGet.Source())
-	recordDelete = redis.NewScript(withFences(scripts.RecordDelete))
+	inspect      = newScript(scripts.Inspect.Source())
+	fairObtain   = newScript(withFences(scripts.FairObtain))
+	fairLeave    = newScript(scripts.FairLeave.Source())
+	multiObtain  = newScript(withFences(scripts.MultiObtain))
+	multiRefresh = newScript(scripts.MultiRefresh.Source())
+	multiRelease = newScript(scripts.MultiRelease.Source())
+	multiTTL     = newScript(scripts.MultiTTL.Source())
+	fencedSet    = newScript(withFences(scripts.FencedSet))
+	recordGet    = newScript(scripts.RecordGet.Source())
+	recordDelete = newScript(withFences(scripts.RecordDelete))
 )
 
 // withFences is s with the fence functions it uses (scripts/fence.lua):
@@ -134,6 +135,40 @@ func Release(ctx context.Context, rdb redis.Scripter, keys []any, token, recordT
 	}
 	n, err := releaseFast.runInt(ctx, rdb, len(keys), a)
 	return n == 1, err
+}
+
+// Handoff is a release that hands the lock over (release.lua with a
+// handoff): the grant To takes the lock with the next fence, in the same
+// step. Where that cannot be written (out of memory) or made (the grant's
+// fence is 2^63-1: no fence is left), the lock is released as Release
+// does, without fair queue.
+type Handoff struct {
+	Keys      []any   // {lock}, boxed
+	Token     any     // the grant handed over
+	RecordTTL any     // of the released record, should it come to that (an int64, boxed once)
+	Publish   Publish // how that release wakes waiters
+	To        any     // the new grant's token
+	TTL       any     // its lease in ms (an int64, boxed once)
+	Holder    any     // its holder identity (a string, "" for none); nil: none
+}
+
+// Run sends the handoff (release.lua). released reports whether Token's
+// grant was released, by this call or an earlier run of it; fence > 0
+// that the lock passed to To with that fence, 0 that it was released
+// without handoff.
+func (h Handoff) Run(ctx context.Context, rdb redis.Scripter) (released bool, fence int64, err error) {
+	holder := h.Holder
+	if holder == nil {
+		holder = ""
+	}
+	n, err := releaseFast.runInt(ctx, rdb, len(h.Keys), append(releaseFast.args(h.Keys, 6), h.Token, h.RecordTTL, h.Publish, h.To, h.TTL, holder))
+	switch {
+	case err != nil:
+		return false, 0, err
+	case n >= 2:
+		return true, n, nil
+	}
+	return n == 1, 0, nil
 }
 
 // ttlNotHeld is ttl.lua's and multi_ttl.lua's reply for a grant that does

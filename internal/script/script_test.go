@@ -11,6 +11,9 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
@@ -180,47 +183,81 @@ func eachScriptTarget(t *testing.T, fn func(t *testing.T, rdb *redis.Client)) {
 	}
 }
 
-// obtain.lua with a handoff token releases that grant and grants the new
-// token in one step (fence + 1, the old token remembered as released), is
+// release.lua with a handoff releases the grant and grants the new token
+// in one step (fence + 1, the old token remembered as released), is
 // idempotent under re-sends, and hands over nothing it does not hold.
 func TestHandoffScript(t *testing.T) {
 	t.Parallel()
 	eachScriptTarget(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		k := keys.New("redislock:", "handoff")
-		run := func(token string, from any) ObtainReply {
+		type reply struct {
+			released bool
+			fence    int64
+		}
+		run := func(from, to string) reply {
 			t.Helper()
-			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Holder: "", From: from}.Run(ctx, rdb)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r
+			released, fence, err := Handoff{Keys: k.Boxed[:1], Token: from, RecordTTL: 60000, Publish: PublishPlain, To: to, TTL: 10000}.Run(ctx, rdb)
+			require.NoError(t, err)
+			return reply{released, fence}
 		}
-		first := run("r", nil)
-		want := ObtainReply{Status: Granted, Fence: first.Fence + 1, Released: true}
-		if got := run("w", "r"); got != want {
-			t.Fatalf("handoff = %+v, want %+v", got, want)
-		}
-		if got := run("w", "r"); got != want {
-			t.Fatalf("replayed handoff = %+v, want %+v", got, want)
-		}
-		if v := rdb.Get(ctx, k.Lock).Val(); v != "w:"+strconv.FormatInt(want.Fence, 10)+": r:;" {
-			t.Fatalf("lock holds %q", v)
-		}
-		if ok, _ := Release(ctx, rdb, k.Boxed[:1], "r", 60000, PublishPlain, false); !ok {
-			t.Fatal("a replayed release of the handed-over grant answered not held")
-		}
-		if got := run("x", "y"); got.Status != Held || got.PTTL <= 0 || got.Released {
-			t.Fatalf("handoff from a non-holder = %+v, want held, not released", got)
-		}
-		if got := run("x", "r"); got.Status != Held || !got.Released {
-			t.Fatalf("replayed handoff after the next grant = %+v, want held, released", got)
-		}
+		first, err := Obtain{Keys: k.Boxed[:1], Token: "r", TTL: 10000}.Run(ctx, rdb)
+		require.NoError(t, err)
+		want := reply{true, first.Fence + 1}
+		assert.Equal(t, want, run("r", "w"), "handoff")
+		assert.Equal(t, want, run("r", "w"), "replayed handoff")
+		assert.Equal(t, "w:"+strconv.FormatInt(want.fence, 10)+": r:;", rdb.Get(ctx, k.Lock).Val())
+		ok, err := Release(ctx, rdb, k.Boxed[:1], "r", 60000, PublishPlain, false)
+		require.NoError(t, err)
+		assert.True(t, ok, "a replayed release of the handed-over grant answered not held")
+		assert.Equal(t, reply{}, run("y", "x"), "handoff from a non-holder")
+		assert.Equal(t, reply{true, 0}, run("r", "x"), "replayed handoff after the next grant: released, not handed")
+		assert.True(t, strings.HasPrefix(rdb.Get(ctx, k.Lock).Val(), "w:"), "the holder's grant was touched")
 		rdb.Del(ctx, k.Lock)
-		if got := run("z", "w"); got.Status != Granted || got.Released {
-			t.Fatalf("handoff of a free lock = %+v, want granted, not released", got)
-		}
+		assert.Equal(t, reply{}, run("w", "z"), "handoff of a free lock")
+		assert.Zero(t, rdb.Exists(ctx, k.Lock).Val(), "a handoff of a free lock granted it")
 	})
+}
+
+// When memory is full (maxmemory, noeviction) a handoff, whose grant Redis
+// refuses to write, releases: the key is deleted and the waiters are
+// woken. An attempt on a held lock, whose mark Redis refuses, reports the
+// lock held.
+func TestScriptsOutOfMemory(t *testing.T) {
+	t.Parallel()
+	if !redistest.Available(t) {
+		t.Skip("redis-server not found")
+	}
+	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
+	rdb := srv.Client(nil)
+	ctx := context.Background()
+	k, busy := keys.New("redislock:", "oom"), keys.New("redislock:", "busy")
+	for _, key := range []keys.Lock{k, busy} {
+		r, err := Obtain{Keys: key.Boxed[:1], Token: "r", TTL: 60000}.Run(ctx, rdb)
+		require.NoError(t, err)
+		require.Equal(t, Granted, r.Status)
+	}
+	r, err := Obtain{Keys: k.Boxed[:1], Token: "x", TTL: 60000}.Run(ctx, rdb) // marks k: x waits
+	require.NoError(t, err)
+	require.Equal(t, Held, r.Status)
+	ps := rdb.Subscribe(ctx, k.Wake)
+	defer ps.Close()
+	_, err = ps.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1").Err())
+
+	r, err = Obtain{Keys: busy.Boxed[:1], Token: "y", TTL: 60000}.Run(ctx, rdb)
+	require.NoError(t, err, "an attempt on a held lock, memory full")
+	assert.Equal(t, Held, r.Status)
+	assert.NotContains(t, rdb.Get(ctx, busy.Lock).Val(), "*", "marked while memory is full")
+
+	released, fence, err := Handoff{Keys: k.Boxed[:1], Token: "r", RecordTTL: 60000, Publish: PublishPlain, To: "w", TTL: 60000}.Run(ctx, rdb)
+	require.NoError(t, err, "a handoff, memory full")
+	assert.True(t, released)
+	assert.Zero(t, fence, "handed over, memory full")
+	assert.Zero(t, rdb.Exists(ctx, k.Lock).Val(), "the lock key is still there")
+	_, err = ps.ReceiveTimeout(ctx, 5*time.Second)
+	assert.NoError(t, err, "the release woke no one, though x waits")
 }
 
 // A release publishes a wake-up only when an attempt found the lock held
@@ -235,13 +272,9 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatal(err)
 		}
-		obtain := func(token string, from ...any) int64 {
+		obtain := func(token string) int64 {
 			t.Helper()
-			var f any
-			if len(from) > 0 {
-				f = from[0]
-			}
-			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Holder: "", From: f}.Run(ctx, rdb)
+			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Holder: ""}.Run(ctx, rdb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,8 +303,11 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		if v := rdb.Get(ctx, k.Lock).Val(); !strings.HasPrefix(v, "b:") || !strings.HasSuffix(v, ";*") {
 			t.Fatalf("lock after a failed attempt = %q, want b's grant marked", v)
 		}
-		if obtain("d", "b") != 1 {
-			t.Fatal("handoff b -> d")
+		if _, fence, err := (Handoff{Keys: k.Boxed[:1], Token: "b", RecordTTL: 60000, Publish: PublishPlain, To: "d", TTL: 10000}).Run(ctx, rdb); fence == 0 || err != nil {
+			t.Fatal("handoff b -> d", err)
+		}
+		if woken() {
+			t.Fatal("a handoff published a wake-up")
 		}
 		release("d")
 		if !woken() {

@@ -17,8 +17,8 @@ var (
 	semInspect = semaphoreScript(scripts.SemaphoreInspect.Source())
 )
 
-func semaphoreScript(op string) *redis.Script {
-	return redis.NewScript(scripts.SemaphorePrelude.Source() + "\n" + op)
+func semaphoreScript(op string) *Script {
+	return newScript(scripts.SemaphorePrelude.Source() + "\n" + op)
 }
 
 // SemStatus is the outcome of semaphore_acquire.lua.

@@ -28,6 +28,11 @@ type Config struct {
 	// at once, again and again, while the others go down now and then
 	// keeping their data (within it, empty restarts wait MaxTTL).
 	Amnesia bool
+	// Step drops the assumption that node clocks do not step: node 0's
+	// wall clock jumps forward past the longest TTL, again and again,
+	// while the others go down now and then keeping their data (so that
+	// some grants miss one of them and rest on a bare majority).
+	Step bool
 	// Faults is how many network and node faults the schedule draws.
 	Faults int
 }
@@ -40,6 +45,7 @@ const (
 	FaultCut       = "cut"       // the node's connections are closed
 	FaultRestart   = "restart"   // the node is down For long, keeping its data
 	FaultAmnesia   = "amnesia"   // the node is down For long and comes back empty
+	FaultStep      = "step"      // the node's wall clock jumps forward by By
 )
 
 // Fault is one event of a schedule.
@@ -50,6 +56,7 @@ type Fault struct {
 	For    time.Duration
 	Lo, Hi time.Duration
 	P      float64
+	By     time.Duration // FaultStep: how far the clock jumps
 }
 
 func (f Fault) String() string {
@@ -61,6 +68,8 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" p=%.2f for %v", f.P, f.For)
 	case FaultBlackhole, FaultRestart, FaultAmnesia:
 		s += fmt.Sprintf(" for %v", f.For)
+	case FaultStep:
+		s += fmt.Sprintf(" by %v", f.By)
 	}
 	return s
 }
@@ -68,7 +77,8 @@ func (f Fault) String() string {
 // Schedule draws the faults of seed for cfg, in time order. Within the
 // assumptions, a node that comes back empty stays down at least MaxTTL
 // (Redlock's delayed restart); with cfg.Amnesia, node 0 restarts empty at
-// once, several times.
+// once, several times; with cfg.Step, node 0's clock jumps forward past
+// the longest TTL, several times.
 func Schedule(seed int64, cfg Config) []Fault {
 	r := NewRand(seed, 3)
 	var fs []Fault
@@ -100,6 +110,17 @@ func Schedule(seed int64, cfg Config) []Fault {
 		}
 		for range 3 + r.Intn(4) {
 			fs = append(fs, Fault{At: r.Between(0, cfg.Duration), Node: 1 + r.Intn(max(1, cfg.Nodes-1)), Kind: FaultRestart, For: r.Between(cfg.MinTTL/2, cfg.MaxTTL)})
+		}
+	}
+	if cfg.Step {
+		// As with Amnesia: node 0's clock jumps (its keys expire at once),
+		// the other nodes go down for a while now and then.
+		s := NewRand(seed, 5)
+		for range 6 + s.Intn(6) {
+			fs = append(fs, Fault{At: s.Between(0, cfg.Duration), Node: 0, Kind: FaultStep, By: cfg.MaxTTL + s.Between(0, cfg.MaxTTL)})
+		}
+		for range 3 + s.Intn(4) {
+			fs = append(fs, Fault{At: s.Between(0, cfg.Duration), Node: 1 + s.Intn(max(1, cfg.Nodes-1)), Kind: FaultRestart, For: s.Between(cfg.MinTTL/2, cfg.MaxTTL)})
 		}
 	}
 	sortFaults(fs)

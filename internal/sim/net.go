@@ -297,6 +297,9 @@ func (l *link) pump(src, dst net.Conn, up bool) {
 	defer l.close()
 	for c := range q {
 		if d := time.Until(c.at); d > 0 {
+			// The chunk's delay on the wire. The network runs in the
+			// simulation's synctest bubble: this sleep is the bubble's fake
+			// time passing, the one way to delay a delivery in it.
 			time.Sleep(d)
 		}
 		if !l.deliverable(up) {

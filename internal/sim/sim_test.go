@@ -1,14 +1,16 @@
 package sim
 
 import (
-	"reflect"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func testConfig() Config {
 	return Config{Nodes: 3, Clients: 3, Keys: 1, Duration: time.Second,
-		MinTTL: 100 * time.Millisecond, MaxTTL: 400 * time.Millisecond, Faults: 6, Amnesia: true}
+		MinTTL: 100 * time.Millisecond, MaxTTL: 400 * time.Millisecond, Faults: 6, Amnesia: true, Step: true}
 }
 
 // What a seed draws replays: the same seed gives the same schedule and
@@ -17,20 +19,12 @@ func TestScheduleReplays(t *testing.T) {
 	cfg := testConfig()
 	for seed := int64(1); seed <= 50; seed++ {
 		a, b := Schedule(seed, cfg), Schedule(seed, cfg)
-		if !reflect.DeepEqual(a, b) {
-			t.Fatalf("seed %d: two schedules:\n%v\n%v", seed, a, b)
-		}
-		if reflect.DeepEqual(a, Schedule(seed+1, cfg)) {
-			t.Fatalf("seeds %d and %d: one schedule", seed, seed+1)
-		}
+		require.Equal(t, a, b, "seed %d: two schedules", seed)
+		require.NotEqual(t, a, Schedule(seed+1, cfg), "seeds %d and %d: one schedule", seed, seed+1)
 		for i := 1; i < len(a); i++ {
-			if a[i].At < a[i-1].At {
-				t.Fatalf("seed %d: not in time order: %v", seed, a)
-			}
+			require.GreaterOrEqual(t, a[i].At, a[i-1].At, "seed %d: not in time order: %v", seed, a)
 		}
-		if x, y := NewRand(seed, 1, 2).Uint64(), NewRand(seed, 1, 2).Uint64(); x != y {
-			t.Fatalf("seed %d: one stream drew %d and %d", seed, x, y)
-		}
+		require.Equal(t, NewRand(seed, 1, 2).Uint64(), NewRand(seed, 1, 2).Uint64(), "seed %d: one stream drew two values", seed)
 	}
 }
 
@@ -46,12 +40,8 @@ func TestDigest(t *testing.T) {
 	}
 	t0 := time.Unix(1000, 0)
 	a, b := mk(t0, 7), mk(t0.Add(time.Hour), 7)
-	if a.Digest() != b.Digest() {
-		t.Fatalf("digests differ:\n%s\n%s", a.Digest(), b.Digest())
-	}
-	if c := mk(t0, 8); c.Digest() == a.Digest() {
-		t.Fatalf("another fence, one digest: %s", a.Digest())
-	}
+	require.Equal(t, a.Digest(), b.Digest(), "two runs alike, two digests")
+	require.NotEqual(t, a.Digest(), mk(t0, 8).Digest(), "another fence, one digest")
 }
 
 // Each check fires on the history it guards against.
@@ -83,9 +73,7 @@ func TestChecksFire(t *testing.T) {
 		h := NewHistory(t0)
 		c.run(h)
 		h.Final()
-		if !h.Broke(c.inv) {
-			t.Errorf("%s: not found in\n%s", c.inv, h)
-		}
+		assert.True(t, h.Broke(c.inv), "%s: not found in\n%s", c.inv, h)
 	}
 	// And none fires on a history that keeps them all.
 	h := NewHistory(t0)
@@ -95,7 +83,5 @@ func TestChecksFire(t *testing.T) {
 	h.Ended(g, "release")
 	h.Granted(&Grant{Client: 1, Key: "k", Fence: 2, Called: ms(2), Returned: ms(20), ValidUntil: ms(30)})
 	h.Final()
-	if vs := h.Violations(); len(vs) > 0 {
-		t.Errorf("violations in a good history: %v", vs)
-	}
+	assert.Empty(t, h.Violations(), "violations in a good history")
 }

@@ -3,15 +3,18 @@ package wake_test
 import (
 	"context"
 	"testing"
-	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/internal/wake"
 )
 
 type none = struct{}
 
-func woken(s *wake.Sub[none, none]) bool {
+// woken reports whether s is woken now, consuming its wake-up.
+func woken[R, G any](s *wake.Sub[R, G]) bool {
 	select {
 	case <-s.Wake():
 		return true
@@ -32,30 +35,18 @@ func TestNamedWakesOnlyNamed(t *testing.T) {
 	a := w.Add("ch", "a", none{}, false)
 	b := w.Add("ch", "b", none{}, false)
 	c := w.Add("ch", "c", none{}, false)
-	if ok, err := a.Confirmed(context.Background(), time.Minute); !ok || err != nil {
-		t.Fatalf("subscription not confirmed: %v", err)
-	}
-	if err := rdb.Publish(context.Background(), "ch", "c x a").Err(); err != nil {
-		t.Fatal(err)
-	}
+	confirmed(t, a)
+	require.NoError(t, rdb.Publish(context.Background(), "ch", "c x a").Err())
 	for name, s := range map[string]*wake.Sub[none, none]{"a": a, "c": c} {
-		select {
-		case <-s.Wake():
-		case <-time.After(time.Minute):
-			t.Fatalf("waiter %s, named, was not woken", name)
-		}
+		testkit.Recv(t, s.Wake(), "waiter %s, named, woken", name)
 	}
 	w.Notify("ch", "a")
 	a.Stop() // woken, leaving without trying
 	w.Notify("ch", "")
 	w.Notify("ch", "other")
-	if woken(b) {
-		t.Fatal("a waiter the message did not name was woken")
-	}
+	require.False(t, woken(b), "a waiter the message did not name was woken")
 	w.Notify("ch", "b")
-	if !woken(b) {
-		t.Fatal("the waiter named was not woken")
-	}
+	require.True(t, woken(b), "the waiter named was not woken")
 	b.Stop()
 	c.Stop()
 }

@@ -1,8 +1,9 @@
 package wake_test
 
 import (
-	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/wake"
 )
@@ -32,32 +33,24 @@ func TestNotifyWakesOneInArrivalOrder(t *testing.T) {
 	subs := map[string]*wake.Sub[none, none]{}
 	for _, name := range []string{"a", "b", "c"} {
 		subs[name] = w.Add("ch", "t-"+name, none{}, false)
-		if !subs[name].Local() || !subs[name].Joined() {
-			t.Fatalf("waiter %s on a local Waker: Local %v, Joined %v", name, subs[name].Local(), subs[name].Joined())
-		}
+		require.True(t, subs[name].Local(), "waiter %s on a local Waker: Local", name)
+		require.True(t, subs[name].Joined(), "waiter %s on a local Waker: Joined", name)
 	}
-	if n, ready := w.Waiting("ch"); n != 3 || !ready {
-		t.Fatalf("Waiting: %d ready %v, want 3 ready", n, ready)
-	}
+	n, ready := w.Waiting("ch")
+	require.Equal(t, 3, n, "Waiting")
+	require.True(t, ready, "Waiting: ready")
 	w.Notify("ch", "")
 	w.Notify("ch", "")
-	if got := wokenSet(subs); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("two releases woke %v, want [a b]", got)
-	}
+	require.Equal(t, []string{"a", "b"}, wokenSet(subs), "two releases woke")
 	w.Notify("ch", "t-c")
-	if got := wokenSet(subs); !slices.Equal(got, []string{"c"}) {
-		t.Fatalf("a release naming c's ticket woke %v, want [c]", got)
-	}
+	require.Equal(t, []string{"c"}, wokenSet(subs), "a release naming c's ticket woke")
 	w.Notify("other", "")
-	if got := wokenSet(subs); len(got) != 0 {
-		t.Fatalf("a release on another channel woke %v", got)
-	}
+	require.Empty(t, wokenSet(subs), "a release on another channel woke")
 	for _, s := range subs {
 		s.Stop()
 	}
-	if n, _ := w.Waiting("ch"); n != 0 {
-		t.Fatalf("%d waiters after every one left", n)
-	}
+	n, _ = w.Waiting("ch")
+	require.Zero(t, n, "waiters after every one left")
 }
 
 // A waiter that was woken and leaves without trying passes its wake-up on
@@ -71,16 +64,12 @@ func TestStopPassesWakeUpOn(t *testing.T) {
 		subs[name] = w.Add("ch", "", none{}, false)
 	}
 	subs["c"].Stop() // unwoken: nothing to pass on
-	if got := wokenSet(subs); len(got) != 0 {
-		t.Fatalf("an unwoken waiter's leaving woke %v", got)
-	}
+	require.Empty(t, wokenSet(subs), "an unwoken waiter's leaving woke")
 	delete(subs, "c")
 	w.Notify("ch", "")
 	subs["a"].Stop() // woken, leaving without reading its wake-up
 	delete(subs, "a")
-	if got := wokenSet(subs); !slices.Equal(got, []string{"b"}) {
-		t.Fatalf("a woken waiter that left passed its wake-up to %v, want [b]", got)
-	}
+	require.Equal(t, []string{"b"}, wokenSet(subs), "a woken waiter that left passed its wake-up to")
 	subs["b"].Stop()
 	subs["b"].Stop() // safe twice
 }
@@ -93,13 +82,10 @@ func TestBehind(t *testing.T) {
 	defer w.Close()
 	a := w.Add("ch", "", none{}, false)
 	b := w.Add("ch", "", none{}, false)
-	if a.Behind() || !b.Behind() {
-		t.Fatalf("Behind: a %v b %v, want false true", a.Behind(), b.Behind())
-	}
+	require.False(t, a.Behind(), "the head is behind")
+	require.True(t, b.Behind(), "the second is not behind")
 	a.Stop()
-	if b.Behind() {
-		t.Fatal("the only waiter left is behind")
-	}
+	require.False(t, b.Behind(), "the only waiter left is behind")
 	b.Stop()
 }
 
@@ -115,41 +101,27 @@ func TestHandoffClaimDeliverTake(t *testing.T) {
 	a := w.Add("ch", "", "a's request", true)
 	b := w.Add("ch", "", "b's request", true)
 	s, req := w.Claim("ch")
-	if s != a || req != "a's request" {
-		t.Fatalf("Claim picked %q, want a's request (the first that takes handoffs)", req)
-	}
-	if s2, req2 := w.Claim("ch"); s2 != b || req2 != "b's request" {
-		t.Fatalf("second Claim picked %q, want b's (a is claimed)", req2)
-	}
-	if s3, _ := w.Claim("ch"); s3 != nil {
-		t.Fatal("a third Claim found a waiter: every one that takes handoffs is claimed")
-	}
-	if _, ok := a.Take(); ok {
-		t.Fatal("Take before a delivery returned a grant")
-	}
-	if !w.Deliver(a, 7, true) {
-		t.Fatal("Deliver to a waiting waiter was not taken")
-	}
-	select {
-	case <-a.Wake():
-	default:
-		t.Fatal("the delivery did not wake its waiter")
-	}
-	if g, ok := a.Take(); !ok || g != 7 {
-		t.Fatalf("Take: %d %v, want 7 true", g, ok)
-	}
-	if _, ok := a.Take(); ok {
-		t.Fatal("a grant was taken twice")
-	}
-	if w.Deliver(b, 8, false) {
-		t.Fatal("a refused delivery (ok false) was taken")
-	}
-	if s4, _ := w.Claim("ch"); s4 != a {
-		t.Fatal("after its grant was taken, a was not free to be claimed again")
-	}
-	if s5, _ := w.Claim("ch"); s5 != b {
-		t.Fatal("after a refused delivery, b was not free to be claimed again")
-	}
+	require.Same(t, a, s, "Claim picked %q, want a's request (the first that takes handoffs)", req)
+	require.Equal(t, "a's request", req)
+	s, req = w.Claim("ch")
+	require.Same(t, b, s, "second Claim picked %q, want b's (a is claimed)", req)
+	require.Equal(t, "b's request", req)
+	s, _ = w.Claim("ch")
+	require.Nil(t, s, "a third Claim found a waiter: every one that takes handoffs is claimed")
+	_, ok := a.Take()
+	require.False(t, ok, "Take before a delivery returned a grant")
+	require.True(t, w.Deliver(a, 7, true), "Deliver to a waiting waiter was not taken")
+	require.True(t, woken(a), "the delivery did not wake its waiter")
+	g, ok := a.Take()
+	require.True(t, ok, "Take after a delivery")
+	require.Equal(t, 7, g, "Take after a delivery")
+	_, ok = a.Take()
+	require.False(t, ok, "a grant was taken twice")
+	require.False(t, w.Deliver(b, 8, false), "a refused delivery (ok false) was taken")
+	s, _ = w.Claim("ch")
+	require.Same(t, a, s, "after its grant was taken, a was not free to be claimed again")
+	s, _ = w.Claim("ch")
+	require.Same(t, b, s, "after a refused delivery, b was not free to be claimed again")
 	plain.Stop()
 	a.Stop()
 	b.Stop()
@@ -164,23 +136,18 @@ func TestHandoffToLeaver(t *testing.T) {
 	defer w.Close()
 	a := w.Add("ch", "", none{}, true)
 	b := w.Add("ch", "", none{}, true)
-	if s, _ := w.Claim("ch"); s != a {
-		t.Fatal("Claim did not pick a")
-	}
+	s, _ := w.Claim("ch")
+	require.Same(t, a, s, "Claim did not pick a")
 	w.Deliver(a, 1, true)
-	if g, ok := a.Stop(); !ok || g != 1 {
-		t.Fatalf("Stop of a waiter with a grant not taken: %d %v, want 1 true", g, ok)
-	}
-	if _, ok := a.Stop(); ok {
-		t.Fatal("a second Stop returned the grant again")
-	}
-	if s, _ := w.Claim("ch"); s != b {
-		t.Fatal("Claim did not pick b")
-	}
+	g, ok := a.Stop()
+	require.True(t, ok, "Stop of a waiter with a grant not taken")
+	require.Equal(t, 1, g, "Stop of a waiter with a grant not taken")
+	_, ok = a.Stop()
+	require.False(t, ok, "a second Stop returned the grant again")
+	s, _ = w.Claim("ch")
+	require.Same(t, b, s, "Claim did not pick b")
 	b.Stop()
-	if w.Deliver(b, 2, true) {
-		t.Fatal("a delivery to a waiter that left was taken")
-	}
+	require.False(t, w.Deliver(b, 2, true), "a delivery to a waiter that left was taken")
 }
 
 // After Close, Add registers nobody.
@@ -189,7 +156,5 @@ func TestAddAfterClose(t *testing.T) {
 	w := wake.NewLocal[none, none]()
 	w.Close()
 	w.Close() // safe twice
-	if s := w.Add("ch", "", none{}, false); s != nil {
-		t.Fatal("Add after Close returned a waiter")
-	}
+	require.Nil(t, w.Add("ch", "", none{}, false), "Add after Close returned a waiter")
 }

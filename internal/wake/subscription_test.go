@@ -2,13 +2,14 @@ package wake_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/internal/wake"
 	"github.com/redislock-go/redislock/lease/leasetest"
 )
@@ -17,21 +18,12 @@ import (
 // the last waiter's unsubscribe, a replaced connection; the waits that
 // time out (Confirmed, the pause before a reconnect) run on a fake clock.
 
-// await waits for an event the test caused, failing after a minute.
-func await(t *testing.T, what string, ch <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(time.Minute):
-		t.Fatalf("not within a minute: %s", what)
-	}
-}
-
+// confirmed waits until s's subscription is confirmed.
 func confirmed(t *testing.T, s *wake.Sub[none, none]) {
 	t.Helper()
-	if ok, err := s.Confirmed(context.Background(), time.Minute); !ok || err != nil {
-		t.Fatalf("subscription not confirmed: %v %v", ok, err)
-	}
+	ok, err := s.Confirmed(context.Background(), testkit.Bound)
+	require.NoError(t, err)
+	require.True(t, ok, "subscription not confirmed")
 }
 
 // A message on the channel wakes one waiter, the longest-waiting one, or
@@ -44,34 +36,22 @@ func TestMessageWakesOne(t *testing.T) {
 	w := wake.New[none, none](rdb, false, nil)
 	defer w.Close()
 	a := w.Add("ch", "ta", none{}, false)
-	if a.Joined() {
-		t.Fatal("the first waiter found the subscription confirmed")
-	}
+	require.False(t, a.Joined(), "the first waiter found the subscription confirmed")
 	b := w.Add("ch", "tb", none{}, false)
 	confirmed(t, a)
-	if n, ready := w.Waiting("ch"); n != 2 || !ready {
-		t.Fatalf("Waiting: %d ready %v, want 2 ready", n, ready)
-	}
-	if c := w.Add("ch", "", none{}, false); !c.Joined() {
-		t.Fatal("a waiter after the confirmation is not Joined")
-	} else {
-		c.Stop()
-	}
+	n, ready := w.Waiting("ch")
+	require.Equal(t, 2, n, "Waiting")
+	require.True(t, ready, "Waiting: ready")
+	c := w.Add("ch", "", none{}, false)
+	require.True(t, c.Joined(), "a waiter after the confirmation is not Joined")
+	c.Stop()
 	ctx := context.Background()
-	if err := rdb.Publish(ctx, "ch", "tb").Err(); err != nil {
-		t.Fatal(err)
-	}
-	await(t, "b woken by the message naming its ticket", b.Wake())
-	if woken(a) {
-		t.Fatal("a message naming b's ticket woke a too")
-	}
-	if err := rdb.Publish(ctx, "ch", "").Err(); err != nil {
-		t.Fatal(err)
-	}
-	await(t, "a woken by a message naming no ticket", a.Wake())
-	if woken(b) {
-		t.Fatal("one message woke two waiters")
-	}
+	require.NoError(t, rdb.Publish(ctx, "ch", "tb").Err())
+	testkit.Recv(t, b.Wake(), "b woken by the message naming its ticket")
+	require.False(t, woken(a), "a message naming b's ticket woke a too")
+	require.NoError(t, rdb.Publish(ctx, "ch", "").Err())
+	testkit.Recv(t, a.Wake(), "a woken by a message naming no ticket")
+	require.False(t, woken(b), "one message woke two waiters")
 	a.Stop()
 	b.Stop()
 	srv.WaitSubscribed(t, "ch", 0) // the last waiter's leaving unsubscribed it
@@ -103,32 +83,28 @@ func TestConfirmedTimesOut(t *testing.T) {
 		ok, _ := s.Confirmed(context.Background(), 3*time.Second)
 		got <- ok
 	}()
-	clock.AwaitTimers(t, 1, time.Minute)
+	clock.AwaitTimers(t, 1, testkit.Bound)
 	clock.Advance(3*time.Second - time.Nanosecond)
-	select {
-	case ok := <-got:
-		t.Fatalf("Confirmed returned %v before its timeout", ok)
-	default:
-	}
+	testkit.NoRecv(t, got, "Confirmed returned before its timeout")
 	clock.Advance(time.Nanosecond)
-	if ok := <-got; ok {
+	if ok := testkit.Recv(t, got, "Confirmed at its timeout"); ok {
 		select {
 		case err := <-resets:
 			t.Skipf("the connection was replaced meanwhile (%v): the test stalled past HealthInterval", err)
 		default:
 		}
-		t.Fatal("Confirmed reported a confirmation the server never sent")
+		require.Fail(t, "Confirmed reported a confirmation the server never sent")
 	}
 
 	w.Notify("ch", "") // a wake-up ends the wait at once
-	if ok, err := s.Confirmed(context.Background(), time.Hour); !ok || err != nil {
-		t.Fatalf("Confirmed after a wake-up: %v %v, want true", ok, err)
-	}
+	ok, err := s.Confirmed(context.Background(), time.Hour)
+	require.NoError(t, err, "Confirmed after a wake-up")
+	require.True(t, ok, "Confirmed after a wake-up")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if ok, err := s.Confirmed(ctx, time.Hour); ok || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Confirmed on an ended ctx: %v %v, want false, context.Canceled", ok, err)
-	}
+	ok, err = s.Confirmed(ctx, time.Hour)
+	require.ErrorIs(t, err, context.Canceled, "Confirmed on an ended ctx")
+	require.False(t, ok, "Confirmed on an ended ctx")
 }
 
 // A connection that fails is replaced: onReset is told why, every waiter
@@ -147,39 +123,25 @@ func TestResetSubscribesAgain(t *testing.T) {
 	a := w.Add("ch", "", none{}, false)
 	b := w.Add("ch", "", none{}, false)
 	confirmed(t, a)
-	if a.Resubscribed() {
-		t.Fatal("Resubscribed before any reconnect")
-	}
+	require.False(t, a.Resubscribed(), "Resubscribed before any reconnect")
 
-	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-resets:
-		if err == nil {
-			t.Fatal("onReset told no cause")
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the killed connection was not replaced within a minute")
-	}
+	_, err := srv.Do("CLIENT", "KILL", "TYPE", "pubsub")
+	require.NoError(t, err)
+	require.Error(t, testkit.Recv(t, resets, "the killed connection replaced"), "onReset told no cause")
 	for name, s := range map[string]*wake.Sub[none, none]{"a": a, "b": b} {
-		await(t, "waiter "+name+" woken by the reconnect", s.Wake())
-		if !s.Resubscribed() || s.Resubscribed() {
-			t.Fatalf("waiter %s: Resubscribed not true exactly once after the reconnect", name)
-		}
+		testkit.Recv(t, s.Wake(), "waiter %s woken by the reconnect", name)
+		require.True(t, s.Resubscribed(), "waiter %s: Resubscribed after the reconnect", name)
+		require.False(t, s.Resubscribed(), "waiter %s: Resubscribed twice after the reconnect", name)
 	}
 	// The reader pauses before it reads the new connection: until the
 	// clock moves, the confirmation is not seen.
-	clock.AwaitTimers(t, 1, time.Minute)
-	if _, ready := w.Waiting("ch"); ready {
-		t.Fatal("the new subscription was confirmed during the reader's pause")
-	}
+	clock.AwaitTimers(t, 1, testkit.Bound)
+	_, ready := w.Waiting("ch")
+	require.False(t, ready, "the new subscription was confirmed during the reader's pause")
 	clock.Advance(time.Second)
 	confirmed(t, a)
-	if err := rdb.Publish(context.Background(), "ch", "").Err(); err != nil {
-		t.Fatal(err)
-	}
-	await(t, "a woken by a message on the new connection", a.Wake())
+	require.NoError(t, rdb.Publish(context.Background(), "ch", "").Err())
+	testkit.Recv(t, a.Wake(), "a woken by a message on the new connection")
 	a.Stop()
 	b.Stop()
 }

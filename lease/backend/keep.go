@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
@@ -19,12 +21,99 @@ type Keeper interface {
 	// than the ValidUntil last confirmed. After stop returns, lost is not
 	// called and no renewal is in flight.
 	//
+	// When the Lock's own Release is called while it is kept, Keep calls
+	// lost at once (before that Release returns, whatever its outcome)
+	// with a cause matching lease.ErrReleased, and reports nothing more:
+	// Hold and Run then end the holder's work, and Run does not release
+	// the lock again. ReleaseWatch does that bookkeeping. A Keeper that
+	// does not leaves the release to be found by its next renewal (a
+	// loss).
+	//
 	// A Keeper whose Lock's ValidUntil is on a clock other than the real
 	// time (a test clock, a clock with an offset) also has a method
 	// Now() time.Time that reads it: lease.Run uses it to tell whether the
 	// validity passed while fn ran (its process paused past it, its timers
 	// not run yet).
 	Keep(ttl, interval time.Duration, lost func(cause error)) (stop func())
+}
+
+// ReleaseWatch lets a Lock's Release end the Keeps under way at once, as
+// Keeper says: a backend's Lock holds one, its Keeper's Keep goes through
+// Keep, and its Release calls Released first. The zero value is ready to
+// use; it must not be copied after first use.
+type ReleaseWatch struct {
+	mu       sync.Mutex
+	released bool         // guarded by mu: Released was called
+	keeps    []*watchKeep // guarded by mu: the Keeps under way
+}
+
+// watchKeep is one Keep under way: its lost, called at most once, and
+// never after its stop returned.
+type watchKeep struct {
+	mu      sync.Mutex
+	done    bool           // guarded by mu: lost was called, or the Keep stopped
+	running sync.WaitGroup // a call of lost under way
+	lost    func(cause error)
+}
+
+func (k *watchKeep) report(cause error) {
+	k.mu.Lock()
+	if k.done {
+		k.mu.Unlock()
+		return
+	}
+	k.done = true
+	k.running.Add(1)
+	k.mu.Unlock()
+	defer k.running.Done()
+	k.lost(cause) // outside mu: it may release the Lock
+}
+
+// stop ends the reports and waits for one under way.
+func (k *watchKeep) stop() {
+	k.mu.Lock()
+	k.done = true
+	k.mu.Unlock()
+	k.running.Wait()
+}
+
+// Keep runs keep, a Keeper's renewal, with a lost that Released calls (with
+// lease.ErrReleased) and that reports at most once, never after the stop
+// it returns. Keep of a Lock already released reports ErrReleased at once
+// and renews nothing.
+func (w *ReleaseWatch) Keep(lost func(cause error), keep func(lost func(cause error)) (stop func())) (stop func()) {
+	k := &watchKeep{lost: lost}
+	w.mu.Lock()
+	released := w.released
+	if !released {
+		w.keeps = append(w.keeps, k)
+	}
+	w.mu.Unlock()
+	if released {
+		k.report(lease.ErrReleased)
+		return func() {}
+	}
+	inner := keep(k.report)
+	return func() {
+		k.stop()
+		w.mu.Lock()
+		w.keeps = slices.DeleteFunc(w.keeps, func(o *watchKeep) bool { return o == k })
+		w.mu.Unlock()
+		inner()
+	}
+}
+
+// Released tells the Keeps under way, and those to come, that the Lock's
+// Release was called (see Keeper).
+func (w *ReleaseWatch) Released() {
+	w.mu.Lock()
+	w.released = true
+	keeps := w.keeps
+	w.keeps = nil
+	w.mu.Unlock()
+	for _, k := range keeps {
+		k.report(lease.ErrReleased)
+	}
 }
 
 // Keeping hands a Lock's Keeper to lease.Hold and lease.Run. A backend's

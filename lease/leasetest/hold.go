@@ -2,6 +2,7 @@ package leasetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -67,4 +68,63 @@ func testHoldDetectsLoss(t *testing.T, e Env, key string) {
 	wantIs(t, "Err after the loss", h.Err(), lease.ErrLockLost, lease.ErrNotHeld)
 	wantIs(t, "Context cause", context.Cause(h.Context()), lease.ErrLockLost)
 	wantIs(t, "Release after the loss", h.Release(ctx), lease.ErrNotHeld)
+}
+
+// testRunReleasedByFn: a Release of the lock inside Run's fn gives it up
+// early: fn's ctx is done when that Release returns, its cause matching
+// lease.ErrReleased; the lock is free at once; Run returns an error
+// matching lease.ErrReleased (and fn's own), not ErrLockLost.
+func testRunReleasedByFn(t *testing.T, e Env, key string) {
+	ctx := ctxFor(t)
+	errFn := errors.New("fn went on")
+	err := lease.Run(ctx, e.Locker, key, 10*time.Second, func(fctx context.Context, l lease.Lock) error {
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("Release inside fn: %v", err)
+		}
+		if fctx.Err() == nil {
+			t.Error("fn's ctx not done after fn released the lock")
+		}
+		if cause := context.Cause(fctx); !errors.Is(cause, lease.ErrReleased) {
+			t.Errorf("cause of fn's ctx: %v, want an error matching %v", cause, lease.ErrReleased)
+		}
+		if !l.ValidUntil().IsZero() {
+			t.Errorf("ValidUntil %v after Release", l.ValidUntil())
+		}
+		mustObtain(t, e.Other, key, time.Second) // free: one attempt
+		return errFn
+	})
+	wantIs(t, "Run whose fn released the lock", err, lease.ErrReleased, errFn)
+	if errors.Is(err, lease.ErrLockLost) {
+		t.Fatalf("Run whose fn released the lock: %v, want no ErrLockLost", err)
+	}
+}
+
+// testHoldEndsOnRelease: the Lock's own Release while Hold keeps it ends
+// the hold at once (Done closed when it returns, Err matching
+// lease.ErrReleased), and Held.Release then releases nothing (ErrNotHeld,
+// as a second Release).
+func testHoldEndsOnRelease(t *testing.T, e Env, key string) {
+	ctx := ctxFor(t)
+	l := mustObtain(t, e.Locker, key, 10*time.Second)
+	h, err := lease.Hold(ctx, l, 10*time.Second)
+	if err != nil {
+		t.Fatalf("Hold: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case <-h.Done():
+	default:
+		t.Fatal("Done not closed when the Lock's Release returned")
+	}
+	wantIs(t, "Err", h.Err(), lease.ErrReleased)
+	other := mustObtain(t, e.Other, key, 10*time.Second)
+	wantIs(t, "Held.Release after the Lock's Release", h.Release(ctx), lease.ErrNotHeld)
+	if other.ValidUntil().IsZero() {
+		t.Fatal("the next holder's lock is gone")
+	}
+	if err := other.Refresh(ctx, 10*time.Second); err != nil {
+		t.Fatalf("the next holder's Refresh after Held.Release: %v", err)
+	}
 }

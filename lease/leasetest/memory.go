@@ -266,6 +266,7 @@ type memLock struct {
 
 	mu    sync.Mutex
 	until time.Time // guarded by mu
+	watch backend.ReleaseWatch
 }
 
 func (l *memLock) Key() string   { return l.key }
@@ -311,6 +312,7 @@ func (l *memLock) Refresh(_ context.Context, ttl time.Duration) error {
 }
 
 func (l *memLock) Release(context.Context) error {
+	l.watch.Released() // ends Hold and Run (see backend.Keeper)
 	m := l.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -327,7 +329,9 @@ func (l *memLock) Release(context.Context) error {
 type memKeeper struct{ l *memLock }
 
 func (k memKeeper) Keep(ttl, interval time.Duration, lost func(error)) (stop func()) {
-	return backend.Refresher(k.l.m.clock, k.l, ttl, interval, lost)
+	return k.l.watch.Keep(lost, func(lost func(error)) func() {
+		return backend.Refresher(k.l.m.clock, k.l, ttl, interval, lost)
+	})
 }
 
 // Now is the time on the Memory's clock, that of the Lock's ValidUntil.

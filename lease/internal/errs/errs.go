@@ -14,6 +14,7 @@ var (
 	ErrNotObtained     = errors.New("redislock: not obtained, held by another")
 	ErrNotHeld         = errors.New("redislock: lock not held")
 	ErrLockLost        = errors.New("redislock: lock lost")
+	ErrReleased        = errors.New("redislock: lock released while work ran under it")
 	ErrLeaseExpired    = errors.New("redislock: lease expired before a renewal got through")
 	ErrInvalidArgument = errors.New("redislock: invalid argument")
 	ErrClosed          = errors.New("redislock: client closed")

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package redisproc
-
-const helperEnv = "REDISPROC_HELPER"
-
-func helperProcess() {}
