@@ -98,7 +98,7 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 		cleanup: nodes.NewPool(nodes.MaxCleanup * len(rdbs)),
 	}
 	for i, rdb := range rdbs {
-		c.nodes = append(c.nodes, nodes.New(i, rdb))
+		c.nodes = append(c.nodes, nodes.New(i, rdb, c.obs.evicting(i)))
 	}
 	switch {
 	case quorum:

@@ -54,10 +54,10 @@
 //
 // By default Obtain tries once. With WithRetry it waits while the lock is
 // held, until the strategy gives up, the context ends, or, for a context
-// without deadline, the wait limit passes (WithMaxWait, default 30 s; a
-// lease seen about to end at the limit is waited for); then it returns
-// ErrNotObtained, also matching the context's error when that ended the
-// wait, or a *WaitLimitError with the remaining TTL seen at the limit.
+// without deadline, the wait limit passes (WithMaxWait, default 30 s: a
+// cap, no attempt starts after it); then it returns ErrNotObtained, also
+// matching the context's error when that ended the wait, or a
+// *WaitLimitError with the remaining TTL seen at the limit.
 //
 // Waiting is notified (WithNotify, on by default): a release publishes a
 // wake-up on the lock's channel in the same script that deletes the lock,
@@ -214,7 +214,7 @@
 //	WithPrefix           key namespace           redislock, stampede, dedup, leader, semaphore
 //	WithHolder           holder identity         redislock, lease, pglock, stampede, dedup, leader, semaphore
 //	WithRetry            waiting for a held lock redislock, lease, pglock, stampede, dedup, leader
-//	WithMaxWait          the limit of that wait  redislock, pglock
+//	WithMaxWait          the cap on that wait    redislock, pglock
 //	WithRefreshInterval  renewal                 redislock, lease, pglock, dedup, leader
 //	WithDriftFactor      clock drift             redislock, pglock, semaphore, lease/leasetest
 //	WithLease            a pattern's lock TTL    stampede, dedup, leader
@@ -239,11 +239,12 @@
 //
 // Contention is ErrNotObtained and never stands for an unreachable Redis;
 // Redis failures are *NodeError values (in quorum mode joined in a
-// *QuorumError); a grant that is gone is ErrNotHeld; work that lost its lock
-// is ErrLockLost, work whose lock was released under it ErrReleased; bad
-// input is ErrInvalidArgument, reported before anything
-// is sent. The shared sentinels are package lease's, so errors.Is matches
-// across backends.
+// *QuorumError); when no call reached a node, the error says why, whatever
+// the TTL (the dial's error, a server that does not answer); a grant that
+// is gone is ErrNotHeld; work that lost its lock is ErrLockLost, work whose
+// lock was released under it ErrReleased; bad input is ErrInvalidArgument,
+// reported before anything is sent. The shared sentinels are package
+// lease's, so errors.Is matches across backends.
 //
 // # Limits
 //
@@ -254,10 +255,10 @@
 // permits: more than N may then be valid at once; in quorum mode one
 // node's jump is enough while a grant rests on a bare majority); under an
 // evicting maxmemory policy Redis may evict a lock (Refresh then reports
-// ErrNotHeld).
-// Use fences where correctness matters. A call on a context that can end
-// returns by its deadline even against a stalled server, whatever
-// go-redis' options (ContextTimeoutEnabled); one on context.Background()
-// is left to go-redis' own timeouts. docs/limitations.md in the repository
-// lists every limitation.
+// ErrNotHeld; the Client warns once per such server through WithLogger and
+// observe.EvictionObserver). Use fences where correctness matters. A call
+// on a context that can end returns by its deadline even against a
+// stalled server, whatever go-redis' options (ContextTimeoutEnabled); one
+// on context.Background() is left to go-redis' own timeouts.
+// docs/limitations.md in the repository lists every limitation.
 package redislock

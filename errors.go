@@ -47,8 +47,8 @@ var (
 	ErrGrantExpired = lease.ErrGrantExpired
 
 	// ErrInvalidArgument is matched by every error about bad input: an empty
-	// key, a TTL that leaves no validity, a nil client, an invalid option.
-	// Such errors are returned before any call to Redis.
+	// key, a TTL that leaves no validity or exceeds MaxTTL, a nil client, an
+	// invalid option. Such errors are returned before any call to Redis.
 	ErrInvalidArgument = lease.ErrInvalidArgument
 
 	// ErrClosed is returned by a Client's methods after Close.
@@ -91,7 +91,12 @@ func (e *ReplicaError) Unwrap() error { return ErrNotReplicated }
 // NodeError is the error of one Redis node: its index in the client list (0
 // in single mode) and the cause, which may be a network error, a context
 // error or a Redis error reply (WRONGTYPE, OOM, READONLY, LOADING, MISCONF...).
-// Its message names the node in quorum mode only.
+// A call that got no reply in time from a node that no call had reached
+// (or whose last call had not) says why, whatever the TTL: the error of a
+// dial of the node (matched by errors.Is: syscall.ECONNREFUSED, ...), a
+// server that accepts connections but does not answer, or a connect that
+// has no answer yet; it still matches the timeout. Its message names the
+// node in quorum mode only.
 type NodeError struct {
 	Node int
 	Err  error

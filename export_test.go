@@ -24,6 +24,10 @@ func Handoffs(l *Lock) int { return l.handoffs }
 // LockKey is the Redis key of the lock on key with the default prefix.
 func LockKey(key string) string { return keys.New(DefaultPrefix, key).Lock }
 
+// EvictionChecked is closed once c's node i has read its servers'
+// eviction policies and told the observers (after its first call).
+func EvictionChecked(c *Client, i int) <-chan struct{} { return c.nodes[i].PolicyChecked() }
+
 // InFlight reports the fan-out and clean-up calls in flight to node i.
 func InFlight(c *Client, i int) (fanned, cleaning int) { return c.nodes[i].InFlight() }
 

@@ -3,12 +3,16 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
@@ -176,5 +180,51 @@ func TestTooShortTTLSaysSo(t *testing.T) {
 	}
 	if !errors.Is(err, redislock.ErrInvalidArgument) || !strings.Contains(err.Error(), "too short") {
 		t.Fatalf("Obtain with a 3ms TTL = %v, want ErrInvalidArgument saying the TTL is too short", err)
+	}
+}
+
+// Every TTL accepted gives a ValidUntil with Go's monotonic clock reading,
+// up to lease.MaxTTL (quorum mode and Refresh alike); a longer one (one
+// whose validity would reach past 2157, where time.Time keeps none) is
+// refused as invalid before any call to Redis, by Obtain, Run, Refresh and
+// ObtainMulti.
+func TestMaxTTL(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	q := startQuorum(t, 3)
+	ctx := ctxT(t, 20*time.Second)
+	monotonic := func(tm time.Time) bool { return strings.Contains(tm.String(), " m=+") }
+	for _, mode := range []struct {
+		name   string
+		client *redislock.Client
+	}{{"single", newClient(t, srv.Client(nil))}, {"quorum", q.client(t)}} {
+		t.Run(mode.name, func(t *testing.T) {
+			c := mode.client
+			l, err := c.Obtain(ctx, "longest", redislock.MaxTTL)
+			require.NoError(t, err)
+			assert.True(t, monotonic(l.ValidUntil()), "ValidUntil %v carries no monotonic reading", l.ValidUntil())
+			require.NoError(t, l.Refresh(ctx, redislock.MaxTTL))
+			vu := l.ValidUntil()
+			assert.True(t, monotonic(vu), "ValidUntil %v after Refresh carries no monotonic reading", vu)
+			for _, ttl := range []time.Duration{redislock.MaxTTL + time.Millisecond, 200 * 365 * 24 * time.Hour, math.MaxInt64} {
+				assert.ErrorIs(t, l.Refresh(ctx, ttl), redislock.ErrInvalidArgument, "Refresh(%v)", ttl)
+			}
+			assert.True(t, l.ValidUntil().Equal(vu), "a refused Refresh changed the validity")
+			require.NoError(t, l.Release(ctx))
+		})
+	}
+	// Refused before any call: a Client on a port where no Redis listens
+	// would report that instead.
+	downRDB := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = downRDB.Close() })
+	down := newClient(t, downRDB)
+	for _, ttl := range []time.Duration{redislock.MaxTTL + time.Millisecond, 200 * 365 * 24 * time.Hour, math.MaxInt64} {
+		l, err := down.Obtain(ctx, "too-long", ttl)
+		assert.Nil(t, l)
+		assert.ErrorIs(t, err, redislock.ErrInvalidArgument, "Obtain(%v)", ttl)
+		assert.ErrorIs(t, down.Run(ctx, "too-long", ttl, func(context.Context, *redislock.Lock) error { return nil }),
+			redislock.ErrInvalidArgument, "Run(%v)", ttl)
+		_, err = down.ObtainMulti(ctx, []string{"a", "b"}, ttl)
+		assert.ErrorIs(t, err, redislock.ErrInvalidArgument, "ObtainMulti(%v)", ttl)
 	}
 }

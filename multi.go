@@ -106,10 +106,15 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 		}()
 	}
 
-	deadline := o.waitDeadline(ctx, ttl)
+	deadline := o.waitDeadline(ctx)
 	ws := c.newWaitState(&o, func(ctx context.Context) error { return m.obtainOnce(ctx, ttl) }, nil)
 	defer ws.stop()
 	for attempts = 1; ; attempts++ {
+		if attempts > 1 {
+			if err := deadline.Expired(); err != nil {
+				return nil, err // no attempt starts after the wait limit
+			}
+		}
 		err := m.obtainOnce(ctx, ttl)
 		if !errors.Is(err, ErrNotObtained) {
 			if err != nil && ctx.Err() != nil {

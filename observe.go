@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -11,7 +12,7 @@ import (
 // one or more of the event interfaces of package observe (ObtainObserver,
 // WaitObserver, RefreshObserver, ReleaseObserver, LossObserver,
 // NodeObserver, SubscriptionObserver, CleanupObserver,
-// StaleFenceObserver). The option may be given more than once: each
+// StaleFenceObserver, EvictionObserver). The option may be given more than once: each
 // observer gets every event it implements a method for. A value that
 // implements none of them is an invalid option. The metric and trace
 // adapters (extra/redislockprom, extra/redislockotel) are Observers; see
@@ -28,7 +29,8 @@ func WithObserver(o observe.Observer) ClientOption {
 }
 
 // WithLogger logs the Client's events to l (observe.NewLogger): grants and
-// releases at Debug; losses, failed renewals and failed clean-ups at Warn;
+// releases at Debug; losses, failed renewals, failed clean-ups and, once
+// per server, a Redis whose maxmemory-policy can evict lock keys at Warn;
 // node failures and replaced subscriptions at Info; always with the key,
 // the fence and, where it applies, the hold time or wait, never the token.
 // Default: no logging.
@@ -46,7 +48,7 @@ func anObserver(o observe.Observer) bool {
 	switch o.(type) {
 	case observe.ObtainObserver, observe.WaitObserver, observe.RefreshObserver, observe.ReleaseObserver,
 		observe.LossObserver, observe.NodeObserver, observe.SubscriptionObserver, observe.CleanupObserver,
-		observe.StaleFenceObserver:
+		observe.StaleFenceObserver, observe.EvictionObserver:
 		return true
 	}
 	return false
@@ -66,6 +68,7 @@ type observers struct {
 	sub     []observe.SubscriptionObserver
 	cleanup []observe.CleanupObserver
 	stale   []observe.StaleFenceObserver
+	evict   []observe.EvictionObserver
 }
 
 func newObservers(list []observe.Observer) *observers {
@@ -82,6 +85,7 @@ func newObservers(list []observe.Observer) *observers {
 		sub:     observe.Select[observe.SubscriptionObserver](list),
 		cleanup: observe.Select[observe.CleanupObserver](list),
 		stale:   observe.Select[observe.StaleFenceObserver](list),
+		evict:   observe.Select[observe.EvictionObserver](list),
 	}
 }
 
@@ -151,6 +155,21 @@ func (o *observers) resubscribed(e observe.SubscriptionEvent) {
 func (o *observers) staleFence(ctx context.Context, e observe.StaleFenceEvent) {
 	for _, x := range o.stale {
 		x.StaleFence(ctx, e)
+	}
+}
+
+// evicting returns what node i tells of a server whose eviction policy
+// can evict lock keys (nodes.New): the EvictionObservers are told; nil,
+// so that no policy is read, when there are none.
+func (o *observers) evicting(i int) func(nodes.Policy) {
+	if o == nil || len(o.evict) == 0 {
+		return nil
+	}
+	return func(p nodes.Policy) {
+		e := observe.EvictionEvent{Node: i, Addr: p.Addr, Policy: p.Name, MaxMemory: p.MaxMemory}
+		for _, x := range o.evict {
+			x.EvictionPolicy(e)
+		}
 	}
 }
 

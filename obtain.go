@@ -21,11 +21,13 @@ import (
 // ctx.Err() when ctx ended the wait (whichever call to Redis it cut short;
 // a ctx that ends the first attempt, before the lock was found held, gives
 // that attempt's error joined with ctx.Err()). A context without deadline bounds
-// retries by WithMaxWait (see there for the default, and the rule when the
-// limit passes; the error is then a *WaitLimitError). An unreachable Redis,
+// retries by WithMaxWait (default 30 s), a cap: no attempt starts after it,
+// and the error is then a *WaitLimitError. An unreachable Redis,
 // a Redis error reply or a lost quorum is returned as such (a *NodeError, a *QuorumError
 // matching ErrNoQuorum), never as ErrNotObtained. Bad input is an error
-// matching ErrInvalidArgument, returned before any call to Redis.
+// matching ErrInvalidArgument (an empty key, a TTL under 1 ms, leaving no
+// validity after drift, or above MaxTTL), returned before any call to
+// Redis.
 //
 // A grant is returned only while valid: ValidUntil = request start + TTL -
 // (TTL * drift factor + 2ms), on the monotonic clock. Grants whose outcome is
@@ -57,7 +59,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		}()
 	}
 
-	deadline := o.waitDeadline(ctx, ttl)
+	deadline := o.waitDeadline(ctx)
 	// The wait state is made at the first wait; in fair mode at once, so
 	// that every way out of Obtain leaves the queue.
 	var ws *waitState
@@ -68,7 +70,12 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	for attempts = 1; ; attempts++ {
 		var l *Lock
 		var err error
-		if attempts == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() && !deadline.Reached() {
+		if attempts > 1 {
+			if err := deadline.Expired(); err != nil {
+				return nil, err // no attempt starts after the wait limit
+			}
+		}
+		if attempts == 1 && c.queueBehindLocalWaiters(&o, req.keys) || ws.behind() {
 			// Other callers of this Client wait for this key, longer than
 			// this one: wait behind them instead of overtaking them (a
 			// release wakes or hands the lock to the longest-waiting one),

@@ -74,6 +74,12 @@ const (
 	DefaultQueueTTL       = 3 * time.Second
 	DefaultMaxWait        = lease.DefaultMaxWait
 
+	// MaxTTL is the longest TTL Obtain, Run and Refresh accept
+	// (lease.MaxTTL, 10 years): a longer one is an error matching
+	// ErrInvalidArgument, so that ValidUntil always carries Go's
+	// monotonic clock reading.
+	MaxTTL = lease.MaxTTL
+
 	// minQueueTTL is the shortest WithQueueTTL.
 	minQueueTTL = 10 * time.Millisecond
 )
@@ -216,18 +222,15 @@ func WithReleaseTimeout(d time.Duration) Option {
 	return positive("release timeout", d, func(o *options) { o.releaseTimeout = d })
 }
 
-// WithMaxWait bounds how long Obtain keeps retrying a held lock when the
+// WithMaxWait caps how long Obtain keeps retrying a held lock when the
 // caller's context has no deadline (a context deadline, when set, is used
 // instead). Default: 30 s (DefaultMaxWait), long enough not to abandon a
-// holder that is alive and renewing for a while. When the limit passes
-// while the lease the last attempt saw ends within the TTL this call asks
-// for (a crashed holder's lease about to end, or one being renewed), Obtain
-// keeps trying until that lease's end plus the drift allowance (TTL × drift
-// factor + 2 ms), so that it does not give up just before the lock frees;
-// it gives up at the first attempt after that which finds the lock held
-// (renewed, or taken by another), with a *WaitLimitError carrying the
-// remaining TTL it saw. The longest wait is thus the limit plus one TTL
-// plus the allowance. It must be positive.
+// holder that is alive and renewing for a while. No attempt starts after
+// d: the call returns within d plus the round trip of the attempt made
+// before it (bounded by WithNodeTimeout), with a *WaitLimitError that
+// carries the remaining TTL the last attempt saw. A caller that wants to
+// wait for that lease to end calls Obtain again, or passes a context with
+// a deadline. It must be positive.
 func WithMaxWait(d time.Duration) Option {
 	return positive("max wait", d, func(o *options) { o.maxWait = d })
 }

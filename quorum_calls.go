@@ -126,11 +126,12 @@ func fanoutOn[T any](c *Client, ctx context.Context, ns []*nodes.Node, timeout t
 	})
 }
 
-// timedOut returns a timeout reply for each missing node.
+// timedOut returns a timeout reply for each missing node, saying why the
+// node did not answer where its dial probe knows (nodes.Node.NoReply).
 func timedOut[T any](c *Client, ctx context.Context, missing []int, op string) []nodes.Reply[T] {
 	var rs []nodes.Reply[T]
 	for _, i := range missing {
-		rs = append(rs, nodes.Reply[T]{Node: i, Err: c.nodeErr(ctx, i, op, context.DeadlineExceeded)})
+		rs = append(rs, nodes.Reply[T]{Node: i, Err: c.nodeErr(ctx, i, op, c.nodes[i].NoReply(context.DeadlineExceeded))})
 	}
 	return rs
 }

@@ -133,9 +133,10 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 		start := time.Now()
 		if ok, err := w.sub.Confirmed(ctx, wait); err != nil {
 			return backend.Join(ErrNotObtained, err)
-		} else if !ok {
+		} else if !ok || time.Since(start) >= wait {
 			// The wait ended before Redis confirmed the subscription:
-			// the next attempt is due anyway.
+			// the next attempt is due anyway, if the wait limit lets
+			// it start (the caller's loop asks).
 			return nil
 		}
 		if w.handedOver() {
@@ -363,15 +364,14 @@ func (c *Client) wakeLocal(l *Lock) {
 	}
 }
 
-// waitDeadline starts the wait of an Obtain for ttl (backend.WaitDeadline):
-// ctx's deadline, else WithMaxWait (default DefaultMaxWait), stretched
-// once to the end of a lease seen about to end, plus the drift allowance.
-func (o *options) waitDeadline(ctx context.Context, ttl time.Duration) backend.WaitDeadline {
+// waitDeadline starts the wait of an Obtain (backend.WaitDeadline): ctx's
+// deadline, else WithMaxWait (default DefaultMaxWait), a cap.
+func (o *options) waitDeadline(ctx context.Context) backend.WaitDeadline {
 	limit := o.maxWait
 	if limit == 0 {
 		limit = DefaultMaxWait
 	}
-	return backend.NewWaitDeadline(ctx, limit, ttl, o.drift(ttl))
+	return backend.NewWaitDeadline(ctx, limit)
 }
 
 // nextWait is how long to wait after the attempt-th attempt failed with

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
@@ -62,28 +65,73 @@ func TestWaitOutlivesRenewingHolder(t *testing.T) {
 	}
 }
 
-// A wait limit that passes while the lease it saw is about to end does not
-// end the wait before that lease does: a crashed holder's lock goes to the
-// waiter.
-func TestWaitLimitWaitsForLeaseEnd(t *testing.T) {
+// WithMaxWait is a cap: a waiter whose limit passes while the holder's
+// lease, seen about to end within the TTL the waiter asks for, still runs
+// gives up then, with a *WaitLimitError carrying that lease, instead of
+// waiting for the lease to end (the holder, alive, renews it). It returns
+// while the holder still holds its first lease, so it waited no lease out.
+// In every way of waiting: notified, polling, fair, ObtainMulti, quorum.
+func TestWaitLimitIsACap(t *testing.T) {
 	t.Parallel()
+	const lease = 5 * time.Second // the holder's, and the TTL the waiter asks for
+	const limit = 100 * time.Millisecond
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Client(nil))
-	ctx := context.Background()
-	if _, err := c.Obtain(ctx, "crashed", 600*time.Millisecond); err != nil { // never released
-		t.Fatal(err)
+	q := startQuorum(t, 3)
+	retry := redislock.WithRetry(redislock.LinearBackoff(20 * time.Millisecond))
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) *redislock.Client
+		obtain func(c *redislock.Client, key string) error
+	}{
+		{"notified", func(t *testing.T) *redislock.Client { return newClient(t, srv.Client(nil)) }, nil},
+		{"polling", func(t *testing.T) *redislock.Client {
+			return newClient(t, srv.Client(nil), redislock.WithNotify(false))
+		}, nil},
+		{"fair", func(t *testing.T) *redislock.Client { return newClient(t, srv.Client(nil), redislock.WithFair(true)) }, nil},
+		{"multi", func(t *testing.T) *redislock.Client { return newClient(t, srv.Client(nil)) },
+			func(c *redislock.Client, key string) error {
+				m, err := c.ObtainMulti(context.Background(), []string{key, key + "-other"}, lease, retry, redislock.WithMaxWait(limit))
+				if err == nil {
+					_ = m.Release(context.Background())
+				}
+				return err
+			}},
+		{"quorum", func(t *testing.T) *redislock.Client { return q.client(t) }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t, 30*time.Second)
+			holder, waiter := tc.client(t), tc.client(t)
+			key := "capped-" + tc.name
+			h, err := holder.Obtain(ctx, key, lease)
+			require.NoError(t, err)
+			obtain := tc.obtain
+			if obtain == nil {
+				obtain = func(c *redislock.Client, key string) error {
+					l, err := c.Obtain(context.Background(), key, lease, retry, redislock.WithMaxWait(limit))
+					if err == nil {
+						_ = l.Release(context.Background())
+					}
+					return err
+				}
+			}
+			err = obtain(waiter, key)
+			var wl *redislock.WaitLimitError
+			require.ErrorAs(t, err, &wl, "the waiter did not stop at its wait limit")
+			assert.ErrorIs(t, err, redislock.ErrNotObtained)
+			assert.Equal(t, limit, wl.Limit)
+			assert.Greater(t, wl.TTL, limit, "the lease seen at the limit")
+			left, err := h.TTL(ctx)
+			require.NoError(t, err, "the holder's first lease ended before the waiter returned")
+			assert.Positive(t, left)
+			require.NoError(t, h.Release(ctx))
+		})
 	}
-	l, err := c.Obtain(ctx, "crashed", time.Second,
-		redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)), redislock.WithMaxWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatalf("the waiter gave up on a lease about to end: %v", err)
-	}
-	_ = l.Release(ctx)
 }
 
 // At the wait limit, the error says so, matches ErrNotObtained and carries
-// the remaining TTL seen: at once for a lease longer than the TTL asked
-// for, after the lease seen has ended for a holder that renews it.
+// the remaining TTL seen: for a lease longer than the TTL asked for, and
+// for a holder that renews a lease shorter than it.
 func TestWaitLimitError(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)

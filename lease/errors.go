@@ -36,8 +36,9 @@ var (
 	ErrLeaseExpired = errs.ErrLeaseExpired
 
 	// ErrInvalidArgument is matched by every error about bad input: an
-	// empty key, a TTL that leaves no validity, an invalid option. Such
-	// errors are returned before the backend is called.
+	// empty key, a TTL that leaves no validity or exceeds MaxTTL, an
+	// invalid option. Such errors are returned before the backend is
+	// called.
 	ErrInvalidArgument = errs.ErrInvalidArgument
 
 	// ErrClosed is returned by a backend after it was closed.

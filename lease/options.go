@@ -16,6 +16,14 @@ type Option func(*option.Set)
 // MaxHolderLen bounds the length of a holder identity (WithHolder).
 const MaxHolderLen = option.MaxHolderLen
 
+// MaxTTL is the longest TTL a backend accepts, for a lock, a refresh and a
+// pattern's lease: 10 years (87600h). A longer TTL is an error matching
+// ErrInvalidArgument, returned before any call to the backend: a
+// ValidUntil that far ahead would reach past the year 2157, beyond which
+// Go's time.Time carries no monotonic clock reading, and a lease that long
+// is a mistake of units.
+const MaxTTL = 10 * 365 * 24 * time.Hour
+
 // DefaultDriftFactor is the share of a TTL that a grant's validity gives up
 // for clock drift, unless a backend is configured otherwise: validity =
 // TTL - (TTL × factor + 2 ms).

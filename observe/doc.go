@@ -11,8 +11,10 @@
 // An Observer is any value that implements one or more of the event
 // interfaces: ObtainObserver, WaitObserver, RefreshObserver,
 // ReleaseObserver, LossObserver, NodeObserver, SubscriptionObserver,
-// CleanupObserver, StaleFenceObserver. Give it to redislock.New or
-// redislock.NewQuorum with redislock.WithObserver. An event source finds the
+// CleanupObserver, StaleFenceObserver, EvictionObserver. Give it to
+// redislock.New or redislock.NewQuorum with redislock.WithObserver. The
+// metric and trace adapters leave EvictionObserver to the logger: a
+// warning once per server is no metric. An event source finds the
 // interfaces once, when it is configured (Select), so a source without
 // observers, or with none for an event, pays nothing for that event: it
 // does not even build it.

@@ -46,3 +46,29 @@ type CleanupEvent struct {
 	Node int
 	Err  error
 }
+
+// EvictionObserver is told when a Redis server of the Client can evict
+// lock keys: the Client reads each server's maxmemory-policy (INFO
+// memory) once, in the background, after its first call on the node, and
+// tells of each server whose policy is not noeviction. Under memory
+// pressure such a server deletes keys with a TTL, lock keys among them (a
+// volatile-* policy evicts only those, so beside application data without
+// TTL, lock keys are the first to go): a held lock vanishes and is granted
+// to another caller while its holder believes it valid. A server that
+// refuses INFO is not reported. See docs/redis-deployments.md.
+type EvictionObserver interface {
+	EvictionPolicy(e EvictionEvent)
+}
+
+// EvictionEvent is a server whose eviction policy can evict lock keys:
+// Node is the node's index (0 in single mode), Addr the server (a
+// Cluster's or a Ring's shard; "" for the master of a Sentinel failover
+// client), Policy its maxmemory-policy ("allkeys-lru", "volatile-ttl",
+// ...), MaxMemory its maxmemory in bytes (0: no limit set yet; eviction
+// starts once one is).
+type EvictionEvent struct {
+	Node      int
+	Addr      string
+	Policy    string
+	MaxMemory int64
+}

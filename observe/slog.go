@@ -10,10 +10,10 @@ import (
 
 // Logger is the slog adapter: an Observer that logs every event it
 // implements a method for to a *slog.Logger. Grants and releases go at
-// Debug; losses, failed renewals, stale fences and failed clean-ups at
-// Warn; node failures and replaced subscriptions at Info; always with the
-// key, the fence and, where it applies, the hold time or wait, never the
-// token.
+// Debug; losses, failed renewals, stale fences, failed clean-ups and
+// servers that can evict lock keys at Warn; node failures and replaced
+// subscriptions at Info; always with the key, the fence and, where it
+// applies, the hold time or wait, never the token.
 type Logger struct{ l *slog.Logger }
 
 // NewLogger returns an Observer logging to l; nil if l is nil.
@@ -33,6 +33,7 @@ var (
 	_ SubscriptionObserver = (*Logger)(nil)
 	_ CleanupObserver      = (*Logger)(nil)
 	_ StaleFenceObserver   = (*Logger)(nil)
+	_ EvictionObserver     = (*Logger)(nil)
 )
 
 // ObtainStart logs nothing: ObtainDone logs the call.
@@ -102,6 +103,12 @@ func (o *Logger) Resubscribed(e SubscriptionEvent) {
 // CleanupFailed logs the failed clean-up at Warn.
 func (o *Logger) CleanupFailed(ctx context.Context, e CleanupEvent) {
 	o.l.WarnContext(ctx, "redislock: background clean-up failed", "key", e.Key, "node", e.Node, "err", e.Err)
+}
+
+// EvictionPolicy logs the server that can evict lock keys at Warn.
+func (o *Logger) EvictionPolicy(e EvictionEvent) {
+	o.l.Warn("redislock: Redis can evict lock keys (maxmemory-policy is not noeviction)",
+		"node", e.Node, "addr", e.Addr, "policy", e.Policy, "maxmemory", e.MaxMemory)
 }
 
 // StaleFence logs the refused write at Warn.

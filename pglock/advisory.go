@@ -130,8 +130,14 @@ func (c *Client) ObtainAdvisory(ctx context.Context, keys []string, opts ...Opti
 		pid = 0 // trusted: a direct connection or a session pooler
 	}
 	// No TTL bounds the wait: only ctx and WithMaxWait do.
-	deadline := o.waitDeadline(ctx, 0, noTTLWait)
+	deadline := o.waitDeadline(ctx, noTTLWait)
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if err := deadline.Expired(); err != nil {
+				put(false)
+				return nil, err // no attempt starts after the wait limit
+			}
+		}
 		var got []int64
 		err := conn.QueryRow(ctx, sqlAdvisoryLock, ids, pid).Scan(&got)
 		switch {
@@ -334,8 +340,13 @@ func (c *Client) RunAdvisoryTx(ctx context.Context, keys []string, fn func(ctx c
 	if err != nil {
 		return err
 	}
-	deadline := o.waitDeadline(ctx, 0, noTTLWait)
+	deadline := o.waitDeadline(ctx, noTTLWait)
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if err := deadline.Expired(); err != nil {
+				return err // no attempt starts after the wait limit
+			}
+		}
 		done, err := c.advisoryTxOnce(ctx, c.pool, ids, fn)
 		if done || !errors.Is(err, lease.ErrNotObtained) {
 			return err

@@ -26,16 +26,16 @@ import (
 // (default: no retry), waiting on a notification of the release (see
 // WithNotify) or the backoff, and then returns ErrNotObtained, joined with
 // ctx.Err() when ctx ended the wait. A context without deadline bounds
-// retries by WithMaxWait (default 30 s), stretched to the end of a lease
-// seen about to end; a *lease.WaitLimitError says the limit ended the
-// wait. An attempt that the session's lock_timeout or statement_timeout
-// ended while it waited for the key's row, locked by another transaction,
-// counts as contention too (see the package doc, Server settings). A
-// database that cannot be reached or answers with another error is
-// returned as such, never as ErrNotObtained.
-// Bad input (an empty key, a key or holder that is not valid UTF-8 or holds
-// NUL bytes, a TTL that leaves no validity) is an error matching
-// ErrInvalidArgument, returned before any statement is sent.
+// retries by WithMaxWait (default 30 s), a cap: no attempt starts after it,
+// and a *lease.WaitLimitError says the limit ended the wait. An attempt
+// that the session's lock_timeout or statement_timeout ended while it
+// waited for the key's row, locked by another transaction, counts as
+// contention too (see the package doc, Server settings). A database that
+// cannot be reached or answers with another error is returned as such,
+// never as ErrNotObtained. Bad input (an empty key, a key or holder that is
+// not valid UTF-8 or holds NUL bytes, a TTL that leaves no validity or
+// exceeds lease.MaxTTL) is an error matching ErrInvalidArgument, returned
+// before any statement is sent.
 //
 // A grant is returned only while valid: ValidUntil = request start + TTL -
 // (TTL * drift factor + 2 ms), on the monotonic clock. A grant whose outcome
@@ -55,13 +55,18 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	if ctx == nil {
 		return nil, backend.Invalid("nil context")
 	}
-	deadline := o.waitDeadline(ctx, ttl, DefaultMaxWait)
+	deadline := o.waitDeadline(ctx, DefaultMaxWait)
 	// NoRetry (and LimitRetry(s, 0)) never wait: nothing to be notified of.
 	_, waits := o.retry.Backoff(1)
 	notify := o.notify && waits && c.canListen()
 	var w *waiter
 	defer func() { w.stop() }()
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if err := deadline.Expired(); err != nil {
+				return nil, err // no attempt starts after the wait limit
+			}
+		}
 		l, left, err := c.obtainOnce(ctx, key, ttl, &o, notify)
 		switch {
 		case err == nil:
@@ -91,15 +96,14 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 }
 
-// waitDeadline starts the wait of an Obtain for ttl (backend.WaitDeadline):
-// ctx's deadline, else WithMaxWait or def, stretched once to the end of a
-// lease seen about to end, plus the drift allowance.
-func (o *options) waitDeadline(ctx context.Context, ttl, def time.Duration) backend.WaitDeadline {
+// waitDeadline starts the wait of an Obtain (backend.WaitDeadline): ctx's
+// deadline, else WithMaxWait or def, a cap.
+func (o *options) waitDeadline(ctx context.Context, def time.Duration) backend.WaitDeadline {
 	limit := o.maxWait
 	if limit == 0 {
 		limit = def
 	}
-	return backend.NewWaitDeadline(ctx, limit, ttl, backend.Drift(ttl, o.driftFactor))
+	return backend.NewWaitDeadline(ctx, limit)
 }
 
 // nextWait is how long to wait after the attempt-th attempt failed with

@@ -177,15 +177,13 @@ func WithReleaseTimeout(d time.Duration) Option {
 	return positive("release timeout", d, func(o *options) { o.releaseTimeout = d })
 }
 
-// WithMaxWait bounds how long Obtain keeps retrying a held lock when the
+// WithMaxWait caps how long Obtain keeps retrying a held lock when the
 // caller's context has no deadline (a context deadline, when set, is used
 // instead). Default: 30 s (DefaultMaxWait), long enough not to abandon a
-// holder that is alive and renewing for a while. When the limit passes
-// while the lease the last attempt saw ends within the TTL this call asks
-// for, Obtain keeps trying until that lease's end plus the drift allowance,
-// so that it does not give up just before the lock frees. A wait ended by
-// the limit returns a *lease.WaitLimitError (matching ErrNotObtained) with
-// the remaining lease it saw.
+// holder that is alive and renewing for a while. No attempt starts after
+// d: the call returns within d plus one attempt's round trip, with a
+// *lease.WaitLimitError (matching ErrNotObtained) that carries the
+// remaining lease the last attempt saw. It must be positive.
 func WithMaxWait(d time.Duration) Option {
 	return positive("max wait", d, func(o *options) { o.maxWait = d })
 }

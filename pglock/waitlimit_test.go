@@ -3,9 +3,13 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/pglock"
@@ -51,21 +55,38 @@ func TestWaitOutlivesRenewingHolder(t *testing.T) {
 	}
 }
 
-// A wait limit that passes while the lease it saw is about to end does not
-// end the wait before that lease does: a crashed holder's lock goes to the
-// waiter.
-func TestWaitLimitWaitsForLeaseEnd(t *testing.T) {
-	c := newClient(t, newPool(t), newTable(t))
-	ctx := ctxFor(t)
-	if _, err := c.Obtain(ctx, "crashed", 600*time.Millisecond); err != nil { // never released
-		t.Fatal(err)
+// WithMaxWait is a cap: a waiter whose limit passes while the holder's
+// lease, seen about to end within the TTL the waiter asks for, still runs
+// gives up then, with a *lease.WaitLimitError carrying that lease, instead
+// of waiting for the lease to end. It returns while the holder still holds
+// its first lease, so it waited no lease out. Notified and polling.
+func TestWaitLimitIsACap(t *testing.T) {
+	const ttl = 5 * time.Second // the holder's, and the TTL the waiter asks for
+	const limit = 100 * time.Millisecond
+	pool, table := newPool(t), newTable(t)
+	for _, notify := range []bool{true, false} {
+		t.Run(fmt.Sprintf("notify %v", notify), func(t *testing.T) {
+			c := newClient(t, pool, table, pglock.WithNotify(notify))
+			ctx := ctxFor(t)
+			key := fmt.Sprintf("capped-%v", notify)
+			h, err := c.Obtain(ctx, key, ttl)
+			require.NoError(t, err)
+			l, err := c.Obtain(context.Background(), key, ttl,
+				pglock.WithRetry(pglock.LinearBackoff(20*time.Millisecond)), pglock.WithMaxWait(limit))
+			if err == nil {
+				_ = l.Release(ctx)
+			}
+			var wl *lease.WaitLimitError
+			require.ErrorAs(t, err, &wl, "the waiter did not stop at its wait limit")
+			assert.ErrorIs(t, err, pglock.ErrNotObtained)
+			assert.Equal(t, limit, wl.Limit)
+			assert.Greater(t, wl.TTL, limit, "the lease seen at the limit")
+			left, err := h.TTL(ctx)
+			require.NoError(t, err, "the holder's first lease ended before the waiter returned")
+			assert.Positive(t, left)
+			require.NoError(t, h.Release(ctx))
+		})
 	}
-	l, err := c.Obtain(context.Background(), "crashed", time.Second,
-		pglock.WithRetry(pglock.LinearBackoff(20*time.Millisecond)), pglock.WithMaxWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatalf("the waiter gave up on a lease about to end: %v", err)
-	}
-	_ = l.Release(ctx)
 }
 
 // At the wait limit, the error says so, matches ErrNotObtained and carries

@@ -20,7 +20,7 @@ func TestDirectCallContext(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	n := nodes.New(0, rdb)
+	n := nodes.New(0, rdb, nil)
 	defer n.Close()
 	type key struct{}
 	bg := context.WithValue(context.Background(), key{}, "v")
@@ -107,12 +107,14 @@ func TestDirectCallBounded(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: hole.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
 		ReadTimeout: far, WriteTimeout: far, PoolTimeout: far, PoolSize: 1,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			dialed <- struct{}{}
+			if !nodes.IsProbe(ctx) { // go-redis' own dials, not the node's probes
+				dialed <- struct{}{}
+			}
 			var d net.Dialer
 			return d.DialContext(ctx, network, addr)
 		}})
 	defer rdb.Close()
-	n := nodes.New(0, rdb)
+	n := nodes.New(0, rdb, nil)
 	defer n.Close()
 	const timeout = 100 * time.Millisecond
 	call := func(what string, ctx context.Context) {

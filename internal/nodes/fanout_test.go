@@ -19,7 +19,7 @@ func newNodes(t *testing.T, n int) []*nodes.Node {
 	ns := make([]*nodes.Node, n)
 	for i := range ns {
 		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-		ns[i] = nodes.New(i, rdb)
+		ns[i] = nodes.New(i, rdb, nil)
 		t.Cleanup(func() { ns[i].Close(); _ = rdb.Close() })
 	}
 	return ns

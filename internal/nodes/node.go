@@ -55,6 +55,9 @@ type Node struct {
 
 	inflight atomic.Int32 // live calls (auto-pipelining's load)
 	down     atomic.Bool  // the last call that ended did not reach the server (Down)
+	reached  atomic.Bool  // a call has reached the server
+	probes   *prober      // dial probes beside calls that may not reach it (probe.go)
+	policy   policyCheck  // the eviction policy check, on the first call (policy.go)
 	fanned   atomic.Int32 // of them, fan-out calls (MaxLive)
 	cleaning atomic.Int32 // clean-up calls (MaxCleanup)
 	Guarded  Guarded      // its abandoned guarded calls (MaxAbandoned)
@@ -82,9 +85,15 @@ func IsNil(rdb any) bool {
 }
 
 // New describes the go-redis client rdb, node index of its client; rdb
-// must not be nil (IsNil).
-func New(index int, rdb redis.UniversalClient) *Node {
+// must not be nil (IsNil). evicting, if not nil, is told once of each of
+// the node's servers whose eviction policy can evict lock keys, checked
+// after the node's first call (policy.go).
+func New(index int, rdb redis.UniversalClient, evicting func(Policy)) *Node {
 	n := &Node{Index: index, RDB: rdb, Kind: Other, Deadlines: honours(rdb), workers: NewPool(MaxGuardWorkers)}
+	n.probes = newProber(rdb)
+	n.policy.evicting = evicting
+	n.policy.ctx, n.policy.cancel = context.WithCancel(context.Background())
+	n.policy.done = make(chan struct{})
 	switch rdb.(type) {
 	case *redis.Client:
 		n.Kind = Standalone
@@ -135,12 +144,39 @@ func (n *Node) Do(ctx context.Context, timeout time.Duration, pipeline bool, op 
 	return n.call(ctx, timeout, pipeline, op, nil, nil)
 }
 
-// call is Call and Do: op's methods, or f and settle.
+// call is Call and Do: op's methods, or f and settle. The first call that
+// reaches the node starts its eviction check once it has returned
+// (policy.go); a call on a node that no call has reached yet, or whose
+// last call did not, has a dial probe started if it has not returned soon,
+// which says why if it gets no reply (probe.go).
 func (n *Node) call(ctx context.Context, timeout time.Duration, pipeline bool, op Op, f func(ctx context.Context, rdb redis.Scripter) error,
 	settle func(ctx context.Context, err error)) error {
 	if err := ctx.Err(); err != nil {
 		return &callError{cause: err, kind: errNotSent}
 	}
+	if n.reached.Load() && !n.down.Load() {
+		err := n.bounded(ctx, timeout, pipeline, op, f, settle)
+		n.checkPolicy()
+		return err
+	}
+	start := time.Now()
+	stop := n.probes.after(probeDelay(timeout))
+	err := n.bounded(ctx, timeout, pipeline, op, f, settle)
+	if !stop() {
+		n.probes.fired(start)
+	}
+	if err != nil {
+		err = n.probes.explain(ctx, err, start, timeout)
+	}
+	if n.reached.Load() {
+		n.checkPolicy()
+	}
+	return err
+}
+
+// bounded runs a call, bounded by timeout and ctx (see Call).
+func (n *Node) bounded(ctx context.Context, timeout time.Duration, pipeline bool, op Op, f func(ctx context.Context, rdb redis.Scripter) error,
+	settle func(ctx context.Context, err error)) error {
 	k := n.inflight.Add(1)
 	batch := pipeline && k > AutoPipelineAbove
 	run := func(ctx context.Context) error {
@@ -193,8 +229,15 @@ func (n *Node) call(ctx context.Context, timeout time.Duration, pipeline bool, o
 
 // Close stops the workers of the node's guarded calls: idle ones exit at
 // once, busy ones (calls abandoned to a stalled server) when go-redis
-// returns their call; later guarded calls get goroutines of their own.
-func (n *Node) Close() { n.workers.Stop() }
+// returns their call; later guarded calls get goroutines of their own. It
+// cancels the node's eviction check and dial probe, and waits for them
+// (a probe at most probeCloseWait).
+func (n *Node) Close() {
+	n.policy.cancel()
+	n.probes.close()
+	n.policy.wg.Wait()
+	n.workers.Stop()
+}
 
 // noteReached records whether a call that ended with err reached the
 // server: it did when it succeeded or the server answered with an error
@@ -205,6 +248,9 @@ func (n *Node) noteReached(err error) {
 	case err == nil || isReply(err):
 		if n.down.Load() {
 			n.down.Store(false)
+		}
+		if !n.reached.Load() {
+			n.reached.Store(true)
 		}
 	case errors.Is(err, context.Canceled):
 	default:

@@ -30,7 +30,7 @@ func TestNewKinds(t *testing.T) {
 		{cluster, nodes.Cluster, false},
 		{ring, nodes.Ring, false},
 	} {
-		n := nodes.New(0, c.rdb)
+		n := nodes.New(0, c.rdb, nil)
 		if n.Kind != c.kind || n.Deadlines != c.deadlines {
 			t.Errorf("%T: kind %d deadlines %v, want %d %v", c.rdb, n.Kind, n.Deadlines, c.kind, c.deadlines)
 		}
@@ -53,7 +53,7 @@ func TestOnConnWait(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
-	n := nodes.New(0, rdb)
+	n := nodes.New(0, rdb, nil)
 	defer n.Close()
 	ctx := context.Background()
 	err := n.OnConn(ctx, "k", func(conn *redis.Conn) error {
@@ -88,7 +88,7 @@ func TestOnConnWait(t *testing.T) {
 
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
 	defer ring.Close()
-	r := nodes.New(0, ring)
+	r := nodes.New(0, ring, nil)
 	defer r.Close()
 	if err := r.OnConn(ctx, "k", func(*redis.Conn) error { return nil }); !errors.Is(err, nodes.ErrNoConn) {
 		t.Fatalf("OnConn on a Ring: %v, want ErrNoConn", err)

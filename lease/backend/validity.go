@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/internal/errs"
 	"github.com/redislock-go/redislock/lease/internal/keep"
 )
@@ -15,7 +16,8 @@ func Drift(ttl time.Duration, factor float64) time.Duration { return keep.Drift(
 
 // ValidUntil is the end of the validity of a lease of ttl (rounded down to
 // whole milliseconds, as backends store it) asked for at start: start +
-// ttl - Drift(ttl, factor). It carries start's monotonic clock reading.
+// ttl - Drift(ttl, factor). It carries start's monotonic clock reading for
+// every ttl CheckTTL accepts (at most lease.MaxTTL).
 func ValidUntil(start time.Time, ttl time.Duration, factor float64) time.Time {
 	return start.Add(ttl.Truncate(time.Millisecond) - Drift(ttl, factor))
 }
@@ -36,11 +38,15 @@ func CheckKey(key string) error {
 const MinValidity = time.Millisecond
 
 // CheckTTL returns an error matching lease.ErrInvalidArgument for a TTL
-// below 1 ms or one too short to be useful: one that leaves less than
-// MinValidity after Drift(ttl, factor).
+// below 1 ms, one too short to be useful (one that leaves less than
+// MinValidity after Drift(ttl, factor)), or one above lease.MaxTTL. Every
+// backend checks a TTL with it, so that all refuse the same ones.
 func CheckTTL(ttl time.Duration, factor float64) error {
-	if ttl < time.Millisecond {
+	switch {
+	case ttl < time.Millisecond:
 		return errs.Invalid("TTL %v is below 1ms", ttl)
+	case ttl > lease.MaxTTL:
+		return errs.Invalid("TTL %v is above the longest a lease may be, %v (lease.MaxTTL)", ttl, lease.MaxTTL)
 	}
 	d := Drift(ttl, factor)
 	if v := ttl.Truncate(time.Millisecond) - d; v < MinValidity {

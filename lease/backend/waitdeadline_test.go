@@ -2,53 +2,107 @@ package backend
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/lease"
 )
 
-// elapse moves d's times back by e, as if e had passed since its last Next.
-func (d *WaitDeadline) elapse(e time.Duration) { d.at, d.next = d.at.Add(-e), d.next.Add(-e) }
-
-// Past the wait limit, a lease seen about to end is waited for; the wait
-// ends at the first attempt made after its end that finds the lock held,
-// not at the late reply of an attempt made before.
-func TestWaitDeadlineLeaseEnd(t *testing.T) {
+// The wait limit is a cap: a backend's loop (attempt, Next, wait, Expired)
+// against a holder that keeps renewing starts no attempt after the limit
+// and returns within the limit plus one attempt's round trip, whatever the
+// backoff and however long the holder's lease, with a *lease.WaitLimitError
+// carrying the lease the last attempt saw. On the bubble's clock, so that
+// every time is exact.
+func TestWaitDeadlineCap(t *testing.T) {
 	t.Parallel()
-	const margin = 10 * time.Millisecond
-	held := lease.ErrNotObtained
+	const limit = time.Second
 	for _, tc := range []struct {
-		name    string
-		backoff time.Duration // the attempt after the limit: made this long after
-		seen    time.Duration // the next attempt finds the lock held this long more
-		giveUp  bool
+		backoff, rtt time.Duration
 	}{
-		{"made after the end", time.Second, 900 * time.Millisecond, true},
-		{"made before the end, replied after", 20 * time.Millisecond, 10 * time.Millisecond, false},
+		{10 * time.Millisecond, 0},
+		{10 * time.Millisecond, 7 * time.Millisecond},
+		{300 * time.Millisecond, 7 * time.Millisecond},
+		{2 * time.Second, 7 * time.Millisecond},          // one wait, cut at the limit
+		{300 * time.Millisecond, 400 * time.Millisecond}, // an attempt that ends past the limit
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			d := NewWaitDeadline(context.Background(), 0, time.Second, margin) // the limit has passed
-			w, err := d.Next(tc.backoff, true, held, 30*time.Millisecond)
-			if err != nil || w != min(tc.backoff, 30*time.Millisecond+margin) {
-				t.Fatalf("Next, the lease ending in 30 ms = %v, %v; want to wait for its end", w, err)
-			}
-			d.elapse(50 * time.Millisecond) // the end has passed when the reply comes
-			w, err = d.Next(tc.backoff, true, held, tc.seen)
-			var wl *lease.WaitLimitError
-			switch {
-			case tc.giveUp && !errors.As(err, &wl):
-				t.Fatalf("Next after the lease's end = %v, %v; want a *WaitLimitError", w, err)
-			case !tc.giveUp && (err != nil || w != 0):
-				t.Fatalf("Next on a late reply = %v, %v; want another attempt at once", w, err)
-			case !tc.giveUp:
-				// That attempt, made after the end, decides.
-				if _, err := d.Next(tc.backoff, true, held, 900*time.Millisecond); !errors.As(err, &wl) {
-					t.Fatalf("Next on the attempt after = %v; want a *WaitLimitError", err)
+		t.Run(fmt.Sprintf("backoff %v rtt %v", tc.backoff, tc.rtt), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const seen = 9 * time.Second // the renewing holder's lease, longer than the limit
+				start := time.Now()
+				d := NewWaitDeadline(context.Background(), limit)
+				var last time.Duration // when the last attempt started
+				var err error
+				for attempt := 1; ; attempt++ {
+					if attempt > 1 {
+						if err = d.Expired(); err != nil {
+							break
+						}
+					}
+					last = time.Since(start)
+					time.Sleep(tc.rtt) // the attempt: the lock is held
+					var w time.Duration
+					if w, err = d.Next(tc.backoff, true, lease.ErrNotObtained, seen); err != nil {
+						break
+					}
+					assert.LessOrEqual(t, w, tc.backoff)
+					time.Sleep(w)
 				}
-			}
+				assert.Less(t, last, limit, "an attempt started after the limit")
+				assert.LessOrEqual(t, time.Since(start), limit+tc.rtt, "returned later than the limit plus one round trip")
+				var wl *lease.WaitLimitError
+				require.ErrorAs(t, err, &wl)
+				assert.ErrorIs(t, err, lease.ErrNotObtained)
+				assert.Equal(t, limit, wl.Limit)
+				assert.Equal(t, seen, wl.TTL)
+				assert.Equal(t, "redislock: lock not obtained: wait limit 1s reached, held for 9s more", err.Error())
+			})
 		})
 	}
+}
+
+// A context's deadline bounds the wait instead of the limit: Expired never
+// ends it (the context does), and a Next past the deadline joins
+// context.DeadlineExceeded to the attempt's error. A retry strategy that
+// gives up ends the call with the attempt's error.
+func TestWaitDeadlineContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		d := NewWaitDeadline(ctx, time.Millisecond) // the limit does not apply
+		w, err := d.Next(300*time.Millisecond, true, lease.ErrNotObtained, -1)
+		require.NoError(t, err)
+		assert.Equal(t, 300*time.Millisecond, w)
+		time.Sleep(2 * time.Second)
+		require.NoError(t, d.Expired())
+		_, err = d.Next(300*time.Millisecond, true, lease.ErrNotObtained, -1)
+		assert.ErrorIs(t, err, lease.ErrNotObtained)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+		_, err = d.Next(0, false, lease.ErrNotObtained, -1)
+		assert.Same(t, lease.ErrNotObtained, err)
+	})
+}
+
+// A lease seen as unknown is reported so: the error names no remaining TTL.
+func TestWaitDeadlineUnknownLease(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		d := NewWaitDeadline(context.Background(), time.Second)
+		w, err := d.Next(5*time.Second, true, lease.ErrNotObtained, -1)
+		require.NoError(t, err)
+		assert.Equal(t, time.Second, w, "a wait reaches no further than the limit")
+		time.Sleep(w)
+		err = d.Expired()
+		var wl *lease.WaitLimitError
+		require.ErrorAs(t, err, &wl)
+		assert.Negative(t, wl.TTL)
+		assert.Equal(t, "redislock: lock not obtained: wait limit 1s reached", err.Error())
+	})
 }

@@ -114,6 +114,7 @@ func testInvalidInput(t *testing.T, e Env, key string) {
 		{"negative TTL", key, -time.Second, nil},
 		{"TTL below 1ms", key, 500 * time.Microsecond, nil},
 		{"TTL within drift", key, 2 * time.Millisecond, nil},
+		{"TTL above MaxTTL", key, lease.MaxTTL + time.Millisecond, nil},
 		{"nil retry", key, time.Second, []lease.Option{lease.WithRetry(nil)}},
 		{"bad retry", key, time.Second, []lease.Option{lease.WithRetry(lease.LinearBackoff(0))}},
 		{"long holder", key, time.Second, []lease.Option{lease.WithHolder(strings.Repeat("h", lease.MaxHolderLen+1))}},
@@ -127,6 +128,7 @@ func testInvalidInput(t *testing.T, e Env, key string) {
 	l := mustObtain(t, e.Locker, key, time.Second)
 	wantIs(t, "Refresh(0)", l.Refresh(ctx, 0), lease.ErrInvalidArgument)
 	wantIs(t, "Refresh(-1s)", l.Refresh(ctx, -time.Second), lease.ErrInvalidArgument)
+	wantIs(t, "Refresh above MaxTTL", l.Refresh(ctx, lease.MaxTTL+time.Millisecond), lease.ErrInvalidArgument)
 	if err := l.Refresh(ctx, time.Second); err != nil {
 		t.Fatalf("Refresh after refused ones: %v", err)
 	}
