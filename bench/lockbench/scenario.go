@@ -355,6 +355,7 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 		wg.Go(func() {
 			defer f.catch()
 			key := fmt.Sprintf("lockbench:%s:r:%d", runID, i)
+			counted := false // fn counted how the hold ended
 			err := rn.Hold(hctx, key, cfg.RenewTTL, func(fctx context.Context) error {
 				held.Add(1)
 				<-fctx.Done()
@@ -362,12 +363,16 @@ func runRenew(ctx context.Context, cfg *Config, t *target, lk Locker, k int, run
 				case hctx.Err() != nil: // the run ended
 				case errors.Is(context.Cause(fctx), lease.ErrLeaseExpired):
 					expired.Add(1)
+					counted = true
 				default:
 					lost.Add(1)
+					counted = true
 				}
 				return nil
 			})
-			if err != nil && hctx.Err() == nil {
+			// Hold reports the loss fn counted already; anything else is an
+			// error of its own.
+			if err != nil && hctx.Err() == nil && !counted {
 				errs.Add(1)
 			}
 		})
