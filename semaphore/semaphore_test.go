@@ -3,6 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease"
@@ -171,7 +173,12 @@ func TestDeadHolderFreesSlot(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	dead := try(t, newSem(t, srv.Client(nil), "dead", 1), 200*time.Millisecond)
+	// The dead holder's lease is long, then set to end 200 ms from now on
+	// the server's clock (its end in the holders set): a 200 ms TTL would
+	// race the grant's own confirmation on a loaded machine.
+	deadSem := newSem(t, srv.Client(nil), "dead", 1)
+	dead := try(t, deadSem, time.Minute)
+	setLeaseEnd(t, srv, deadSem, dead, serverMillis(t, srv)+200)
 	s := newSem(t, srv.Client(nil), "dead", 1)
 	actx, cancel := context.WithTimeout(ctx, waitBound)
 	defer cancel()
@@ -510,6 +517,27 @@ func TestExpiredPermitCannotRefresh(t *testing.T) {
 // against the server's TIME as they judge any lease.
 func endLease(t *testing.T, srv *redistest.Server, s *semaphore.Semaphore, p *semaphore.Permit) {
 	t.Helper()
+	setLeaseEnd(t, srv, s, p, 1)
+}
+
+// serverMillis returns the server's TIME in ms.
+func serverMillis(t *testing.T, srv *redistest.Server) int64 {
+	t.Helper()
+	r, err := srv.Do("TIME")
+	require.NoError(t, err)
+	l, _ := r.([]any)
+	require.Len(t, l, 2, "TIME = %v", r)
+	sec, err := strconv.ParseInt(fmt.Sprint(l[0]), 10, 64)
+	require.NoError(t, err)
+	usec, err := strconv.ParseInt(fmt.Sprint(l[1]), 10, 64)
+	require.NoError(t, err)
+	return sec*1000 + usec/1000
+}
+
+// setLeaseEnd sets the end of p's lease to endMs (server ms), as a TTL
+// would have.
+func setLeaseEnd(t *testing.T, srv *redistest.Server, s *semaphore.Semaphore, p *semaphore.Permit, endMs int64) {
+	t.Helper()
 	keys := semaphore.Keys(s)
 	r, err := srv.Do("HGETALL", keys[0])
 	if err != nil {
@@ -526,7 +554,7 @@ func endLease(t *testing.T, srv *redistest.Server, s *semaphore.Semaphore, p *se
 		v, _ := fields[i+1].(string)
 		// "t<token>" -> "<slot>:<fence>:<acquired ms>:<holder>"
 		if parts := strings.SplitN(v, ":", 3); strings.HasPrefix(f, "t") && len(parts) == 3 && parts[1] == strconv.FormatInt(p.Fence(), 10) {
-			if n, err := srv.Do("ZADD", keys[1], "XX", "CH", "1", f[1:]); err != nil || n != int64(1) {
+			if n, err := srv.Do("ZADD", keys[1], "XX", "CH", strconv.FormatInt(endMs, 10), f[1:]); err != nil || n != int64(1) {
 				t.Fatalf("ZADD: %v, %v", n, err)
 			}
 			return
@@ -542,8 +570,10 @@ func TestRunLockReportsLoss(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "lost", 2)
 	ctx := context.Background()
-	p := try(t, s, 300*time.Millisecond)
-	err := lease.RunLock(ctx, p, 300*time.Millisecond, func(ctx context.Context) error {
+	// A long lease renewed often: the loss is found by a renewal, never
+	// raced by the lease running out on a loaded machine.
+	p := try(t, s, time.Minute)
+	err := lease.RunLock(ctx, p, time.Minute, func(ctx context.Context) error {
 		if _, err := srv.Do("DEL", semaphore.Keys(s)[1]); err != nil { // the holders
 			return err
 		}
@@ -553,7 +583,7 @@ func TestRunLockReportsLoss(t *testing.T) {
 		case <-time.After(waitBound):
 			return errors.New("the loss was not noticed")
 		}
-	})
+	}, lease.WithRefreshInterval(20*time.Millisecond))
 	if !errors.Is(err, lease.ErrLockLost) || !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("RunLock = %v, want ErrLockLost caused by ErrNotHeld", err)
 	}
