@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/pglock"
 )
@@ -199,6 +200,17 @@ func untilFree(t testing.TB, c *pglock.Client, key string, bound time.Duration) 
 		}
 		time.Sleep(10 * time.Millisecond) // polling the database's view; bounded
 	}
+}
+
+// endLeaseIn sets the lease on key to end d from now on the database's
+// clock, as a TTL would have: a test's short TTL would race its own
+// statements on a loaded machine.
+func endLeaseIn(t testing.TB, admin *pgxpool.Pool, table, key string, d time.Duration) {
+	t.Helper()
+	tag, err := admin.Exec(context.Background(),
+		`UPDATE `+table+` SET expires_at = clock_timestamp() + $2 * interval '1 microsecond' WHERE name = $1`, key, d.Microseconds())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected(), "lease rows named %q", key)
 }
 
 // dbNow is the database's clock.

@@ -9,7 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/pglock"
 )
@@ -40,6 +42,7 @@ func (noTimes) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) 
 // clock and renew under Run as usual; no statement carries a client time.
 func TestClientClockOffsetChangesNothing(t *testing.T) {
 	table := newTable(t)
+	admin := newPool(t)
 	trace := func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = noTimes{t} }
 	fast := newClient(t, newPool(t, trace), table, pglock.WithClock(offsetClock{time.Hour}))
 	slow := newClient(t, newPool(t, trace), table, pglock.WithClock(offsetClock{-time.Hour}))
@@ -49,7 +52,10 @@ func TestClientClockOffsetChangesNothing(t *testing.T) {
 		first, other *pglock.Client
 	}{{"fast first", fast, slow}, {"slow first", slow, fast}} {
 		key := "offset:" + c.name
-		ttl := time.Second // five statements inside it on a loaded machine, then its expiry
+		// A long lease, then set to end 100 ms ahead on the database's
+		// clock: a short TTL would race these statements on a loaded
+		// machine. An hour's offset would show in any of them.
+		ttl := time.Minute
 		l, err := c.first.Obtain(ctx, key, ttl)
 		if err != nil {
 			t.Fatalf("%s: Obtain: %v", c.name, err)
@@ -66,6 +72,7 @@ func TestClientClockOffsetChangesNothing(t *testing.T) {
 		if left, err := l.TTL(ctx); err != nil || left <= 0 || left > ttl {
 			t.Fatalf("%s: TTL %v, %v", c.name, left, err)
 		}
+		endLeaseIn(t, admin, table, key, 100*time.Millisecond)
 		untilFree(t, c.other, key, 5*time.Second)
 		l2, err := c.other.Obtain(ctx, key, ttl)
 		if err != nil {
@@ -78,21 +85,23 @@ func TestClientClockOffsetChangesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Run renews on the client's (offset) clock: the lease outlives its
-	// TTL and no loss is reported. A 600 ms lease renewed every 200 ms: a
-	// renewal may come 400 ms late on a loaded machine without a loss.
+	// Run renews on the client's (offset) clock: the lease is renewed and
+	// no loss is reported. A minute's lease renewed every 20 ms: a late
+	// renewal on a loaded machine is no loss, and an hour's offset would
+	// be one at once.
 	for _, c := range []*pglock.Client{fast, slow} {
 		renewals := 0
-		err := c.Run(ctx, "offset:run", 600*time.Millisecond, func(ctx context.Context, l *pglock.Lock) error {
+		err := c.Run(ctx, "offset:run", time.Minute, func(ctx context.Context, l *pglock.Lock) error {
 			for renewals < 4 {
 				before := l.ValidUntil()
-				for l.ValidUntil().Equal(before) && ctx.Err() == nil {
-					time.Sleep(5 * time.Millisecond) // polling for the renewal; the ctx bounds it
-				}
+				// Polling for the renewal: no hook announces it.
+				require.Eventually(t, func() bool {
+					return !l.ValidUntil().Equal(before) || ctx.Err() != nil
+				}, testkit.Bound, time.Millisecond, "a renewal")
 				renewals++
 			}
 			return ctx.Err()
-		}, pglock.WithRefreshInterval(200*time.Millisecond))
+		}, pglock.WithRefreshInterval(20*time.Millisecond))
 		if err != nil {
 			t.Fatalf("Run on an offset clock: %v", err)
 		}
