@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // A node whose go-redis client applies context deadlines runs each call on
@@ -42,14 +45,10 @@ func TestDirectCallContext(t *testing.T) {
 				if d, ok := ctx.Deadline(); !ok || d.Before(start.Add(time.Minute)) || d.After(time.Now().Add(time.Minute)) {
 					t.Errorf("%s: deadline %v %v, want the call's timeout from its start", c.name, d, ok)
 				}
-				if ctx.Err() != nil || ctx.Value(key{}) != "v" {
-					t.Errorf("%s #%d: in the call: err %v, value %v", c.name, i, ctx.Err(), ctx.Value(key{}))
-				}
+				assert.False(t, ctx.Err() != nil || ctx.Value(key{}) != "v", "%s #%d: in the call: err %v, value %v", c.name, i, ctx.Err(), ctx.Value(key{}))
 				return nil
 			}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			select {
 			case <-inner.Done():
 			default:
@@ -57,9 +56,7 @@ func TestDirectCallContext(t *testing.T) {
 			}
 			<-derived.Done() // a context derived from it ends with it
 			cancelDerived()
-			if !errors.Is(inner.Err(), context.Canceled) || !errors.Is(context.Cause(inner), context.Canceled) {
-				t.Errorf("%s: after the call: err %v, cause %v, want context.Canceled", c.name, inner.Err(), context.Cause(inner))
-			}
+			assert.False(t, !errors.Is(inner.Err(), context.Canceled) || !errors.Is(context.Cause(inner), context.Canceled), "%s: after the call: err %v, cause %v, want context.Canceled", c.name, inner.Err(), context.Cause(inner))
 		}
 		// At the timeout: Done closes, Err is context.DeadlineExceeded.
 		err := n.Call(c.ctx, time.Millisecond, false, func(ctx context.Context, _ redis.Scripter) error {
@@ -70,22 +67,16 @@ func TestDirectCallContext(t *testing.T) {
 				return errors.New("not ended at its timeout")
 			}
 		}, nil)
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s: call past its timeout: %v, want context.DeadlineExceeded", c.name, err)
-		}
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "%s: call past its timeout, want context.DeadlineExceeded", c.name)
 	}
 	// A ctx whose deadline comes before the timeout is the call's own.
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
 	err := n.Call(ctx, time.Hour, false, func(got context.Context, _ redis.Scripter) error {
-		if got != ctx {
-			t.Error("a ctx ending before the timeout was wrapped")
-		}
+		assert.False(t, got != ctx, "a ctx ending before the timeout was wrapped")
 		return nil
 	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 func ctxCancel(t *testing.T, parent context.Context) context.Context {
@@ -137,10 +128,16 @@ func TestDirectCallBounded(t *testing.T) {
 	conn := rdb.Conn()
 	held := make(chan error, 1)
 	go func() { held <- conn.Ping(context.Background()).Err() }()
-	<-dialed
+	// The Ping holds the pool's only connection: a new one (dialed), or
+	// one a call above left idle (no dial), so wait on the pool, not on
+	// a dial.
+	require.Eventually(t, func() bool {
+		s := rdb.PoolStats()
+		return s.TotalConns == 1 && s.IdleConns == 0
+	}, testkit.Bound, time.Millisecond, "the Ping takes the pool's only connection")
 	call("pool wait, ctx that cannot end", context.Background())
 	call("pool wait, detached ctx", nodes.Detach(context.Background()))
 	hole.Close() // the held call fails, its connection with it
-	<-held
+	testkit.Recv(t, held, "the held call's end")
 	_ = conn.Close()
 }
