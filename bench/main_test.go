@@ -4,6 +4,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // The report and the usage line name the way this build is run again:
@@ -22,12 +24,8 @@ func TestInvocation(t *testing.T) {
 		{"no build information", nil, "go -C bench run ."},
 	} {
 		inv := invocation(tc.bi)
-		if inv.Command != tc.want {
-			t.Errorf("%s: command %q, want %q", tc.name, inv.Command, tc.want)
-		}
+		assert.Equal(t, tc.want, inv.Command, "%s: command %q, want %q", tc.name, inv.Command, tc.want)
 		usage := strings.Join(inv.Forms, "\n")
-		if !strings.Contains(usage, "go run "+mod+"@") || !strings.Contains(usage, "go -C bench run .") {
-			t.Errorf("%s: the usage line does not show both ways to run the tool: %q", tc.name, inv.Forms)
-		}
+		assert.False(t, !strings.Contains(usage, "go run "+mod+"@") || !strings.Contains(usage, "go -C bench run ."), "%s: the usage line does not show both ways to run the tool: %q", tc.name, inv.Forms)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
@@ -53,9 +55,7 @@ func stagedRelease(t *testing.T, key string, broken bool) (Report, []Op) {
 			op.Token, op.Fence, op.ValidUntil = l.Token(), l.Fence(), h.At(l.ValidUntil())
 		}
 		h.Add(op)
-		if err != nil && (worker != 3 || broken) {
-			t.Fatalf("worker %d: Obtain: %v", worker, err)
-		}
+		require.False(t, err != nil && (worker != 3 || broken), "worker %d: Obtain: %v", worker, err)
 		return l
 	}
 	release := func(worker int, l *redislock.Lock, ttl time.Duration, do func() error, note string) error {
@@ -77,16 +77,12 @@ func stagedRelease(t *testing.T, key string, broken bool) (Report, []Op) {
 	b := obtain(2, time.Minute) // far longer than the rest of the test
 	if broken {
 		err := release(1, a, time.Second, func() error { return n.rdb.Del(ctx, lockKey(key)).Err() }, "raw DEL without token check (broken variant)")
-		if err != nil {
-			t.Fatalf("raw DEL: %v", err)
-		}
+		require.NoError(t, err, "raw DEL")
 	} else if err := release(1, a, time.Second, func() error { return a.Release(ctx) }, ""); !errors.Is(err, redislock.ErrNotHeld) {
 		t.Fatalf("A's Release after its lease: %v, want ErrNotHeld", err)
 	}
 	third := obtain(3, time.Minute)
-	if broken != (third != nil) {
-		t.Fatalf("C granted: %v, want %v (B holds the lock; only a raw DEL frees it)", third != nil, broken)
-	}
+	require.False(t, broken != (third != nil), "C granted: %v, want %v (B holds the lock; only a raw DEL frees it)", third != nil, broken)
 	if third != nil {
 		_ = release(3, third, time.Minute, func() error { return third.Release(ctx) }, "")
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 )
@@ -71,9 +73,7 @@ func releaseReplay(t *testing.T, interleave bool) {
 		then = func() {
 			var err error
 			otherLock, err = other.Obtain(context.Background(), "replay", 10*time.Second)
-			if err != nil {
-				t.Errorf("the other client could not obtain the freed lock: %v", err)
-			}
+			assert.NoError(t, err, "the other client could not obtain the freed lock")
 		}
 	}
 	var armed atomic.Bool
@@ -93,16 +93,10 @@ func releaseReplay(t *testing.T, interleave bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	warm, err := c.Obtain(ctx, "warm", 10*time.Second) // loads the scripts, so EVALSHA runs them
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(ctx))
 	l, err := c.Obtain(ctx, "replay", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	armed.Store(true)
 	err = l.Release(ctx)
 	if v, _ := n.srv.Do("GET", lockKey("replay")); !interleave && !strings.HasPrefix(fmt.Sprint(v), "~:") || interleave && (otherLock == nil || !strings.HasPrefix(fmt.Sprint(v), otherLock.Token()+":"+fmt.Sprint(otherLock.Fence())+":")) {
@@ -112,7 +106,5 @@ func releaseReplay(t *testing.T, interleave bool) {
 	if otherLock != nil {
 		defer otherLock.Release(context.Background())
 	}
-	if errors.Is(err, redislock.ErrNotHeld) {
-		t.Errorf("Release deleted its own lock but returned ErrNotHeld (%v): a lost reply retried by go-redis is misreported as a lost lock", err)
-	}
+	assert.False(t, errors.Is(err, redislock.ErrNotHeld), "Release deleted its own lock but returned ErrNotHeld (%v): a lost reply retried by go-redis is misreported as a lost lock", err)
 }

@@ -1,9 +1,13 @@
 package chaos
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Synthetic histories: the checkers themselves must pass clean histories
@@ -47,9 +51,7 @@ func TestCheckersPassCleanHistory(t *testing.T) {
 		release(1, "cccc", 18, 19, OK),
 	})
 	r := CheckAll("clean", ops, false, "reg", "2|b", 11)
-	if len(r.Violations) != 0 {
-		t.Fatal(r.Explain(ops, nil, 5))
-	}
+	require.Len(t, r.Violations, 0, fmt.Sprint(r.Explain(ops, nil, 5)))
 }
 
 func TestCheckersFlagDoubleGrant(t *testing.T) {
@@ -66,14 +68,10 @@ func TestCheckersFlagDoubleGrant(t *testing.T) {
 	})
 	r := CheckAll("double", ops, false, "reg", "2|b", 11)
 	for _, c := range []string{CheckLeaseOverlap, CheckPorcupine} {
-		if !r.Has(c) {
-			t.Errorf("double grant not flagged by %s:\n%s", c, r.Explain(ops, nil, 5))
-		}
+		assert.True(t, r.Has(c), "double grant not flagged by %s:\n%s", c, r.Explain(ops, nil, 5))
 	}
 	for _, c := range []string{CheckStaleWrite, CheckFenceOrder, CheckWriteLost, CheckLostUpdate} {
-		if r.Has(c) {
-			t.Errorf("%s flagged a history where fences ordered the writes:\n%s", c, r.Explain(ops, nil, 5))
-		}
+		assert.False(t, r.Has(c), "%s flagged a history where fences ordered the writes:\n%s", c, r.Explain(ops, nil, 5))
 	}
 	if s := r.Explain(ops, nil, 5); !strings.Contains(s, "history slice") || !strings.Contains(s, "#3") {
 		t.Errorf("explanation lacks the history slice:\n%s", s)
@@ -90,9 +88,8 @@ func TestCheckersFlagRawDelete(t *testing.T) {
 		grant(3, "cccc", 12, 132, 133),
 	})
 	r := CheckAll("rawdel", ops, false, "", "", 0)
-	if !r.Has(CheckLeaseOverlap) || !r.Has(CheckPorcupine) {
-		t.Fatalf("raw DEL not flagged:\n%s", r.Explain(ops, nil, 5))
-	}
+	require.True(t, r.Has(CheckLeaseOverlap), "raw DEL not flagged:\n%s", r.Explain(ops, nil, 5))
+	require.True(t, r.Has(CheckPorcupine), "raw DEL not flagged:\n%s", r.Explain(ops, nil, 5))
 }
 
 func TestCheckersFlagFenceAndRegister(t *testing.T) {
@@ -109,9 +106,7 @@ func TestCheckersFlagFenceAndRegister(t *testing.T) {
 	})
 	r := CheckAll("fences", ops, false, "reg", "1|c", 9)
 	for _, c := range []string{CheckFenceOrder, CheckFenceUnique, CheckStaleWrite, CheckLostUpdate, CheckWrongReject, CheckWriteLost, CheckPorcupine} {
-		if !r.Has(c) {
-			t.Errorf("not flagged by %s:\n%s", c, r.Explain(ops, nil, 10))
-		}
+		assert.True(t, r.Has(c), "not flagged by %s:\n%s", c, r.Explain(ops, nil, 10))
 	}
 }
 

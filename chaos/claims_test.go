@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 )
@@ -52,9 +54,7 @@ func TestClaimSingleStallsAndNetwork(t *testing.T) {
 		ResetPeer(n.proxy),
 	}}
 	r, ops, fs, st := run(t, "single stalls+network", w, nem, false)
-	if st.Grants == 0 {
-		t.Fatal("no grant at all: the workload did not exercise the lock")
-	}
+	require.NotEqual(t, 0, st.Grants, "no grant at all: the workload did not exercise the lock")
 	expectClean(t, "single: stalls and network faults keep mutual exclusion and fencing", r, ops, fs)
 }
 
@@ -96,9 +96,7 @@ func TestClaimSingleRestartNoPersistenceDoubleGrant(t *testing.T) {
 		t.Fatal("both obtains must succeed after an amnesiac restart")
 	}
 	writeRec(t, h, reg, 2, b, "1|b")
-	if err := writeRec(t, h, reg, 1, a, "1|a"); !errors.Is(err, redislock.ErrStaleFence) {
-		t.Errorf("the first holder's late write: got %v, want ErrStaleFence", err)
-	}
+	assert.ErrorIs(t, writeRec(t, h, reg, 1, a, "1|a"), redislock.ErrStaleFence, "the first holder's late write: got, want ErrStaleFence")
 	releaseRec(t, h, 2, b)
 	releaseRec(t, h, 1, a)
 	r := check(t, h, false, reg)
@@ -117,9 +115,7 @@ func TestClaimSingleClockJumpDoubleGrant(t *testing.T) {
 	a := obtainRec(t, h, c, 1, "jump", 5*time.Second)
 	f := ClockJump("n0", n.srv, lockKey("jump"))
 	start := h.Now()
-	if err := f.Inject(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Inject())
 	time.Sleep(5 * time.Millisecond)
 	h.AddFault(FaultRecord{Name: f.Name, Start: start, End: h.Now()})
 	summary.faults.Add(1)
@@ -128,9 +124,7 @@ func TestClaimSingleClockJumpDoubleGrant(t *testing.T) {
 		t.Fatal("both obtains must succeed after the clock jump")
 	}
 	writeRec(t, h, reg, 2, b, "1|b")
-	if err := writeRec(t, h, reg, 1, a, "1|a"); !errors.Is(err, redislock.ErrStaleFence) {
-		t.Errorf("the first holder's late write: got %v, want ErrStaleFence", err)
-	}
+	assert.ErrorIs(t, writeRec(t, h, reg, 1, a, "1|a"), redislock.ErrStaleFence, "the first holder's late write: got, want ErrStaleFence")
 	releaseRec(t, h, 2, b)
 	releaseRec(t, h, 1, a)
 	r := check(t, h, false, reg)
@@ -181,9 +175,7 @@ func check(t *testing.T, h *History, splitVotes bool, reg Register) Report {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	val, fence, err := reg.Get(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ops := h.Ops()
 	summary.ops.Add(int64(len(ops)))
 	return CheckAll(t.Name(), ops, splitVotes, reg.Name(), val, fence)

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -43,16 +46,10 @@ func assertServerError(t *testing.T, rdb redis.UniversalClient, key, code string
 	if l != nil || err == nil {
 		t.Fatalf("%s: Obtain granted (%v)", code, l)
 	}
-	if errors.Is(err, redislock.ErrNotObtained) {
-		t.Errorf("%s: reported as contention (ErrNotObtained): %v", code, err)
-	}
+	assert.False(t, errors.Is(err, redislock.ErrNotObtained), "%s: reported as contention (ErrNotObtained): %v", code, err)
 	var ne *redislock.NodeError
-	if !errors.As(err, &ne) {
-		t.Errorf("%s: not a *NodeError: %v", code, err)
-	}
-	if !strings.Contains(err.Error(), code) {
-		t.Errorf("%s: error does not carry the server's code: %v", code, err)
-	}
+	assert.True(t, errors.As(err, &ne), "%s: not a *NodeError: %v", code, err)
+	assert.True(t, strings.Contains(err.Error(), code), "%s: error does not carry the server's code: %v", code, err)
 	t.Logf("%s -> %v", code, err)
 }
 
@@ -72,35 +69,26 @@ func TestErrorOOM(t *testing.T) {
 	c := redislock.New(rdb)
 	defer c.Close()
 	held, err := c.Obtain(ctx, "oom-held", 10*time.Second) // taken before the memory runs out
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	big := strings.Repeat("x", 64<<10)
 	full := false
 	for i := 0; i < 200 && !full; i++ {
 		if err := rdb.Set(ctx, "fill:"+strconv.Itoa(i), big, 0).Err(); err != nil {
-			if !strings.Contains(err.Error(), "OOM") {
-				t.Fatal(err)
-			}
+			require.True(t, strings.Contains(err.Error(), "OOM"), fmt.Sprint(err))
 			full = true
 		}
 	}
-	if !full {
-		t.Fatal("could not fill 1mb of memory")
-	}
+	require.True(t, full, "could not fill 1mb of memory")
 	assertServerError(t, rdb, "oom", "OOM")
 	// Giving a lock back must still work when memory is full: DEL is allowed.
-	if err := held.Release(ctx); err != nil {
-		t.Errorf("Release under OOM: %v", err)
-	}
+	assert.NoError(t, held.Release(ctx), "Release under OOM")
 }
 
 func TestErrorWrongType(t *testing.T) {
 	needRedis(t)
 	s := redistest.Start(t)
-	if _, err := s.Do("RPUSH", lockKey("wrongtype"), "x"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.Do("RPUSH", lockKey("wrongtype"), "x")
+	require.NoError(t, err)
 	assertServerError(t, directClient(t, s, -1), "wrongtype", "WRONGTYPE")
 }
 
@@ -109,12 +97,9 @@ func TestErrorMisconf(t *testing.T) {
 	s := redistest.Start(t, "--save", "3600 1")
 	// A directory where the snapshot should go makes BGSAVE fail; with a
 	// save point configured, Redis then refuses writes with MISCONF.
-	if err := os.MkdirAll(filepath.Join(s.Dir(), "dump.rdb", "x"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Do("BGSAVE"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Join(s.Dir(), "dump.rdb", "x"), 0o755))
+	_, err := s.Do("BGSAVE")
+	require.NoError(t, err)
 	redistest.Eventually(t, 10*time.Second, "BGSAVE failed", func() bool {
 		v, _ := s.Do("INFO", "persistence")
 		str, _ := v.(string)
@@ -131,9 +116,8 @@ func TestErrorLoading(t *testing.T) {
 		{"CONFIG", "SET", "key-load-delay", 600}, // µs per key: loading takes ~1.2 s
 		{"CONFIG", "SET", "loading-process-events-interval-bytes", 1024},
 	} {
-		if _, err := s.Do(cmd...); err != nil {
-			t.Fatal(err)
-		}
+		_, err := s.Do(cmd...)
+		require.NoError(t, err)
 	}
 	admin := directClient(t, s, -1)
 	reloaded := make(chan error, 1)
@@ -170,17 +154,12 @@ func TestErrorNoScriptRecovers(t *testing.T) {
 		t.Helper()
 		l, err := c.Obtain(ctx, "noscript", time.Second)
 		summary.ops.Add(1)
-		if err != nil {
-			t.Fatalf("%s: Obtain: %v", step, err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("%s: Release: %v", step, err)
-		}
+		require.NoError(t, err, "%s: Obtain", step)
+		require.NoError(t, l.Release(ctx), "%s: Release", step)
 	}
 	obtain("scripts loaded")
-	if _, err := s.Do("SCRIPT", "FLUSH"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.Do("SCRIPT", "FLUSH")
+	require.NoError(t, err)
 	obtain("after SCRIPT FLUSH")
 	s.Restart()
 	summary.faults.Add(1)

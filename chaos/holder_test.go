@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/proctest"
@@ -111,9 +113,8 @@ func TestClaimPausedHolder(t *testing.T) {
 	h := NewHistory()
 	p := startHolder(t, fmt.Sprintf("%s|%s|%s|%s|%d", n.proxy.Addr(), reg.RDB.Options().Addr, key, reg.Key, lease.Milliseconds()))
 	g := p.next(t)
-	if len(g) < 7 || g[3] != "ok" {
-		t.Fatalf("holder did not obtain: %v", g)
-	}
+	require.GreaterOrEqual(t, len(g), 7, "holder did not obtain: %v", g)
+	require.Equal(t, "ok", g[3], "holder did not obtain: %v", g)
 	call, _ := strconv.ParseInt(g[1], 10, 64)
 	ret, _ := strconv.ParseInt(g[2], 10, 64)
 	fence, _ := strconv.ParseInt(g[5], 10, 64)
@@ -137,20 +138,14 @@ func TestClaimPausedHolder(t *testing.T) {
 	summary.faults.Add(1)
 
 	w := p.step(t, h, "WRITE", Write, Op{Worker: 1, Key: reg.Key, Token: a.Token, Fence: a.Fence, Value: "1|holder"})
-	if w.Outcome != Fail || !strings.Contains(w.Err, "stale") {
-		t.Errorf("resumed holder's write: %s, want ErrStaleFence", w)
-	}
+	assert.False(t, w.Outcome != Fail || !strings.Contains(w.Err, "stale"), "resumed holder's write: %s, want ErrStaleFence", w)
 	r := p.step(t, h, "RELEASE", Release, Op{Worker: 1, Key: key, Token: a.Token})
-	if r.Outcome != Fail || !strings.Contains(r.Err, "not held") {
-		t.Errorf("resumed holder's release: %s, want ErrNotHeld", r)
-	}
+	assert.False(t, r.Outcome != Fail || !strings.Contains(r.Err, "not held"), "resumed holder's release: %s, want ErrNotHeld", r)
 	v, err := n.srv.Do("GET", lockKey(key))
 	if s, _ := v.(string); err != nil || !strings.HasPrefix(s, b.Token()+":") {
 		t.Errorf("the new holder's key was touched: %v %v", v, err)
 	}
-	if err := releaseRec(t, h, 2, b); err != nil {
-		t.Errorf("new holder's release: %v", err)
-	}
+	assert.NoError(t, releaseRec(t, h, 2, b), "new holder's release")
 	rep := check(t, h, false, reg)
 	expectClean(t, "a holder paused past its lease is fenced off and cannot touch the new holder's lock", rep, h.Ops(), h.Faults())
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
@@ -77,17 +80,13 @@ func stagedLateHolder(t *testing.T, key string, reg Register, lateFirst bool) (R
 			op.Token, op.Fence, op.ValidUntil = l.Token(), l.Fence(), h.At(l.ValidUntil())
 		}
 		h.Add(op)
-		if err != nil {
-			t.Fatalf("worker %d: Obtain: %v", worker, err)
-		}
+		require.NoError(t, err, "worker %d: Obtain", worker)
 		return l
 	}
 	read := func(worker int) string {
 		t.Helper()
 		v, _, err := reg.Get(ctx)
-		if err != nil {
-			t.Fatalf("worker %d: register read: %v", worker, err)
-		}
+		require.NoError(t, err, "worker %d: register read", worker)
 		if _, ok := Counter(v); !ok {
 			t.Fatalf("worker %d: register holds %q, not a counter", worker, v)
 		}
@@ -121,44 +120,26 @@ func stagedLateHolder(t *testing.T, key string, reg Register, lateFirst bool) (R
 		return err == nil && ex == 0 // a timed-out EXISTS is no answer
 	})
 	b := obtain(2, time.Minute) // far longer than the rest of the test
-	if b.Fence() <= a.Fence() {
-		t.Fatalf("B's fence %d is not above A's %d", b.Fence(), a.Fence())
-	}
+	require.Greater(t, b.Fence(), a.Fence(), "B's fence %d is not above A's %d", b.Fence(), a.Fence())
 	readB := read(2)
 	const late = "past ValidUntil (broken holder)"
 	if lateFirst {
-		if err := write(1, a, readA, late); err != nil {
-			t.Fatalf("A's late write before any higher fence: %v, want it accepted", err)
-		}
-		if err := write(2, b, readB, ""); err != nil {
-			t.Fatalf("B's write: %v", err)
-		}
+		require.NoError(t, write(1, a, readA, late), "A's late write before any higher fence, want it accepted")
+		require.NoError(t, write(2, b, readB, ""), "B's write")
 	} else {
-		if err := write(2, b, readB, ""); err != nil {
-			t.Fatalf("B's write: %v", err)
-		}
+		require.NoError(t, write(2, b, readB, ""), "B's write")
 		err := write(1, a, readA, late)
 		fenced := true
 		if m, ok := reg.(*MemRegister); ok && m.Unfenced {
 			fenced = false
 		}
-		if fenced && !errors.Is(err, redislock.ErrStaleFence) {
-			t.Errorf("A's late write after B's: %v, want ErrStaleFence", err)
-		}
-		if !fenced && err != nil {
-			t.Fatalf("A's late write to the unfenced register: %v", err)
-		}
+		assert.False(t, fenced && !errors.Is(err, redislock.ErrStaleFence), "A's late write after B's: %v, want ErrStaleFence", err)
+		require.False(t, !fenced && err != nil, "A's late write to the unfenced register: %v", err)
 	}
-	if err := release(1, a, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Errorf("A's Release after its lease: %v, want ErrNotHeld", err)
-	}
-	if err := release(2, b, time.Minute); err != nil {
-		t.Errorf("B's Release: %v", err)
-	}
+	assert.ErrorIs(t, release(1, a, time.Second), redislock.ErrNotHeld, "A's Release after its lease, want ErrNotHeld")
+	assert.NoError(t, release(2, b, time.Minute), "B's Release")
 	val, fence, err := reg.Get(ctx)
-	if err != nil {
-		t.Fatalf("final register read: %v", err)
-	}
+	require.NoError(t, err, "final register read")
 	ops := h.Ops()
 	r := CheckAll(strings.ReplaceAll(t.Name(), "/", "_"), ops, false, reg.Name(), val, fence)
 	summary.ops.Add(int64(len(ops)))

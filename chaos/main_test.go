@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/redislock-go/redislock"
@@ -88,9 +90,7 @@ func startNodes(t *testing.T, n int, args ...string) []*node {
 		p := NewProxy(t, fmt.Sprintf("n%d", i), s.Addr())
 		rdb := NewClient(t, p.Addr())
 		// The handshake, before any toxic.
-		if err := untilOK(func(ctx context.Context) error { return rdb.Ping(ctx).Err() }); err != nil {
-			t.Fatalf("n%d: no PONG within %v: %v", i, readyWithin, err)
-		}
+		require.NoError(t, untilOK(func(ctx context.Context) error { return rdb.Ping(ctx).Err() }), "n%d: no PONG within %v", i, readyWithin)
 		out[i] = &node{srv: s, proxy: p, rdb: rdb}
 	}
 	return out
@@ -125,9 +125,7 @@ func quorumClient(t *testing.T, ns []*node, opts ...redislock.ClientOption) *red
 		rdbs[i] = n.rdb
 	}
 	c, err := redislock.NewQuorum(rdbs, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -158,9 +156,7 @@ func run(t *testing.T, name string, w Workload, nem Nemesis, splitVotes bool) (R
 	fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	val, fence, err := w.Register.Get(fctx)
 	fcancel()
-	if err != nil {
-		t.Fatalf("final register read: %v", err)
-	}
+	require.NoError(t, err, "final register read")
 	ops, fs := h.Ops(), h.Faults()
 	checkStart := time.Now()
 	r := CheckAll(strings.ReplaceAll(t.Name(), "/", "_"), ops, splitVotes, w.Register.Name(), val, fence)
@@ -184,9 +180,7 @@ func run(t *testing.T, name string, w Workload, nem Nemesis, splitVotes bool) (R
 func expectClean(t *testing.T, claim string, r Report, ops []Op, fs []FaultRecord) {
 	t.Helper()
 	record(t, claim, r, nil)
-	if len(r.Violations) > 0 {
-		t.Errorf("claim %q violated:\n%s", claim, r.Explain(ops, fs, 5))
-	}
+	assert.LessOrEqual(t, len(r.Violations), 0, "claim %q violated:\n%s", claim, r.Explain(ops, fs, 5))
 }
 
 // expectFlagged asserts a documented negative claim: the named checks must
@@ -195,9 +189,7 @@ func expectFlagged(t *testing.T, claim string, r Report, ops []Op, fs []FaultRec
 	t.Helper()
 	record(t, claim, r, append(append([]string{}, want...), allowed...))
 	for _, c := range want {
-		if !r.Has(c) {
-			t.Errorf("claim %q: checker %s did not flag the history:\n%s", claim, c, r.Explain(ops, fs, 5))
-		}
+		assert.True(t, r.Has(c), "claim %q: checker %s did not flag the history:\n%s", claim, c, r.Explain(ops, fs, 5))
 	}
 	ok := map[string]bool{}
 	for _, c := range append(want, allowed...) {
@@ -209,9 +201,7 @@ func expectFlagged(t *testing.T, claim string, r Report, ops []Op, fs []FaultRec
 			bad = append(bad, v)
 		}
 	}
-	if len(bad) > 0 {
-		t.Errorf("claim %q: unexpected violations:\n%s", claim, Report{Ops: r.Ops, Violations: bad}.Explain(ops, fs, 5))
-	}
+	assert.LessOrEqual(t, len(bad), 0, "claim %q: unexpected violations:\n%s", claim, Report{Ops: r.Ops, Violations: bad}.Explain(ops, fs, 5))
 	if t.Failed() {
 		return
 	}
@@ -288,8 +278,6 @@ func warmUp(t *testing.T, w Workload) {
 		}()
 	}
 	for range w.Workers {
-		if err := <-errs; err != nil {
-			t.Fatalf("warm-up: not ready within %v: %v", readyWithin, err)
-		}
+		require.NoError(t, <-errs, "warm-up: not ready within %v", readyWithin)
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 )
 
@@ -35,9 +38,7 @@ func TestClaimQuorumMinorityFaults(t *testing.T) {
 		ClockJump("n3", ns[3].srv, lockKey(key)),
 	}}
 	r, ops, fs, st := run(t, "quorum minority faults", w, nem, true)
-	if st.Grants == 0 {
-		t.Fatal("no grant at all under minority faults: quorum mode must tolerate one bad node")
-	}
+	require.NotEqual(t, 0, st.Grants, "no grant at all under minority faults: quorum mode must tolerate one bad node")
 	expectClean(t, "quorum: one faulty node keeps mutual exclusion and fencing", r, ops, fs)
 }
 
@@ -52,13 +53,9 @@ func quorumAmnesia(t *testing.T, args ...string) (h *History, a, b *redislock.Lo
 	long := 5 * time.Second
 	bh3, bh4 := Blackhole(ns[3].proxy), Blackhole(ns[4].proxy)
 	fstart := h.Now()
-	if err := errors.Join(bh3.Inject(), bh4.Inject()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, errors.Join(bh3.Inject(), bh4.Inject()))
 	a = obtainRec(t, h, c, 1, "amnesia", long)
-	if err := errors.Join(bh3.Heal(), bh4.Heal()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, errors.Join(bh3.Heal(), bh4.Heal()))
 	h.AddFault(FaultRecord{Name: "blackhole n3+n4 during A's obtain", Start: fstart, End: h.Now()})
 	if a == nil {
 		t.Fatal("A must obtain a majority {0,1,2}")
@@ -87,16 +84,10 @@ func quorumAmnesia(t *testing.T, args ...string) (h *History, a, b *redislock.Lo
 func TestClaimQuorumRestartNoPersistenceDoubleGrant(t *testing.T) {
 	needRedis(t)
 	h, a, b, reg, err := quorumAmnesia(t)
-	if err != nil {
-		t.Fatalf("B: %v (expected the documented double grant)", err)
-	}
-	if b.Fence() <= a.Fence() {
-		t.Errorf("fence did not order the double grant: A %d, B %d", a.Fence(), b.Fence())
-	}
+	require.NoError(t, err, "B (expected the documented double grant)")
+	assert.Greater(t, b.Fence(), a.Fence(), "fence did not order the double grant: A %d, B %d", a.Fence(), b.Fence())
 	writeRec(t, h, reg, 2, b, "1|b")
-	if err := writeRec(t, h, reg, 1, a, "1|a"); !errors.Is(err, redislock.ErrStaleFence) {
-		t.Errorf("A's late write: got %v, want ErrStaleFence", err)
-	}
+	assert.ErrorIs(t, writeRec(t, h, reg, 1, a, "1|a"), redislock.ErrStaleFence, "A's late write: got, want ErrStaleFence")
 	releaseRec(t, h, 2, b)
 	releaseRec(t, h, 1, a)
 	r := check(t, h, true, reg)
@@ -109,9 +100,7 @@ func TestClaimQuorumRestartNoPersistenceDoubleGrant(t *testing.T) {
 func TestClaimQuorumRestartAOFNoDoubleGrant(t *testing.T) {
 	needRedis(t)
 	h, a, _, reg, err := quorumAmnesia(t, aofArgs...)
-	if !errors.Is(err, redislock.ErrNotObtained) {
-		t.Errorf("B: got %v, want ErrNotObtained (node 2 reloaded A's lock)", err)
-	}
+	assert.ErrorIs(t, err, redislock.ErrNotObtained, "B: got, want ErrNotObtained (node 2 reloaded A's lock)")
 	writeRec(t, h, reg, 1, a, "1|a")
 	releaseRec(t, h, 1, a)
 	r := check(t, h, true, reg)

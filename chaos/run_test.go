@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 )
 
@@ -130,9 +133,7 @@ func TestClaimRunCancelsByValidUntil(t *testing.T) {
 				mu.Unlock()
 				// A loss found just after fn's last look at its ctx still
 				// makes Run report it; a cancelled fn always does.
-				if cancelled && !errors.Is(err, redislock.ErrLockLost) {
-					t.Errorf("fn's ctx was cancelled but Run returned %v", err)
-				}
+				assert.False(t, cancelled && !errors.Is(err, redislock.ErrLockLost), "fn's ctx was cancelled but Run returned %v", err)
 				if d := time.Duration(h.Now() - call); d > 2*time.Second {
 					t.Logf("worker %d: Run took %v (fn exit after %v): %v", w, d, time.Duration(exit-call), err)
 				}
@@ -161,9 +162,7 @@ func TestClaimRunCancelsByValidUntil(t *testing.T) {
 	r.Violations = append(r.Violations, CheckFences(ops)...)
 	for _, reg := range regs {
 		val, fence, err := reg.Get(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		r.Violations = append(r.Violations, CheckRegister(ops, reg.Name(), val, fence)...)
 	}
 	expectClean(t, "Run: fn's ctx is cancelled by ValidUntil; usage windows never overlap", r, h.Ops(), h.Faults())

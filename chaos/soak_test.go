@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 
 	"github.com/redislock-go/redislock"
@@ -106,9 +107,7 @@ func TestSoakNoLeaks(t *testing.T) {
 	wg.Wait()
 	cancel()
 	<-nemDone
-	if err := c.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
+	assert.NoError(t, c.Close(), "Close")
 	close(unexpected)
 	for err := range unexpected {
 		t.Errorf("unexpected error: %v", err)
@@ -124,16 +123,8 @@ func TestSoakNoLeaks(t *testing.T) {
 	summary.mu.Lock()
 	summary.lines = append(summary.lines, fmt.Sprintf("%s cycles=%d pool_connections=%d subscriptions=%d", t.Name(), done.Load(), stats.TotalConns, stats.PubSubStats.Active))
 	summary.mu.Unlock()
-	if done.Load() < soakCycles {
-		t.Errorf("only %d of %d cycles ran within the bound", done.Load(), soakCycles)
-	}
-	if int(stats.TotalConns) > pool {
-		t.Errorf("client connections grew past the pool: %d (pool %d)", stats.TotalConns, pool)
-	}
-	if stats.PubSubStats.Active != 0 {
-		t.Errorf("subscriptions left open after Close: %d", stats.PubSubStats.Active)
-	}
-	if leak != nil {
-		t.Errorf("goroutines left after Close: %v", leak)
-	}
+	assert.GreaterOrEqual(t, done.Load(), int64(soakCycles), "only %d of %d cycles ran within the bound", done.Load(), soakCycles)
+	assert.LessOrEqual(t, int(stats.TotalConns), pool, "client connections grew past the pool: %d (pool %d)", stats.TotalConns, pool)
+	assert.Equal(t, uint32(0), stats.PubSubStats.Active, "subscriptions left open after Close: %d", stats.PubSubStats.Active)
+	assert.NoError(t, leak, "goroutines left after Close")
 }

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 )
 
@@ -21,15 +24,11 @@ func TestClaimConservativeValidity(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			l, err := c.Obtain(ctx, key, ttl)
 			cancel()
-			if err != nil {
-				t.Fatalf("obtain: %v", err)
-			}
+			require.NoError(t, err, "obtain")
 			holders := 0
 			for j, n := range ns {
 				v, err := n.srv.Do("PTTL", lockKey(key)) // directly, not through the proxy
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				// The validity claimed when the reply arrived, no earlier
 				// than when Redis read the PTTL: the checks of the nodes
 				// before this one take time, which both clocks count.
@@ -43,13 +42,9 @@ func TestClaimConservativeValidity(t *testing.T) {
 					t.Errorf("node %d: PTTL %v below the claimed validity %v", j, pttl, claimed)
 				}
 			}
-			if holders < len(ns)/2+1 {
-				t.Errorf("only %d of %d nodes hold the grant", holders, len(ns))
-			}
+			assert.GreaterOrEqual(t, holders, len(ns)/2+1, "only %d of %d nodes hold the grant", holders, len(ns))
 			summary.ops.Add(1)
-			if err := l.Release(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, l.Release(context.Background()))
 		}
 	}
 	t.Run("single", func(t *testing.T) {
@@ -61,9 +56,7 @@ func TestClaimConservativeValidity(t *testing.T) {
 		// machine.
 		warmUp(t, Workload{Client: c, Key: "validity-single", Workers: 1})
 		f := Latency(ns[0].proxy, 100, 0)
-		if err := f.Inject(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.Inject())
 		defer f.Heal()
 		summary.faults.Add(1)
 		check(t, ns, c, "validity-single", time.Second)
@@ -74,9 +67,7 @@ func TestClaimConservativeValidity(t *testing.T) {
 		warmUp(t, Workload{Client: c, Key: "validity-quorum", Workers: 1})
 		for _, n := range ns[3:] {
 			f := Latency(n.proxy, 100, 0)
-			if err := f.Inject(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, f.Inject())
 			defer f.Heal()
 		}
 		summary.faults.Add(2)

@@ -35,9 +35,7 @@ func TestCrashingWorkerProcess(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	c := redislock.New(rdb)
 	g, err := dedup.New(c.Locker(), c.Store(), dedup.WithHolder("crashing"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = g.Do(context.Background(), id, func(context.Context, int64) ([]byte, error) {
 		proctest.Emit("RUNNING")
 		select {} // until killed

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/dedup"
@@ -42,9 +44,7 @@ func TestHolderProcess(t *testing.T) {
 	c := redislock.New(rdb)
 	defer c.Close()
 	g, err := dedup.New(c.Locker(), c.Store(), dedup.WithLease(time.Duration(ms)*time.Millisecond), dedup.WithHolder("paused"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmds := proctest.Commands()
 	_, err = g.Do(context.Background(), f[1], func(ctx context.Context, fence int64) ([]byte, error) {
 		proctest.Emit("RUNNING %d", fence)
@@ -71,9 +71,7 @@ func errText(err error) string {
 func next(t *testing.T, p *proctest.Proc, kind string) string {
 	t.Helper()
 	got, arg, _ := strings.Cut(p.Next(t), " ")
-	if got != kind {
-		t.Fatalf("%s said %s %s, want %s", p.Name, got, arg, kind)
-	}
+	require.Equal(t, kind, got, "%s said %s %s, want %s", p.Name, got, arg, kind)
 	return arg
 }
 
@@ -100,9 +98,9 @@ func TestPausedHolderFencedOut(t *testing.T) {
 	r, err := successor.Do(ctx, id, func(ctx context.Context, fence int64) ([]byte, error) {
 		return []byte("successor"), redislock.FencedSet(ctx, rdb, sinkKey, "successor", fence, 0)
 	})
-	if err != nil || !r.Ran || r.Fence <= pausedFence {
-		t.Fatalf("successor: %+v, %v; want a run with a fence above %d", r, err, pausedFence)
-	}
+	require.NoError(t, err, "successor: %+v; want a run with a fence above %d", r, pausedFence)
+	require.True(t, r.Ran, "successor: %+v, %v; want a run with a fence above %d", r, err, pausedFence)
+	require.Greater(t, r.Fence, pausedFence, "successor: %+v, %v; want a run with a fence above %d", r, err, pausedFence)
 	p.Signal(t, syscall.SIGCONT)
 	p.Send(t, "WRITE")
 	if w := next(t, p, "WRITE"); !strings.Contains(w, redislock.ErrStaleFence.Error()) {
@@ -112,14 +110,10 @@ func TestPausedHolderFencedOut(t *testing.T) {
 	// Across the process boundary only the text is left: each joined
 	// error's phrase, without a repeated "redislock: " prefix.
 	phrase := func(err error) string { return strings.TrimPrefix(err.Error(), "redislock: ") }
-	if !strings.Contains(done, phrase(redislock.ErrLockLost)) || !strings.Contains(done, phrase(redislock.ErrStaleFence)) {
-		t.Errorf("the paused worker's Do: %s, want ErrLockLost and ErrStaleFence", done)
-	}
+	assert.False(t, !strings.Contains(done, phrase(redislock.ErrLockLost)) || !strings.Contains(done, phrase(redislock.ErrStaleFence)), "the paused worker's Do: %s, want ErrLockLost and ErrStaleFence", done)
 	if v, f, err := redislock.FencedGet(ctx, rdb, sinkKey); err != nil || v != "successor" || f != r.Fence {
 		t.Errorf("sink: %q at fence %d (%v); want the successor's write at %d", v, f, err, r.Fence)
 	}
 	again, err := successor.Do(ctx, id, func(context.Context, int64) ([]byte, error) { return nil, errors.New("ran again") })
-	if err != nil || again.Ran || string(again.Value) != "successor" || again.Fence != r.Fence {
-		t.Errorf("repeat: %+v, %v; want the successor's outcome", again, err)
-	}
+	assert.False(t, err != nil || again.Ran || string(again.Value) != "successor" || again.Fence != r.Fence, "repeat: %+v, %v; want the successor's outcome", again, err)
 }

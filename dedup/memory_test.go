@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/dedup"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/leasetest"
@@ -82,9 +85,7 @@ func ctxFor(t *testing.T) context.Context {
 func wantIs(t *testing.T, what string, err error, targets ...error) {
 	t.Helper()
 	for _, target := range targets {
-		if !errors.Is(err, target) {
-			t.Fatalf("%s: got %v, want an error matching %v", what, err, target)
-		}
+		require.ErrorIs(t, err, target, "%s: got, want an error matching %v", what, target)
 	}
 }
 
@@ -123,14 +124,10 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"nil clock", m, m, []dedup.Option{dedup.WithClock(nil)}},
 	} {
 		g, err := dedup.New(c.locker, c.store, c.opts...)
-		if g != nil || !errors.Is(err, lease.ErrInvalidArgument) {
-			t.Errorf("New with %s: %v, %v; want an error matching ErrInvalidArgument", c.name, g, err)
-		}
+		assert.False(t, g != nil || !errors.Is(err, lease.ErrInvalidArgument), "New with %s: %v, %v; want an error matching ErrInvalidArgument", c.name, g, err)
 	}
 	g, err := dedup.New(m, m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := ctxFor(t)
 	job := newCounted().job("x")
 	for name, err := range map[string]error{
@@ -149,14 +146,16 @@ func TestDoRunsOnce(t *testing.T) {
 	g := env.group()
 	c := newCounted()
 	first, err := g.Do(ctx, "job-1", c.job("job-1"))
-	if err != nil || !first.Ran || string(first.Value) != "v:job-1" || first.Fence <= 0 {
-		t.Fatalf("first Do: %+v, %v", first, err)
-	}
+	require.NoError(t, err, "first Do: %+v", first)
+	require.True(t, first.Ran, "first Do: %+v, %v", first, err)
+	require.Equal(t, "v:job-1", string(first.Value), "first Do: %+v, %v", first, err)
+	require.Greater(t, first.Fence, int64(0), "first Do: %+v, %v", first, err)
 	for i := range 3 {
 		r, err := g.Do(ctx, "job-1", c.job("job-1"))
-		if err != nil || r.Ran || string(r.Value) != "v:job-1" || r.Fence != first.Fence {
-			t.Fatalf("repeat %d: %+v, %v; want the recorded outcome of fence %d", i, r, err, first.Fence)
-		}
+		require.NoError(t, err, "repeat %d: %+v; want the recorded outcome of fence %d", i, r, first.Fence)
+		require.False(t, r.Ran, "repeat %d: %+v, %v; want the recorded outcome of fence %d", i, r, err, first.Fence)
+		require.Equal(t, "v:job-1", string(r.Value), "repeat %d: %+v, %v; want the recorded outcome of fence %d", i, r, err, first.Fence)
+		require.Equal(t, first.Fence, r.Fence, "repeat %d: %+v, %v; want the recorded outcome of fence %d", i, r, err, first.Fence)
 	}
 	if n := c.count("job-1"); n != 1 {
 		t.Fatalf("job ran %d times", n)
@@ -185,17 +184,13 @@ func TestScopes(t *testing.T) {
 		g := env.group()
 		runs := 0
 		for i := range 2 {
-			if _, err := g.Do(ctx, "j", failing(&runs)); !errors.Is(err, errJob) {
-				t.Fatalf("run %d: %v, want the job's error", i, err)
-			}
+			_, err := g.Do(ctx, "j", failing(&runs))
+			require.ErrorIs(t, err, errJob, "run %d, want the job's error", i)
 		}
-		if runs != 2 {
-			t.Fatalf("a failed job ran %d times in 2 calls, want it retried", runs)
-		}
+		require.Equal(t, 2, runs, "a failed job ran %d times in 2 calls, want it retried", runs)
 		c := newCounted()
-		if _, err := g.Do(ctx, "j", c.job("j")); err != nil {
-			t.Fatal(err)
-		}
+		_, err := g.Do(ctx, "j", c.job("j"))
+		require.NoError(t, err)
 		if r, err := g.Do(ctx, "j", failing(&runs)); err != nil || r.Ran || string(r.Value) != "v:j" {
 			t.Fatalf("after a success: %+v, %v", r, err)
 		}
@@ -206,18 +201,17 @@ func TestScopes(t *testing.T) {
 		g := env.group(dedup.WithScope(dedup.UntilDoneOrFailed), dedup.WithRetention(0))
 		runs := 0
 		first, err := g.Do(ctx, "j", failing(&runs))
-		if !errors.Is(err, errJob) || !first.Ran {
-			t.Fatalf("first run: %+v, %v", first, err)
-		}
+		require.ErrorIs(t, err, errJob, "first run: %+v", first)
+		require.True(t, first.Ran, "first run: %+v, %v", first, err)
 		env.clock.Advance(1000 * time.Hour) // retention 0: kept
 		r, err := g.Do(ctx, "j", failing(&runs))
 		var fe *dedup.FailedError
-		if !errors.As(err, &fe) || !errors.Is(err, dedup.ErrFailed) || fe.Msg != errJob.Error() || fe.Fence != first.Fence || r.Ran {
-			t.Fatalf("repeat of a failed job: %+v, %v; want its FailedError", r, err)
-		}
-		if runs != 1 {
-			t.Fatalf("a failed job ran %d times", runs)
-		}
+		require.True(t, errors.As(err, &fe), "repeat of a failed job: %+v, %v; want its FailedError", r, err)
+		require.ErrorIs(t, err, dedup.ErrFailed, "repeat of a failed job: %+v; want its FailedError", r)
+		require.Equal(t, errJob.Error(), fe.Msg, "repeat of a failed job: %+v, %v; want its FailedError", r, err)
+		require.Equal(t, first.Fence, fe.Fence, "repeat of a failed job: %+v, %v; want its FailedError", r, err)
+		require.False(t, r.Ran, "repeat of a failed job: %+v, %v; want its FailedError", r, err)
+		require.Equal(t, 1, runs, "a failed job ran %d times", runs)
 	})
 	t.Run("ForPeriod", func(t *testing.T) {
 		env := newMemEnv(t)
@@ -228,9 +222,8 @@ func TestScopes(t *testing.T) {
 			env.clock.Advance(10 * time.Second) // the period counts from the start
 			return c.job("j")(ctx, fence)
 		}
-		if _, err := g.Do(ctx, "j", slow); err != nil {
-			t.Fatal(err)
-		}
+		_, err := g.Do(ctx, "j", slow)
+		require.NoError(t, err)
 		env.clock.Advance(50*time.Second - time.Millisecond)
 		if r, err := g.Do(ctx, "j", slow); err != nil || r.Ran {
 			t.Fatalf("within the period: %+v, %v", r, err)
@@ -240,9 +233,8 @@ func TestScopes(t *testing.T) {
 			t.Fatalf("after the period: %+v, %v; want a new run", r, err)
 		}
 		runs := 0
-		if _, err := g.Do(ctx, "f", failing(&runs)); !errors.Is(err, errJob) {
-			t.Fatal(err)
-		}
+		_, err = g.Do(ctx, "f", failing(&runs))
+		require.ErrorIs(t, err, errJob)
 		if _, err := g.Do(ctx, "f", failing(&runs)); !errors.Is(err, dedup.ErrFailed) || runs != 1 {
 			t.Fatalf("a failure within the period: %v after %d runs; want ErrFailed", err, runs)
 		}
@@ -270,32 +262,30 @@ func TestInProgress(t *testing.T) {
 			<-finish
 			return c.job("j")(ctx, fence)
 		})
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		done <- r
 	}()
 	<-running
 	_, err := g.Do(ctx, "j", c.job("j"))
 	var busy *dedup.InProgressError
-	if !errors.As(err, &busy) || !errors.Is(err, dedup.ErrInProgress) || busy.Holder != "worker-1" || busy.TTL <= 0 || busy.TTL > memLease {
-		t.Fatalf("duplicate while running: %v; want an InProgressError naming worker-1 with its TTL", err)
-	}
+	require.True(t, errors.As(err, &busy), "duplicate while running: %v; want an InProgressError naming worker-1 with its TTL", err)
+	require.ErrorIs(t, err, dedup.ErrInProgress, "duplicate while running; want an InProgressError naming worker-1 with its TTL")
+	require.Equal(t, "worker-1", busy.Holder, "duplicate while running: %v; want an InProgressError naming worker-1 with its TTL", err)
+	require.Greater(t, busy.TTL, time.Duration(0), "duplicate while running: %v; want an InProgressError naming worker-1 with its TTL", err)
+	require.LessOrEqual(t, busy.TTL, time.Duration(memLease), "duplicate while running: %v; want an InProgressError naming worker-1 with its TTL", err)
 	waited := make(chan dedup.Result, 1)
 	go func() {
 		r, err := waiter.Do(ctx, "j", c.job("j"))
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		waited <- r
 	}()
 	env.waitTimers(3) // the run's renewal and lease watchdog; the waiter's wait
 	close(finish)
 	r := recv(t, ctx, done, "the run")
 	w := recv(t, ctx, waited, "the waiting duplicate")
-	if w.Ran || string(w.Value) != "v:j" || w.Fence != r.Fence {
-		t.Fatalf("waiting duplicate: %+v; want the run's outcome %+v", w, r)
-	}
+	require.False(t, w.Ran, "waiting duplicate: %+v; want the run's outcome %+v", w, r)
+	require.Equal(t, "v:j", string(w.Value), "waiting duplicate: %+v; want the run's outcome %+v", w, r)
+	require.Equal(t, r.Fence, w.Fence, "waiting duplicate: %+v; want the run's outcome %+v", w, r)
 	if n := c.count("j"); n != 1 {
 		t.Fatalf("job ran %d times", n)
 	}
@@ -343,13 +333,10 @@ func TestLeaseRenewedWhileRunning(t *testing.T) {
 	for range 10 {
 		env.clock.Advance(memRenew)
 	}
-	if _, err := g.Do(ctx, "long", newCounted().job("long")); !errors.Is(err, dedup.ErrInProgress) {
-		t.Fatalf("duplicate after %v of running: %v, want ErrInProgress", 10*memRenew, err)
-	}
+	_, err := g.Do(ctx, "long", newCounted().job("long"))
+	require.ErrorIs(t, err, dedup.ErrInProgress, "duplicate after %v of running, want ErrInProgress", 10*memRenew)
 	close(finish)
-	if err := <-done; err != nil {
-		t.Fatalf("long job: %v", err)
-	}
+	require.NoError(t, <-done, "long job")
 }
 
 // A worker that crashed mid-job (its lock is never renewed nor released)
@@ -368,9 +355,8 @@ func TestCrashedWorkerRetryableAfterLease(t *testing.T) {
 		t.Fatalf("while the crashed worker's lease lasts: %v, want ErrInProgress with TTL %v", err, memLease)
 	}
 	env.clock.Advance(memLease - time.Millisecond)
-	if _, err := g.Do(ctx, "j", c.job("j")); !errors.Is(err, dedup.ErrInProgress) {
-		t.Fatalf("1ms before the lease ends: %v, want ErrInProgress", err)
-	}
+	_, err := g.Do(ctx, "j", c.job("j"))
+	require.ErrorIs(t, err, dedup.ErrInProgress, "1ms before the lease ends, want ErrInProgress")
 	env.clock.Advance(time.Millisecond)
 	if r, err := g.Do(ctx, "j", c.job("j")); err != nil || !r.Ran {
 		t.Fatalf("after the lease: %+v, %v; want a run", r, err)
@@ -411,9 +397,8 @@ func TestLostRunIsFencedOut(t *testing.T) {
 	r, err := b.Do(ctx, "j", func(ctx context.Context, fence int64) ([]byte, error) {
 		return []byte("b"), env.m.Put(ctx, sinkKey, []byte("b"), fence, 0)
 	})
-	if err != nil || !r.Ran {
-		t.Fatalf("successor: %+v, %v; want a run", r, err)
-	}
+	require.NoError(t, err, "successor: %+v; want a run", r)
+	require.True(t, r.Ran, "successor: %+v, %v; want a run", r, err)
 	close(resume)
 	wantIs(t, "the stale run's write", <-wrote, lease.ErrStaleFence)
 	wantIs(t, "the stale run", <-done, lease.ErrLockLost, lease.ErrStaleFence)
@@ -451,11 +436,8 @@ func TestBadRecord(t *testing.T) {
 	g := env.group()
 	for i, v := range [][]byte{nil, []byte("?x")} {
 		id := fmt.Sprintf("j%d", i)
-		if err := env.m.Put(ctx, lease.Key(dedup.DefaultPrefix, id), v, 1, 0); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := g.Do(ctx, id, newCounted().job(id)); !errors.Is(err, dedup.ErrBadRecord) {
-			t.Errorf("Do over %q: %v, want ErrBadRecord", v, err)
-		}
+		require.NoError(t, env.m.Put(ctx, lease.Key(dedup.DefaultPrefix, id), v, 1, 0))
+		_, err := g.Do(ctx, id, newCounted().job(id))
+		assert.ErrorIs(t, err, dedup.ErrBadRecord, "Do over %q, want ErrBadRecord", v)
 	}
 }

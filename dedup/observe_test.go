@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/dedup"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/observe"
@@ -52,37 +55,28 @@ func TestObserverOutcomes(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	if _, err := g.Do(ctx, "c", ok); !errors.Is(err, dedup.ErrInProgress) {
-		t.Fatalf("Do while the job runs: %v, want ErrInProgress", err)
-	}
+	_, err := g.Do(ctx, "c", ok)
+	require.ErrorIs(t, err, dedup.ErrInProgress, "Do while the job runs, want ErrInProgress")
 	close(finish)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-done)
 
 	down, err := dedup.New(env.m, downStore{env.m}, dedup.WithObserver(r))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := down.Do(ctx, "d", ok); err == nil {
-		t.Fatal("Do on a store that is down succeeded")
-	}
+	require.NoError(t, err)
+	_, err = down.Do(ctx, "d", ok)
+	require.Error(t, err, "Do on a store that is down succeeded")
 	want := []string{
 		"a ran fenced=true err=false", "a duplicate fenced=true err=false",
 		"b ran fenced=true err=true", "b duplicate fenced=true err=true",
 		"c in_progress fenced=false err=true", "c ran fenced=true err=false",
 		"d error fenced=false err=true",
 	}
-	if fmt.Sprint(r.lines) != fmt.Sprint(want) {
-		t.Errorf("events:\n got %q\nwant %q", r.lines, want)
-	}
+	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(r.lines), "events:\n got %q\nwant %q", r.lines, want)
 }
 
 // A value that is no JobObserver is refused.
 func TestObserverInvalid(t *testing.T) {
 	t.Parallel()
 	env := newMemEnv(t)
-	if _, err := dedup.New(env.m, env.m, dedup.WithObserver("not an observer")); !errors.Is(err, lease.ErrInvalidArgument) {
-		t.Errorf("WithObserver(string): %v, want ErrInvalidArgument", err)
-	}
+	_, err := dedup.New(env.m, env.m, dedup.WithObserver("not an observer"))
+	assert.ErrorIs(t, err, lease.ErrInvalidArgument, "WithObserver(string), want ErrInvalidArgument")
 }

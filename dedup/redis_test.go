@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/dedup"
@@ -49,9 +50,7 @@ func redisWorkers(t *testing.T, srvs []*redistest.Server, n int, opts ...dedup.O
 		}
 		t.Cleanup(func() { _ = c.Close() })
 		g, err := dedup.New(c.Locker(), c.Store(), append([]dedup.Option{dedup.WithHolder(fmt.Sprintf("w%d", i))}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		gs[i] = g
 	}
 	return gs

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/leader"
 	"github.com/redislock-go/redislock/lease"
 )
@@ -37,15 +40,11 @@ func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
 	a := env.candidate(t, la, "a")
 	b := env.candidate(t, env.link(), "b")
 	ta, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	won := make(chan *leader.Term, 1)
 	go func() {
 		tb, err := b.Campaign(ctx)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		won <- tb
 	}()
 	const live = 4 // a's renewal, lease watchdog and margin; b's wait
@@ -61,9 +60,7 @@ func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
 	for env.clock.Now().Add(memRetry).Before(claimed) {
 		env.step(live)
 	}
-	if err := ta.Err(); err != nil {
-		t.Fatalf("a's term ended %v before its claimed validity: %v", claimed.Sub(env.clock.Now()), err)
-	}
+	require.NoError(t, ta.Err(), "a's term ended %v before its claimed validity", claimed.Sub(env.clock.Now()))
 	env.step(live) // past claimed
 	select {
 	case <-ta.Done():
@@ -74,9 +71,7 @@ func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
 	if msg := ta.Err().Error(); strings.Count(msg, "redislock: ") != 1 {
 		t.Errorf("a's term's error says redislock more than once: %q", msg)
 	}
-	if !ta.ValidUntil().IsZero() {
-		t.Errorf("ValidUntil after the end: %v", ta.ValidUntil())
-	}
+	assert.True(t, ta.ValidUntil().IsZero(), "ValidUntil after the end: %v", ta.ValidUntil())
 	for env.clock.Now().Add(memRetry).Before(expiry) {
 		env.step(1) // b alone waits
 	}
@@ -88,18 +83,12 @@ func TestPartitionedLeaderStopsBeforeSuccessor(t *testing.T) {
 	}
 	env.step(1)
 	tb := recv(t, ctx, won, "b's term")
-	if !tb.Started().Equal(expiry) {
-		t.Errorf("b won %v after a's lease ended; want at its end", tb.Started().Sub(expiry))
-	}
+	assert.True(t, tb.Started().Equal(expiry), "b won %v after a's lease ended; want at its end", tb.Started().Sub(expiry))
 	if gap := tb.Started().Sub(claimed); gap < memMargin {
 		t.Errorf("a stopped only %v before b won; want at least the margin %v", gap, memMargin)
 	}
-	if err := ta.Resign(ctx); err == nil {
-		t.Error("Resign of a lost term: nil, want its release's error")
-	}
-	if err := tb.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	assert.Error(t, ta.Resign(ctx), "Resign of a lost term: nil, want its release's error")
+	require.NoError(t, tb.Resign(ctx))
 }
 
 // Hundreds of forced failovers on the fake clock: each round cuts the
@@ -159,9 +148,7 @@ func TestFailoverStormMemory(t *testing.T) {
 	for r := range rounds {
 		// 0, 1 or 2 renewals get through, then the leader's link is cut.
 		for range (r % 3) * int(memRenew/memRetry) {
-			if err := s.writeAs(cur.term); err != nil {
-				t.Fatalf("round %d: the leader's write: %v", r, err)
-			}
+			require.NoError(t, s.writeAs(cur.term), "round %d: the leader's write", r)
 			env.step(leading + waiting)
 		}
 		claimed := cur.term.ValidUntil()
@@ -171,38 +158,25 @@ func TestFailoverStormMemory(t *testing.T) {
 			n := waiting
 			if cur.term.Err() == nil {
 				n += leading
-				if err := s.writeAs(cur.term); err != nil {
-					t.Fatalf("round %d: the cut leader's write before its validity ended: %v", r, err)
-				}
+				require.NoError(t, s.writeAs(cur.term), "round %d: the cut leader's write before its validity ended", r)
 			}
 			env.step(n)
 		}
 		next := recv(t, ctx, wins, "the next leader")
 		old := cur.term
-		if !next.term.Started().Equal(expiry) {
-			t.Fatalf("round %d: term %d began %v after the lease of term %d ended; want at its end",
-				r, next.term.Fence(), next.term.Started().Sub(expiry), old.Fence())
-		}
+		require.True(t, next.term.Started().Equal(expiry), "round %d: term %d began %v after the lease of term %d ended; want at its end", r, next.term.Fence(), next.term.Started().Sub(expiry), old.Fence())
 		select {
 		case <-old.Done():
 		default:
 			t.Fatalf("round %d: term %d still running when term %d began", r, old.Fence(), next.term.Fence())
 		}
-		if next.term.Started().Before(claimed) {
-			t.Fatalf("round %d: term %d began %v before term %d's claimed validity ended",
-				r, next.term.Fence(), claimed.Sub(next.term.Started()), old.Fence())
-		}
-		if next.term.Fence() <= old.Fence() || old.Fence() <= lastTerm {
-			t.Fatalf("round %d: terms %d, %d after %d: must increase", r, old.Fence(), next.term.Fence(), lastTerm)
-		}
+		require.False(t, next.term.Started().Before(claimed), "round %d: term %d began %v before term %d's claimed validity ended", r, next.term.Fence(), claimed.Sub(next.term.Started()), old.Fence())
+		require.Greater(t, next.term.Fence(), old.Fence(), "round %d: terms %d, %d after %d: must increase", r, old.Fence(), next.term.Fence(), lastTerm)
+		require.Greater(t, old.Fence(), lastTerm, "round %d: terms %d, %d after %d: must increase", r, old.Fence(), next.term.Fence(), lastTerm)
 		lastTerm = old.Fence()
-		if err := s.writeAs(next.term); err != nil {
-			t.Fatalf("round %d: the new leader's write: %v", r, err)
-		}
+		require.NoError(t, s.writeAs(next.term), "round %d: the new leader's write", r)
 		// The old leader, resumed, still has its fence: the sink refuses it.
-		if err := s.write(old.Fence(), claimed); !errors.Is(err, lease.ErrStaleFence) {
-			t.Fatalf("round %d: the old leader's late write: %v, want ErrStaleFence", r, err)
-		}
+		require.ErrorIs(t, s.write(old.Fence(), claimed), lease.ErrStaleFence, "round %d: the old leader's late write, want ErrStaleFence", r)
 		env.waitTimers(leading + waiting - 1) // the old leader is off
 		cur.link.cut.Store(false)
 		select { // unless it has not yet found the link cut

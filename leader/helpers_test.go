@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/lease/leasetest"
@@ -184,8 +186,6 @@ func recv[T any](t *testing.T, ctx context.Context, ch <-chan T, what string) T 
 func wantIs(t *testing.T, what string, err error, targets ...error) {
 	t.Helper()
 	for _, target := range targets {
-		if !errors.Is(err, target) {
-			t.Fatalf("%s: got %v, want an error matching %v", what, err, target)
-		}
+		require.ErrorIs(t, err, target, "%s: got, want an error matching %v", what, target)
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/leader"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/leasetest"
@@ -53,9 +56,7 @@ func (env memEnv) candidate(t *testing.T, locker lease.Locker, id string, opts .
 		leader.WithObserveInterval(50 * time.Millisecond),
 	}, opts...)
 	e, err := leader.New(locker, "scheduler", opts...)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	require.NoError(t, err, "New")
 	return e
 }
 
@@ -83,20 +84,12 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"nil clock", m, "x", []leader.Option{leader.WithClock(nil)}},
 	} {
 		e, err := leader.New(c.locker, c.elect, c.opts...)
-		if e != nil || !errors.Is(err, lease.ErrInvalidArgument) {
-			t.Errorf("New with %s: %v, %v; want an error matching ErrInvalidArgument", c.name, e, err)
-		}
+		assert.False(t, e != nil || !errors.Is(err, lease.ErrInvalidArgument), "New with %s: %v, %v; want an error matching ErrInvalidArgument", c.name, e, err)
 	}
 	e, err := leader.New(m, "x", leader.WithMargin(0))
-	if err != nil {
-		t.Fatalf("New with margin 0: %v", err)
-	}
-	if !strings.Contains(e.Identity(), ":") || e.Key() != lease.Key(leader.DefaultPrefix, "x") {
-		t.Errorf("defaults: identity %q, key %q", e.Identity(), e.Key())
-	}
-	if err := e.Run(context.Background(), leader.Callbacks{}); !errors.Is(err, lease.ErrInvalidArgument) {
-		t.Errorf("Run without OnStartedLeading: %v", err)
-	}
+	require.NoError(t, err, "New with margin 0")
+	assert.False(t, !strings.Contains(e.Identity(), ":") || e.Key() != lease.Key(leader.DefaultPrefix, "x"), "defaults: identity %q, key %q", e.Identity(), e.Key())
+	assert.ErrorIs(t, e.Run(context.Background(), leader.Callbacks{}), lease.ErrInvalidArgument, "Run without OnStartedLeading")
 }
 
 // A resignation hands over at once: the waiting candidate wins at the same
@@ -107,13 +100,10 @@ func TestResignHandsOverAtOnce(t *testing.T) {
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.link(), "a")
 	b := env.candidate(t, env.link(), "b")
-	if _, err := a.Leader(ctx); !errors.Is(err, leader.ErrNoLeader) {
-		t.Fatalf("Leader before any campaign: %v, want ErrNoLeader", err)
-	}
+	_, err := a.Leader(ctx)
+	require.ErrorIs(t, err, leader.ErrNoLeader, "Leader before any campaign, want ErrNoLeader")
 	ta, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if again, err := a.Campaign(ctx); err != nil || again != ta {
 		t.Fatalf("Campaign while leading: %v, %v; want the current term", again, err)
 	}
@@ -123,39 +113,23 @@ func TestResignHandsOverAtOnce(t *testing.T) {
 	won := make(chan *leader.Term, 1)
 	go func() {
 		tb, err := b.Campaign(ctx)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		won <- tb
 	}()
 	env.waitTimers(4) // a's renewal, its lease watchdog, its margin; b's wait
 	at := env.clock.Now()
-	if err := a.Resign(ctx); err != nil {
-		t.Fatalf("Resign: %v", err)
-	}
+	require.NoError(t, a.Resign(ctx), "Resign")
 	tb := recv(t, ctx, won, "b's term")
-	if !tb.Started().Equal(at) {
-		t.Errorf("b won %v after the resignation; want at once", tb.Started().Sub(at))
-	}
-	if tb.Fence() <= ta.Fence() {
-		t.Errorf("term %d after %d", tb.Fence(), ta.Fence())
-	}
+	assert.True(t, tb.Started().Equal(at), "b won %v after the resignation; want at once", tb.Started().Sub(at))
+	assert.Greater(t, tb.Fence(), ta.Fence(), "term %d after %d", tb.Fence(), ta.Fence())
 	wantIs(t, "a's term after Resign", ta.Err(), leader.ErrResigned)
-	if a.Current() != nil || b.Current() != tb {
-		t.Errorf("Current: a %v, b %v", a.Current(), b.Current())
-	}
+	assert.False(t, a.Current() != nil || b.Current() != tb, "Current: a %v, b %v", a.Current(), b.Current())
 	if info, err := a.Leader(ctx); err != nil || info.Identity != "b" || info.Term != tb.Fence() {
 		t.Fatalf("Leader after the handover: %+v, %v", info, err)
 	}
-	if err := ta.Resign(ctx); err != nil {
-		t.Errorf("second Resign: %v, want the first's result", err)
-	}
-	if err := a.Resign(ctx); err != nil {
-		t.Errorf("Resign of a candidate that does not lead: %v", err)
-	}
-	if err := tb.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	assert.NoError(t, ta.Resign(ctx), "second Resign, want the first's result")
+	assert.NoError(t, a.Resign(ctx), "Resign of a candidate that does not lead")
+	require.NoError(t, tb.Resign(ctx))
 }
 
 func TestCampaignEndsWithContext(t *testing.T) {
@@ -164,9 +138,7 @@ func TestCampaignEndsWithContext(t *testing.T) {
 	a := env.candidate(t, env.link(), "a")
 	b := env.candidate(t, env.link(), "b")
 	ta, err := a.Campaign(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ta.Resign(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -177,9 +149,7 @@ func TestCampaignEndsWithContext(t *testing.T) {
 	env.waitTimers(4)
 	cancel()
 	wantIs(t, "Campaign after cancel", <-done, lease.ErrNotObtained, context.Canceled)
-	if b.Current() != nil {
-		t.Error("b leads after a cancelled campaign")
-	}
+	assert.False(t, b.Current() != nil, "b leads after a cancelled campaign")
 	cut := env.link()
 	c := env.candidate(t, cut, "c")
 	cut.cut.Store(true)
@@ -195,9 +165,7 @@ func TestBrokenLockEndsTerm(t *testing.T) {
 	ctx := ctxFor(t)
 	a := env.candidate(t, env.m, "a")
 	ta, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	env.m.Break(a.Key())
 	env.clock.Advance(memRenew)
 	select {
@@ -206,9 +174,7 @@ func TestBrokenLockEndsTerm(t *testing.T) {
 		t.Fatal("term not over after a renewal found the lock gone")
 	}
 	wantIs(t, "term", ta.Err(), lease.ErrLockLost, lease.ErrNotHeld)
-	if a.Current() != nil {
-		t.Error("Current after the loss")
-	}
+	assert.False(t, a.Current() != nil, "Current after the loss")
 	wantIs(t, "Resign", ta.Resign(ctx), lease.ErrNotHeld)
 }
 
@@ -227,24 +193,18 @@ func TestObserve(t *testing.T) {
 		t.Fatalf("first value %+v, want the vacancy", v)
 	}
 	ta, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	env.clock.Advance(50 * time.Millisecond)
 	if v := recv(t, ctx, ch, "a"); v.Identity != "a" || v.Term != ta.Fence() {
 		t.Fatalf("after a won: %+v", v)
 	}
-	if err := ta.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ta.Resign(ctx))
 	env.clock.Advance(50 * time.Millisecond)
 	if v := recv(t, ctx, ch, "vacancy"); v != (leader.Info{}) {
 		t.Fatalf("after a resigned: %+v", v)
 	}
 	tb, err := b.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tb.Resign(ctx)
 	env.clock.Advance(50 * time.Millisecond)
 	if v := recv(t, ctx, ch, "b"); v.Identity != "b" || v.Term <= ta.Fence() {
@@ -273,9 +233,7 @@ func TestRunWaitsForWork(t *testing.T) {
 		m := leasetest.NewMemory()
 		ctx := ctxFor(t)
 		a, err := leader.New(m, "scheduler", leader.WithHolder("a"), leader.WithLease(memLease))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		rctx, cancel := context.WithCancel(ctx)
 		var (
 			mu     sync.Mutex
@@ -322,9 +280,7 @@ func TestRunWaitsForWork(t *testing.T) {
 		}
 		close(release)
 		err = recv(t, ctx, done, "Run")
-		if !errors.Is(err, errWork) || errors.Is(err, lease.ErrLockLost) {
-			t.Errorf("Run: %v, want the work's error alone", err)
-		}
+		assert.False(t, !errors.Is(err, errWork) || errors.Is(err, lease.ErrLockLost), "Run: %v, want the work's error alone", err)
 		mu.Lock()
 		got := strings.Join(events, ", ")
 		mu.Unlock()
@@ -357,9 +313,7 @@ func TestRunReportsLoss(t *testing.T) {
 		OnStoppedLeading: func() { stopped = true },
 	})
 	wantIs(t, "Run after a loss", err, errWork, lease.ErrLockLost, lease.ErrNotHeld)
-	if !stopped {
-		t.Error("OnStoppedLeading not called")
-	}
+	assert.True(t, stopped, "OnStoppedLeading not called")
 }
 
 // A panicking leader gives the lock back and OnStoppedLeading runs before
@@ -382,9 +336,7 @@ func TestRunReleasesOnPanic(t *testing.T) {
 			OnNewLeader:      func(string) {},
 		})
 	}()
-	if !stopped {
-		t.Error("OnStoppedLeading not called after a panic")
-	}
+	assert.True(t, stopped, "OnStoppedLeading not called after a panic")
 	if info, err := env.m.Inspect(ctx, a.Key()); err != nil || info.Held {
 		t.Errorf("after a panic: %+v, %v; want the lock given back", info, err)
 	}
@@ -396,9 +348,7 @@ func TestRunEndsWithContext(t *testing.T) {
 	a := env.candidate(t, env.m, "a")
 	b := env.candidate(t, env.m, "b")
 	ta, err := a.Campaign(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ta.Resign(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/leader"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/observe"
@@ -44,26 +47,18 @@ func TestObserverTerms(t *testing.T) {
 		}
 	}
 	ta, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want(a.Name() + " a started")
-	if err := ta.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ta.Resign(ctx))
 	select {
 	case got := <-r.ch:
-		if got != a.Name()+" a resigned" {
-			t.Fatalf("event %q after Resign", got)
-		}
+		require.Equal(t, a.Name()+" a resigned", got, "event %q after Resign", got)
 	default:
 		t.Fatal("Resign returned before the term's end was reported")
 	}
 
 	tb, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want(a.Name() + " a started")
 	env.m.Break(a.Key())
 	env.clock.Advance(memRenew)
@@ -81,7 +76,6 @@ func TestObserverTerms(t *testing.T) {
 func TestObserverInvalid(t *testing.T) {
 	t.Parallel()
 	env := newMemEnv(t)
-	if _, err := leader.New(env.m, "x", leader.WithObserver("not an observer")); !errors.Is(err, lease.ErrInvalidArgument) {
-		t.Errorf("WithObserver(string): %v, want ErrInvalidArgument", err)
-	}
+	_, err := leader.New(env.m, "x", leader.WithObserver("not an observer"))
+	assert.ErrorIs(t, err, lease.ErrInvalidArgument, "WithObserver(string), want ErrInvalidArgument")
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -88,9 +90,7 @@ func newCandidates(t *testing.T, srvs []*redistest.Server, n int, opts ...leader
 			leader.WithMargin(redisMargin), leader.WithRetry(lease.LinearBackoff(redisLease)), leader.WithObserveInterval(10 * time.Millisecond),
 		}, opts...)
 		e, err := leader.New(client.Locker(), "failover", opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		c.e = e
 		cs[i] = c
 	}
@@ -144,9 +144,7 @@ func (ts *terms) check(t *testing.T) {
 	slices.Sort(fences)
 	for i := 1; i < len(fences); i++ {
 		prev, f := fences[i-1], fences[i]
-		if ts.start[f].Before(ts.start[prev]) {
-			t.Errorf("term %d began before term %d", f, prev)
-		}
+		assert.False(t, ts.start[f].Before(ts.start[prev]), "term %d began before term %d", f, prev)
 		until := ts.until[prev]
 		if stop, ok := ts.stop[prev]; ok && stop.Before(until) {
 			until = stop
@@ -242,9 +240,7 @@ func TestFailoverRedis(t *testing.T) {
 		cur.c.cut()
 		next := recv(t, ctx, wins, fmt.Sprintf("the leader after cut %d", r))
 		took = append(took, next.term.Started().Sub(at))
-		if next.term.Fence() <= cur.term.Fence() {
-			t.Fatalf("cut %d: term %d after %d", r, next.term.Fence(), cur.term.Fence())
-		}
+		require.Greater(t, next.term.Fence(), cur.term.Fence(), "cut %d: term %d after %d", r, next.term.Fence(), cur.term.Fence())
 		cur.c.restore()
 		cur = next
 	}
@@ -276,9 +272,7 @@ func TestResignHandoverRedis(t *testing.T) {
 		close(cur.quit)
 		next := recv(t, ctx, wins, fmt.Sprintf("the leader after resignation %d", r))
 		took = append(took, next.term.Started().Sub(at))
-		if next.term.Fence() <= cur.term.Fence() {
-			t.Fatalf("resignation %d: term %d after %d", r, next.term.Fence(), cur.term.Fence())
-		}
+		require.Greater(t, next.term.Fence(), cur.term.Fence(), "resignation %d: term %d after %d", r, next.term.Fence(), cur.term.Fence())
 		wantIs(t, "the resigned term", cur.term.Err(), leader.ErrResigned)
 		cur = next
 	}
@@ -305,9 +299,7 @@ func TestObserveRedis(t *testing.T) {
 	for i := range 4 {
 		c := cs[i%2]
 		term, err := c.e.Campaign(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for {
 			v := recv(t, ctx, seen, "the new leader")
 			if v == (leader.Info{}) {
@@ -316,9 +308,7 @@ func TestObserveRedis(t *testing.T) {
 				// legitimate, and no going back.
 				continue
 			}
-			if v.Term < last {
-				t.Fatalf("Observe went back from term %d to %+v", last, v)
-			}
+			require.GreaterOrEqual(t, v.Term, last, "Observe went back from term %d to %+v", last, v)
 			last = v.Term
 			if v.Identity == c.id && v.Term == term.Fence() {
 				break
@@ -327,9 +317,7 @@ func TestObserveRedis(t *testing.T) {
 		if info, err := cs[2].e.Leader(ctx); err != nil || info.Identity != c.id || info.TTL <= 0 {
 			t.Fatalf("Leader: %+v, %v; want %s", info, err, c.id)
 		}
-		if err := term.Resign(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, term.Resign(ctx))
 	}
 	stop()
 	for range seen {
@@ -358,9 +346,7 @@ func TestQuorumRedis(t *testing.T) {
 			close(cur.quit)
 		}
 		next := recv(t, ctx, wins, fmt.Sprintf("the leader after round %d", r))
-		if next.term.Fence() <= cur.term.Fence() {
-			t.Fatalf("round %d: term %d after %d", r, next.term.Fence(), cur.term.Fence())
-		}
+		require.Greater(t, next.term.Fence(), cur.term.Fence(), "round %d: term %d after %d", r, next.term.Fence(), cur.term.Fence())
 		cur.c.restore()
 		cur = next
 	}

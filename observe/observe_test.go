@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/observe"
 )
@@ -29,9 +32,9 @@ func TestSelect(t *testing.T) {
 	a, b := &obtains{}, &obtains{}
 	list := []observe.Observer{a, losses{}, b, "not an observer"}
 	got := observe.Select[observe.ObtainObserver](list)
-	if len(got) != 2 || got[0] != a || got[1] != b {
-		t.Fatalf("Select(ObtainObserver) = %v, want [a b] in list order", got)
-	}
+	require.Len(t, got, 2, "Select(ObtainObserver) = %v, want [a b] in list order", got)
+	require.False(t, got[0] != a, "Select(ObtainObserver) = %v, want [a b] in list order", got)
+	require.False(t, got[1] != b, "Select(ObtainObserver) = %v, want [a b] in list order", got)
 	if got := observe.Select[observe.LossObserver](list); len(got) != 1 {
 		t.Fatalf("Select(LossObserver) = %v, want one", got)
 	}
@@ -59,9 +62,7 @@ func TestOutcome(t *testing.T) {
 
 func TestLogger(t *testing.T) {
 	t.Parallel()
-	if observe.NewLogger(nil) != nil {
-		t.Fatal("NewLogger(nil) is not nil")
-	}
+	require.False(t, observe.NewLogger(nil) != nil, "NewLogger(nil) is not nil")
 	var buf bytes.Buffer
 	l := observe.NewLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx := context.Background()
@@ -74,8 +75,6 @@ func TestLogger(t *testing.T) {
 		`level=WARN msg="redislock: lock lost" key=k fence=7`,
 		`level=WARN msg="redislock: refresh found the lock gone" key=k fence=7`,
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log lacks %q:\n%s", want, out)
-		}
+		assert.True(t, strings.Contains(out, want), "log lacks %q:\n%s", want, out)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/pglock"
@@ -25,9 +27,7 @@ func advisoryHolder(t testing.TB, ctx context.Context, admin interface {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return pid
 }
 
@@ -41,30 +41,16 @@ func TestAdvisoryExclusion(t *testing.T) {
 	b := newClient(t, newPool(t), table)
 	ctx := ctxFor(t)
 	l, err := a.ObtainAdvisory(ctx, []string{"x", "y"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if advisoryHolder(t, ctx, admin, "x") == 0 || advisoryHolder(t, ctx, admin, "y") == 0 {
-		t.Fatal("advisory locks not in pg_locks")
-	}
-	if _, err := b.ObtainAdvisory(ctx, []string{"z", "y"}); !errors.Is(err, pglock.ErrNotObtained) {
-		t.Fatalf("ObtainAdvisory of a held key: %v", err)
-	}
-	if advisoryHolder(t, ctx, admin, "z") != 0 {
-		t.Fatal("a failed multi-lock kept one of its locks")
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatalf("second Release: %v, want the first's result", err)
-	}
-	if !errors.Is(l.Err(), pglock.ErrNotHeld) {
-		t.Fatalf("Err after Release: %v", l.Err())
-	}
-	if advisoryHolder(t, ctx, admin, "x") != 0 {
-		t.Fatal("advisory lock left after Release")
-	}
+	require.NoError(t, err)
+	require.NotEqual(t, int32(0), advisoryHolder(t, ctx, admin, "x"), "advisory locks not in pg_locks")
+	require.NotEqual(t, int32(0), advisoryHolder(t, ctx, admin, "y"), "advisory locks not in pg_locks")
+	_, err = b.ObtainAdvisory(ctx, []string{"z", "y"})
+	require.ErrorIs(t, err, pglock.ErrNotObtained, "ObtainAdvisory of a held key")
+	require.Equal(t, int32(0), advisoryHolder(t, ctx, admin, "z"), "a failed multi-lock kept one of its locks")
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, l.Release(ctx), "second Release, want the first's result")
+	require.ErrorIs(t, l.Err(), pglock.ErrNotHeld, "Err after Release: %v", l.Err())
+	require.Equal(t, int32(0), advisoryHolder(t, ctx, admin, "x"), "advisory lock left after Release")
 	// Contention in opposite orders, from two pools.
 	var mu sync.Mutex
 	n := 0
@@ -81,9 +67,7 @@ func TestAdvisoryExclusion(t *testing.T) {
 			return nil, err
 		}
 		return func() {
-			if err := h.Release(context.Background()); err != nil {
-				t.Errorf("Release: %v", err)
-			}
+			assert.NoError(t, h.Release(context.Background()), "Release")
 		}, nil
 	})
 }
@@ -100,13 +84,9 @@ func TestAdvisoryConnectionLoss(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	if !errors.Is(err, pglock.ErrLockLost) {
-		t.Fatalf("RunAdvisory after its session was terminated: %v, want ErrLockLost", err)
-	}
+	require.ErrorIs(t, err, pglock.ErrLockLost, "RunAdvisory after its session was terminated, want ErrLockLost")
 	l, err := newClient(t, newPool(t), table).ObtainAdvisory(ctx, []string{"lost"}, pglock.WithRetry(pglock.LinearBackoff(5*time.Millisecond)))
-	if err != nil {
-		t.Fatalf("ObtainAdvisory after the loss: %v", err)
-	}
+	require.NoError(t, err, "ObtainAdvisory after the loss")
 	_ = l.Release(ctx)
 }
 
@@ -116,9 +96,8 @@ func TestAdvisoryTransactionPooler(t *testing.T) {
 	table := newTable(t)
 	c := newClient(t, newPool(t), table, pglock.WithTransactionPooler(true))
 	ctx := ctxFor(t)
-	if _, err := c.ObtainAdvisory(ctx, []string{"s"}); !errors.Is(err, pglock.ErrSessionRequired) {
-		t.Fatalf("session advisory lock behind a declared pooler: %v, want ErrSessionRequired", err)
-	}
+	_, err := c.ObtainAdvisory(ctx, []string{"s"})
+	require.ErrorIs(t, err, pglock.ErrSessionRequired, "session advisory lock behind a declared pooler, want ErrSessionRequired")
 	inside := make(chan struct{})
 	done := make(chan error, 1)
 	hctx, release := context.WithCancel(ctx)
@@ -131,17 +110,13 @@ func TestAdvisoryTransactionPooler(t *testing.T) {
 	}()
 	<-inside
 	other := newClient(t, newPool(t), table, pglock.WithTransactionPooler(true))
-	err := other.RunAdvisoryTx(ctx, []string{"t2"}, func(context.Context, pgx.Tx) error {
+	err = other.RunAdvisoryTx(ctx, []string{"t2"}, func(context.Context, pgx.Tx) error {
 		t.Error("fn ran while another transaction held the lock")
 		return nil
 	})
-	if !errors.Is(err, pglock.ErrNotObtained) {
-		t.Fatalf("RunAdvisoryTx of a held key: %v", err)
-	}
+	require.ErrorIs(t, err, pglock.ErrNotObtained, "RunAdvisoryTx of a held key")
 	release()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the holding transaction: %v", err)
-	}
+	require.ErrorIs(t, <-done, context.Canceled, "the holding transaction")
 }
 
 // RunAdvisoryTx commits fn's writes and releases the locks with the
@@ -150,28 +125,21 @@ func TestAdvisoryTx(t *testing.T) {
 	table := newTable(t)
 	admin := newPool(t)
 	ctx := ctxFor(t)
-	if _, err := admin.Exec(ctx, `CREATE TABLE `+table+`_n (v int)`); err != nil {
-		t.Fatal(err)
-	}
+	_, err := admin.Exec(ctx, `CREATE TABLE `+table+`_n (v int)`)
+	require.NoError(t, err)
 	c := newClient(t, newPool(t), table)
 	boom := errors.New("boom")
-	if err := c.RunAdvisoryTx(ctx, []string{"a"}, func(ctx context.Context, tx pgx.Tx) error {
+	require.ErrorIs(t, c.RunAdvisoryTx(ctx, []string{"a"}, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO `+table+`_n VALUES (1)`)
 		return errors.Join(err, boom)
-	}); !errors.Is(err, boom) {
-		t.Fatalf("RunAdvisoryTx: %v", err)
-	}
-	if err := c.RunAdvisoryTx(ctx, []string{"a"}, func(ctx context.Context, tx pgx.Tx) error {
+	}), boom, "RunAdvisoryTx")
+	require.NoError(t, c.RunAdvisoryTx(ctx, []string{"a"}, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO `+table+`_n VALUES (2)`)
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	var sum int
 	if err := admin.QueryRow(ctx, `SELECT coalesce(sum(v), 0) FROM `+table+`_n`).Scan(&sum); err != nil || sum != 2 {
 		t.Fatalf("committed rows sum to %d (%v), want only the second transaction's 2", sum, err)
 	}
-	if advisoryHolder(t, ctx, admin, "a") != 0 {
-		t.Fatal("transaction advisory lock outlived its transaction")
-	}
+	require.Equal(t, int32(0), advisoryHolder(t, ctx, admin, "a"), "transaction advisory lock outlived its transaction")
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -20,20 +22,13 @@ import (
 func lockedRow(t *testing.T, ctx context.Context, c *pglock.Client, admin *pgxpool.Pool, table, key string) pgx.Tx {
 	t.Helper()
 	l, err := c.Obtain(ctx, key, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
 	tx, err := admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+table+` WHERE name = $1 FOR UPDATE`, key); err != nil {
-		t.Fatal(err)
-	}
+	_, err = tx.Exec(ctx, `SELECT 1 FROM `+table+` WHERE name = $1 FOR UPDATE`, key)
+	require.NoError(t, err)
 	return tx
 }
 
@@ -51,28 +46,20 @@ func TestTakeoverFenceDrawnUnderRowLock(t *testing.T) {
 	got := make(chan *pglock.Lock, 1)
 	go func() {
 		l, err := c.Obtain(ctx, key, 10*time.Second)
-		if err != nil {
-			t.Errorf("Obtain: %v", err)
-		}
+		assert.NoError(t, err, "Obtain")
 		got <- l
 	}()
 	blockedBackend(t, admin, "pglock-fence") // its statement has started: VALUES drew a fence
 	var competing int64
-	if err := tx.QueryRow(ctx, `UPDATE `+table+` SET token = 'competing', fence = nextval('`+table+`_fence'),
-		expires_at = clock_timestamp() - interval '1 second' WHERE name = $1 RETURNING fence`, key).Scan(&competing); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tx.QueryRow(ctx, `UPDATE `+table+` SET token = 'competing', fence = nextval('`+table+`_fence'),
+		expires_at = clock_timestamp() - interval '1 second' WHERE name = $1 RETURNING fence`, key).Scan(&competing))
+	require.NoError(t, tx.Commit(ctx))
 	taken := <-got
 	if taken == nil {
 		t.FailNow()
 	}
 	defer taken.Release(ctx)
-	if taken.Fence() <= competing {
-		t.Fatalf("takeover fence %d is not above the competing grant's %d that committed before it", taken.Fence(), competing)
-	}
+	require.Greater(t, taken.Fence(), competing, "takeover fence %d is not above the competing grant's %d that committed before it", taken.Fence(), competing)
 }
 
 // pg_terminate_backend of a connection whose acquire statement waits for
@@ -96,19 +83,15 @@ func TestTerminateDuringObtain(t *testing.T) {
 	}()
 	terminate(t, admin, blockedBackend(t, admin, "pglock-term-obtain"))
 	r := <-res
-	if r.l != nil || r.err == nil || errors.Is(r.err, pglock.ErrNotObtained) {
-		t.Fatalf("Obtain on a terminated connection: %v, %v; want an error that is not ErrNotObtained", r.l, r.err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.False(t, r.l != nil, "Obtain on a terminated connection: %v, %v; want an error that is not ErrNotObtained", r.l, r.err)
+	require.False(t, r.err == nil, "Obtain on a terminated connection: %v, %v; want an error that is not ErrNotObtained", r.l, r.err)
+	require.False(t, errors.Is(r.err, pglock.ErrNotObtained), "Obtain on a terminated connection: %v, %v; want an error that is not ErrNotObtained", r.l, r.err)
+	require.NoError(t, tx.Commit(ctx))
 	if row, _ := readRow(t, admin, table, key); row.Live {
 		t.Fatalf("phantom lock after the terminated Obtain: %+v", row)
 	}
 	l2, err := newClient(t, newPool(t), table).Obtain(ctx, key, time.Second)
-	if err != nil {
-		t.Fatalf("Obtain after the terminated one: %v", err)
-	}
+	require.NoError(t, err, "Obtain after the terminated one")
 	_ = l2.Release(ctx)
 }
 
@@ -134,17 +117,13 @@ func TestCutOffObtainIsReleased(t *testing.T) {
 	blocked := blockedBackend(t, admin, "pglock-cutoff")
 	since := dbNow(t, admin)
 	cancel()
-	if err := <-res; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Obtain cut off: %v, want context.Canceled", err)
-	}
+	require.ErrorIs(t, <-res, context.Canceled, "Obtain cut off, want context.Canceled")
 	// The Client's clean-up of the unknown grant has begun (a release
 	// that ran now would find nothing to release).
 	ranAfter(t, admin, "pglock-cutoff", blocked, since, "pg_stat_activity", "pg_notify")
 	// The server's statement is still waiting for the row; it grants the
 	// lock (a minute's lease) once the row is free.
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tx.Commit(ctx))
 	untilFree(t, c, key, 10*time.Second)
 }
 
@@ -155,12 +134,11 @@ func TestTerminateMidTransaction(t *testing.T) {
 	table := newTable(t)
 	admin := newPool(t)
 	ctx := ctxFor(t)
-	if _, err := admin.Exec(ctx, `CREATE TABLE `+table+`_data (id int PRIMARY KEY, fence bigint NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	_, err := admin.Exec(ctx, `CREATE TABLE `+table+`_data (id int PRIMARY KEY, fence bigint NOT NULL)`)
+	require.NoError(t, err)
 	c := newClient(t, newPool(t), table)
 	key := "mid-tx"
-	err := c.RunTx(ctx, key, 10*time.Second, func(ctx context.Context, tx pgx.Tx, l *pglock.Lock) error {
+	err = c.RunTx(ctx, key, 10*time.Second, func(ctx context.Context, tx pgx.Tx, l *pglock.Lock) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO `+table+`_data VALUES (1, $1)`, l.Fence()); err != nil {
 			return err
 		}
@@ -172,9 +150,7 @@ func TestTerminateMidTransaction(t *testing.T) {
 		_, err := tx.Exec(ctx, `UPDATE `+table+`_data SET fence = fence WHERE id = 1`)
 		return err
 	})
-	if err == nil {
-		t.Fatal("RunTx on a terminated connection succeeded")
-	}
+	require.Error(t, err, "RunTx on a terminated connection succeeded")
 	var n int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM `+table+`_data`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("rows written by the terminated transaction: %d (%v); want none", n, err)
@@ -183,9 +159,7 @@ func TestTerminateMidTransaction(t *testing.T) {
 		t.Fatalf("lease left held after RunTx returned: %+v", row)
 	}
 	l, err := newClient(t, newPool(t), table).Obtain(ctx, key, time.Second)
-	if err != nil {
-		t.Fatalf("Obtain after the terminated RunTx: %v", err)
-	}
+	require.NoError(t, err, "Obtain after the terminated RunTx")
 	_ = l.Release(ctx)
 }
 
@@ -209,14 +183,11 @@ func TestRunDetectsStalledRenewals(t *testing.T) {
 		// The watchdog's timer, not the stuck renewal, ends fn: without
 		// it nothing would before ctx's 30 s. The second is scheduling
 		// slack for a loaded machine, not a speed requirement.
-		if time.Now().After(until.Add(time.Second)) {
-			t.Errorf("fn's ctx cancelled %v after ValidUntil", time.Since(until))
-		}
+		assert.False(t, time.Now().After(until.Add(time.Second)), "fn's ctx cancelled %v after ValidUntil", time.Since(until))
 		return nil
 	}, pglock.WithRefreshInterval(50*time.Millisecond))
-	if !errors.Is(err, pglock.ErrLockLost) || !errors.Is(err, pglock.ErrLeaseExpired) {
-		t.Fatalf("Run with stalled renewals: %v, want ErrLockLost and ErrLeaseExpired", err)
-	}
+	require.ErrorIs(t, err, pglock.ErrLockLost, "Run with stalled renewals, want ErrLockLost and ErrLeaseExpired")
+	require.ErrorIs(t, err, pglock.ErrLeaseExpired, "Run with stalled renewals, want ErrLockLost and ErrLeaseExpired")
 }
 
 // A stale holder, whose lease expired and was taken over, can neither renew
@@ -230,31 +201,22 @@ func TestStaleHolder(t *testing.T) {
 	ctx := ctxFor(t)
 	key := "stale"
 	stale, err := a.Obtain(ctx, key, 200*time.Millisecond, pglock.WithHolder("a"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	untilFree(t, b, key, 5*time.Second)
 	fresh, err := b.Obtain(ctx, key, 10*time.Second, pglock.WithHolder("b"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer fresh.Release(ctx)
-	if fresh.Fence() <= stale.Fence() {
-		t.Fatalf("takeover fence %d, not above the expired grant's %d", fresh.Fence(), stale.Fence())
-	}
-	if err := stale.Refresh(ctx, time.Minute); !errors.Is(err, pglock.ErrNotHeld) {
-		t.Fatalf("stale Refresh: %v, want ErrNotHeld", err)
-	}
-	if err := stale.Release(ctx); !errors.Is(err, pglock.ErrNotHeld) {
-		t.Fatalf("stale Release: %v, want ErrNotHeld", err)
-	}
-	if _, err := stale.TTL(ctx); !errors.Is(err, pglock.ErrNotHeld) {
-		t.Fatalf("stale TTL: %v, want ErrNotHeld", err)
-	}
+	require.Greater(t, fresh.Fence(), stale.Fence(), "takeover fence %d, not above the expired grant's %d", fresh.Fence(), stale.Fence())
+	require.ErrorIs(t, stale.Refresh(ctx, time.Minute), pglock.ErrNotHeld, "stale Refresh, want ErrNotHeld")
+	require.ErrorIs(t, stale.Release(ctx), pglock.ErrNotHeld, "stale Release, want ErrNotHeld")
+	_, err = stale.TTL(ctx)
+	require.ErrorIs(t, err, pglock.ErrNotHeld, "stale TTL, want ErrNotHeld")
 	row, ok := readRow(t, admin, table, key)
-	if !ok || !row.Live || row.Token != fresh.Token() || row.Fence != fresh.Fence() || row.Holder != "b" {
-		t.Fatalf("row after the stale holder's calls: %+v, want b's live grant (fence %d)", row, fresh.Fence())
-	}
+	require.True(t, ok, "row after the stale holder's calls: %+v, want b's live grant (fence %d)", row, fresh.Fence())
+	require.True(t, row.Live, "row after the stale holder's calls: %+v, want b's live grant (fence %d)", row, fresh.Fence())
+	require.Equal(t, fresh.Token(), row.Token, "row after the stale holder's calls: %+v, want b's live grant (fence %d)", row, fresh.Fence())
+	require.Equal(t, fresh.Fence(), row.Fence, "row after the stale holder's calls: %+v, want b's live grant (fence %d)", row, fresh.Fence())
+	require.Equal(t, "b", row.Holder, "row after the stale holder's calls: %+v, want b's live grant (fence %d)", row, fresh.Fence())
 	if ttl, err := fresh.TTL(ctx); err != nil || ttl <= 9*time.Second {
 		t.Fatalf("fresh TTL %v, %v: the stale Refresh must not have changed it", ttl, err)
 	}
@@ -280,9 +242,7 @@ func TestExclusionSeveralPools(t *testing.T) {
 				return nil, err
 			}
 			return func() {
-				if err := l.Release(context.Background()); err != nil {
-					t.Errorf("Release: %v", err)
-				}
+				assert.NoError(t, l.Release(context.Background()), "Release")
 			}, nil
 		})
 	}

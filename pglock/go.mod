@@ -15,5 +15,6 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.30.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/pglock"
@@ -54,9 +55,7 @@ func needPostgres(t testing.TB) {
 		return
 	}
 	msg := fmt.Sprintf("no PostgreSQL at %s (set REDISLOCK_POSTGRES_DSN): %v", dsn(), probeErr)
-	if os.Getenv("REDISLOCK_REQUIRE_POSTGRES") == "1" {
-		t.Fatal(msg + " (REDISLOCK_REQUIRE_POSTGRES=1)")
-	}
+	require.NotEqual(t, "1", os.Getenv("REDISLOCK_REQUIRE_POSTGRES"), fmt.Sprint(msg+" (REDISLOCK_REQUIRE_POSTGRES=1)"))
 	t.Skip(msg)
 }
 
@@ -65,16 +64,12 @@ func newPool(t testing.TB, tweak ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	needPostgres(t)
 	cfg, err := pgxpool.ParseConfig(dsn())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range tweak {
 		f(cfg)
 	}
 	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	return p
 }
@@ -85,15 +80,13 @@ func newTable(t testing.TB) string {
 	t.Helper()
 	admin := newPool(t)
 	schema := "pglock_test_" + strings.ToLower(rand.Text()[:12])
-	if _, err := admin.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
+	_, err := admin.Exec(context.Background(), "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
+		_, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		assert.NoError(t, err, "drop schema %s", schema)
 	})
 	return schema + ".leases"
 }
@@ -102,9 +95,7 @@ func newTable(t testing.TB) string {
 func newClient(t testing.TB, pool *pgxpool.Pool, table string, opts ...pglock.ClientOption) *pglock.Client {
 	t.Helper()
 	c, err := pglock.New(context.Background(), pool, append([]pglock.ClientOption{pglock.WithTable(table)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -113,9 +104,8 @@ func newClient(t testing.TB, pool *pgxpool.Pool, table string, opts ...pglock.Cl
 // DELETE would.
 func breakOn(t testing.TB, pool *pgxpool.Pool, table string) func(key string) {
 	return func(key string) {
-		if _, err := pool.Exec(context.Background(), "DELETE FROM "+table+" WHERE name = $1", key); err != nil {
-			t.Errorf("break %q: %v", key, err)
-		}
+		_, err := pool.Exec(context.Background(), "DELETE FROM "+table+" WHERE name = $1", key)
+		assert.NoError(t, err, "break %q", key)
 	}
 }
 
@@ -145,9 +135,7 @@ func blockedBackend(t testing.TB, admin *pgxpool.Pool, app string) int32 {
 		if err == nil {
 			return pid
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			t.Fatal(err)
-		}
+		require.ErrorIs(t, err, pgx.ErrNoRows)
 		time.Sleep(5 * time.Millisecond) // polling the server's view; bounded by the deadline
 	}
 	t.Fatalf("no backend of %s waits for a lock", app)
@@ -177,9 +165,7 @@ func readRow(t testing.TB, pool *pgxpool.Pool, table, key string) (leaseRow, boo
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return r, true
 }
 
@@ -189,15 +175,11 @@ func untilFree(t testing.TB, c *pglock.Client, key string, bound time.Duration) 
 	deadline := time.Now().Add(bound)
 	for {
 		info, err := c.Inspect(context.Background(), key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !info.Held {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q still held after %v: %+v", key, bound, info)
-		}
+		require.False(t, time.Now().After(deadline), "%q still held after %v: %+v", key, bound, info)
 		time.Sleep(10 * time.Millisecond) // polling the database's view; bounded
 	}
 }
@@ -217,9 +199,7 @@ func endLeaseIn(t testing.TB, admin *pgxpool.Pool, table, key string, d time.Dur
 func dbNow(t testing.TB, admin *pgxpool.Pool) time.Time {
 	t.Helper()
 	var now time.Time
-	if err := admin.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now))
 	return now
 }
 
@@ -232,13 +212,9 @@ func ranAfter(t testing.TB, admin *pgxpool.Pool, app string, pid int32, since ti
 	for time.Now().Before(deadline) {
 		rows, err := admin.Query(context.Background(),
 			`SELECT query FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2 AND state = 'idle' AND state_change > $3`, app, pid, since)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		queries, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, q := range queries {
 			for _, s := range texts {
 				if strings.Contains(q, s) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/testkit"
@@ -57,17 +58,15 @@ func TestClientClockOffsetChangesNothing(t *testing.T) {
 		// machine. An hour's offset would show in any of them.
 		ttl := time.Minute
 		l, err := c.first.Obtain(ctx, key, ttl)
-		if err != nil {
-			t.Fatalf("%s: Obtain: %v", c.name, err)
-		}
-		if _, err := c.other.Obtain(ctx, key, ttl); !errors.Is(err, pglock.ErrNotObtained) {
-			t.Fatalf("%s: Obtain by the other client while held: %v", c.name, err)
-		}
+		require.NoError(t, err, "%s: Obtain", c.name)
+		_, err = c.other.Obtain(ctx, key, ttl)
+		require.ErrorIs(t, err, pglock.ErrNotObtained, "%s: Obtain by the other client while held", c.name)
 		for _, cl := range []*pglock.Client{c.first, c.other} {
 			info, err := cl.Inspect(ctx, key)
-			if err != nil || !info.Held || info.TTL <= 0 || info.TTL > ttl {
-				t.Fatalf("%s: Inspect: %+v, %v; want held with TTL in (0, %v]", c.name, info, err, ttl)
-			}
+			require.NoError(t, err, "%s: Inspect: %+v; want held with TTL in (0, %v]", c.name, info, ttl)
+			require.True(t, info.Held, "%s: Inspect: %+v, %v; want held with TTL in (0, %v]", c.name, info, err, ttl)
+			require.Greater(t, info.TTL, time.Duration(0), "%s: Inspect: %+v, %v; want held with TTL in (0, %v]", c.name, info, err, ttl)
+			require.LessOrEqual(t, info.TTL, ttl, "%s: Inspect: %+v, %v; want held with TTL in (0, %v]", c.name, info, err, ttl)
 		}
 		if left, err := l.TTL(ctx); err != nil || left <= 0 || left > ttl {
 			t.Fatalf("%s: TTL %v, %v", c.name, left, err)
@@ -75,15 +74,9 @@ func TestClientClockOffsetChangesNothing(t *testing.T) {
 		endLeaseIn(t, admin, table, key, 100*time.Millisecond)
 		untilFree(t, c.other, key, 5*time.Second)
 		l2, err := c.other.Obtain(ctx, key, ttl)
-		if err != nil {
-			t.Fatalf("%s: Obtain after expiry: %v", c.name, err)
-		}
-		if err := l.Release(ctx); !errors.Is(err, pglock.ErrNotHeld) {
-			t.Fatalf("%s: Release of the expired grant: %v", c.name, err)
-		}
-		if err := l2.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "%s: Obtain after expiry", c.name)
+		require.ErrorIs(t, l.Release(ctx), pglock.ErrNotHeld, "%s: Release of the expired grant", c.name)
+		require.NoError(t, l2.Release(ctx))
 	}
 	// Run renews on the client's (offset) clock: the lease is renewed and
 	// no loss is reported. A minute's lease renewed every 20 ms: a late
@@ -102,9 +95,7 @@ func TestClientClockOffsetChangesNothing(t *testing.T) {
 			}
 			return ctx.Err()
 		}, pglock.WithRefreshInterval(20*time.Millisecond))
-		if err != nil {
-			t.Fatalf("Run on an offset clock: %v", err)
-		}
+		require.NoError(t, err, "Run on an offset clock")
 	}
 }
 
@@ -126,9 +117,7 @@ func TestNotifyWakesWaiter(t *testing.T) {
 	ctx := ctxFor(t)
 	key := "notified é ✓" // not ASCII: the server hashes the payload as Go does (UTF-8)
 	l, err := holder.Obtain(ctx, key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
 		// Backoff of an hour (bounded by ctx, 30 s): the listener's
@@ -143,12 +132,8 @@ func TestNotifyWakesWaiter(t *testing.T) {
 	if info, err := holder.Inspect(ctx, key); err != nil || info.Waiters != 1 {
 		t.Fatalf("Inspect with a waiter = %+v, %v; want Waiters 1", info, err)
 	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("waiter: %v, want the lock after the release's notification", err)
-	}
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, <-got, "waiter, want the lock after the release's notification")
 }
 
 // With the listening connection terminated, waiters fall back to their
@@ -163,9 +148,7 @@ func TestNotifyListenerDown(t *testing.T) {
 	ctx := ctxFor(t)
 	key := "listener-down"
 	l, err := holder.Obtain(ctx, key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
 		l, err := waiterC.Obtain(ctx, key, time.Minute, pglock.WithRetry(pglock.LinearBackoff(20*time.Millisecond)))
@@ -175,26 +158,20 @@ func TestNotifyListenerDown(t *testing.T) {
 		got <- err
 	}()
 	terminate(t, admin, int32(<-pids))
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("waiter with its listener down: %v", err)
-	}
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, <-got, "waiter with its listener down")
 	<-pids // reconnected
 }
 
 // Bad input is refused before any statement, with ErrInvalidArgument.
 func TestInvalidInput(t *testing.T) {
 	ctx := ctxFor(t)
-	if _, err := pglock.New(ctx, nil); !errors.Is(err, pglock.ErrInvalidArgument) {
-		t.Fatalf("New(nil pool): %v", err)
-	}
+	_, err := pglock.New(ctx, nil)
+	require.ErrorIs(t, err, pglock.ErrInvalidArgument, "New(nil pool)")
 	p := newPool(t)
 	for _, name := range []string{"", "a.b.c", "1abc", "bad-name", "x;drop", strings.Repeat("a", 57), `"q"`} {
-		if _, err := pglock.New(ctx, p, pglock.WithTable(name)); !errors.Is(err, pglock.ErrInvalidArgument) {
-			t.Errorf("WithTable(%q): %v", name, err)
-		}
+		_, err := pglock.New(ctx, p, pglock.WithTable(name))
+		assert.ErrorIs(t, err, pglock.ErrInvalidArgument, "WithTable(%q)", name)
 	}
 	for name, opt := range map[string]pglock.ClientOption{
 		"retention":  pglock.WithRetention(time.Millisecond),
@@ -203,52 +180,37 @@ func TestInvalidInput(t *testing.T) {
 		"holder NUL": pglock.WithHolder("a\x00b"),
 		"retry":      pglock.WithRetry(nil),
 	} {
-		if _, err := pglock.New(ctx, p, opt); !errors.Is(err, pglock.ErrInvalidArgument) {
-			t.Errorf("New with a bad %s: %v", name, err)
-		}
+		_, err := pglock.New(ctx, p, opt)
+		assert.ErrorIs(t, err, pglock.ErrInvalidArgument, "New with a bad %s", name)
 	}
 	c := newClient(t, p, newTable(t))
 	for _, key := range []string{"", "nul\x00", "\xff\xfe", strings.Repeat("k", pglock.MaxKeyLen+1)} {
-		if _, err := c.Obtain(ctx, key, time.Second); !errors.Is(err, pglock.ErrInvalidArgument) {
-			t.Errorf("Obtain(%q): %v", key, err)
-		}
-		if _, err := c.ObtainAdvisory(ctx, []string{key}); !errors.Is(err, pglock.ErrInvalidArgument) {
-			t.Errorf("ObtainAdvisory(%q): %v", key, err)
-		}
+		_, err := c.Obtain(ctx, key, time.Second)
+		assert.ErrorIs(t, err, pglock.ErrInvalidArgument, "Obtain(%q)", key)
+		_, err = c.ObtainAdvisory(ctx, []string{key})
+		assert.ErrorIs(t, err, pglock.ErrInvalidArgument, "ObtainAdvisory(%q)", key)
 	}
-	if _, err := c.ObtainAdvisory(ctx, nil); !errors.Is(err, pglock.ErrInvalidArgument) {
-		t.Errorf("ObtainAdvisory(no keys): %v", err)
-	}
-	if err := c.RunTx(ctx, "k", time.Second, nil); !errors.Is(err, pglock.ErrInvalidArgument) {
-		t.Errorf("RunTx(nil fn): %v", err)
-	}
-	if _, err := c.Cleanup(ctx, 0); !errors.Is(err, pglock.ErrInvalidArgument) {
-		t.Errorf("Cleanup(0): %v", err)
-	}
-	if _, err := c.StartCleanup(pglock.WithCleanupInterval(0)); !errors.Is(err, pglock.ErrInvalidArgument) {
-		t.Errorf("StartCleanup(interval 0): %v", err)
-	}
+	_, err = c.ObtainAdvisory(ctx, nil)
+	assert.ErrorIs(t, err, pglock.ErrInvalidArgument, "ObtainAdvisory(no keys)")
+	assert.ErrorIs(t, c.RunTx(ctx, "k", time.Second, nil), pglock.ErrInvalidArgument, "RunTx(nil fn)")
+	_, err = c.Cleanup(ctx, 0)
+	assert.ErrorIs(t, err, pglock.ErrInvalidArgument, "Cleanup(0)")
+	_, err = c.StartCleanup(pglock.WithCleanupInterval(0))
+	assert.ErrorIs(t, err, pglock.ErrInvalidArgument, "StartCleanup(interval 0)")
 	var nilLock *pglock.Lock
-	if err := nilLock.Release(ctx); !errors.Is(err, pglock.ErrNotHeld) {
-		t.Errorf("nil Lock Release: %v", err)
-	}
+	assert.ErrorIs(t, nilLock.Release(ctx), pglock.ErrNotHeld, "nil Lock Release")
 	_ = c.Close()
-	if _, err := c.Obtain(ctx, "k", time.Second); !errors.Is(err, pglock.ErrClosed) {
-		t.Errorf("Obtain after Close: %v", err)
-	}
+	_, err = c.Obtain(ctx, "k", time.Second)
+	assert.ErrorIs(t, err, pglock.ErrClosed, "Obtain after Close")
 }
 
 // An unreachable database is its own error, never ErrNotObtained.
 func TestUnreachable(t *testing.T) {
 	needPostgres(t)
 	cfg, err := pgxpool.ParseConfig("postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Close()
 	if _, err := pglock.New(ctxFor(t), p); err == nil || errors.Is(err, pglock.ErrNotObtained) {
 		t.Fatalf("New on an unreachable database: %v", err)

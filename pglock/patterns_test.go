@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/dedup"
 	"github.com/redislock-go/redislock/leader"
 	"github.com/redislock-go/redislock/lease"
@@ -25,9 +28,7 @@ func TestLeaderElection(t *testing.T) {
 		c := newClient(t, newPool(t), table)
 		e, err := leader.New(c.Locker(), "scheduler", leader.WithHolder(fmt.Sprintf("candidate-%d", i)),
 			leader.WithLease(2*time.Second), leader.WithRetry(lease.LinearBackoff(200*time.Millisecond)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		elections[i] = e
 	}
 	ctx := ctxFor(t)
@@ -61,9 +62,7 @@ func TestLeaderElection(t *testing.T) {
 				fences = append(fences, term.Fence())
 				mu.Unlock()
 				leading.Add(-1)
-				if err := term.Resign(ctx); err != nil {
-					t.Errorf("Resign: %v", err)
-				}
+				assert.NoError(t, term.Resign(ctx), "Resign")
 			}
 		})
 	}
@@ -73,9 +72,7 @@ func TestLeaderElection(t *testing.T) {
 			t.Fatalf("term %d after %d: terms must increase (%v)", fences[i], fences[i-1], fences)
 		}
 	}
-	if len(fences) < terms {
-		t.Fatalf("%d terms, want %d", len(fences), terms)
-	}
+	require.GreaterOrEqual(t, len(fences), terms, "%d terms, want %d", len(fences), terms)
 }
 
 // Per-job deduplication from the dedup package runs on pglock unchanged:
@@ -89,9 +86,7 @@ func TestDeduplication(t *testing.T) {
 		c := newClient(t, newPool(t), table)
 		g, err := dedup.New(c.Locker(), c.Store(), dedup.WithHolder(fmt.Sprintf("worker-%d", i)),
 			dedup.WithRetry(lease.LinearBackoff(20*time.Millisecond)), dedup.WithLease(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		groups[i] = g
 	}
 	ctx := ctxFor(t)
@@ -112,9 +107,7 @@ func TestDeduplication(t *testing.T) {
 					effects[j].Add(1)
 					return []byte(id), nil
 				})
-				if err != nil && !errors.Is(err, lease.ErrNotObtained) {
-					t.Errorf("%s: %v", id, err)
-				}
+				assert.False(t, err != nil && !errors.Is(err, lease.ErrNotObtained), "%s: %v", id, err)
 			}
 		})
 	}

@@ -40,31 +40,21 @@ func startPgBouncer(t *testing.T, users ...string) string {
 		}
 	}
 	if err != nil {
-		if os.Getenv("REDISLOCK_REQUIRE_PGBOUNCER") == "1" {
-			t.Fatal("pgbouncer not found (REDISLOCK_REQUIRE_PGBOUNCER=1)")
-		}
+		require.NotEqual(t, "1", os.Getenv("REDISLOCK_REQUIRE_PGBOUNCER"), "pgbouncer not found (REDISLOCK_REQUIRE_PGBOUNCER=1)")
 		t.Skip("pgbouncer not found: the tests behind a transaction pooler skip")
 	}
 	u, err := url.Parse(dsn())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	// Not t.TempDir: its parent is private, and pgbouncer runs as
 	// another user when started as root.
 	dir, err := os.MkdirTemp("", "pglock-pgbouncer-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(dir, 0o777))
 	user := u.User.Username()
 	var authFile strings.Builder
 	for _, name := range append([]string{user}, users...) {
@@ -84,9 +74,7 @@ ignore_startup_parameters = extra_float_digits
 logfile = %s
 `, u.Hostname(), u.Port(), port, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"))
 	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": authFile.String()} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
 	}
 	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	if os.Geteuid() == 0 {
@@ -129,9 +117,7 @@ logfile = %s
 			t.Fatalf("pgbouncer exited: %v\n%s", waitErr, log)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgbouncer on %d does not answer: %v", port, err)
-		}
+		require.False(t, time.Now().After(deadline), "pgbouncer on %d does not answer: %v", port, err)
 		time.Sleep(20 * time.Millisecond) // waiting for the process to listen; bounded
 	}
 }
@@ -141,14 +127,10 @@ logfile = %s
 func bouncerPool(t *testing.T, through string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(through)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	return p
 }
@@ -179,27 +161,17 @@ func TestBehindPgBouncer(t *testing.T) {
 		t.Fatalf("the refused advisory lock is held by backend %d", pid)
 	}
 	direct, err := pgx.ParseConfig(dsn())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c := newClient(t, bouncerPool(t, through), table, pglock.WithTransactionPooler(true), pglock.WithSessionConfig(direct))
 	a, err := c.ObtainAdvisory(ctx, []string{"s"})
-	if err != nil {
-		t.Fatalf("session advisory lock on the direct session config: %v", err)
-	}
-	if err := a.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.RunTx(ctx, "tx", 10*time.Second, func(ctx context.Context, tx pgx.Tx, l *pglock.Lock) error {
+	require.NoError(t, err, "session advisory lock on the direct session config")
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, c.RunTx(ctx, "tx", 10*time.Second, func(ctx context.Context, tx pgx.Tx, l *pglock.Lock) error {
 		_, err := tx.Exec(ctx, `SELECT 1`)
 		return err
-	}); err != nil {
-		t.Fatalf("RunTx through PgBouncer: %v", err)
-	}
-	if err := c.RunAdvisoryTx(ctx, []string{"x", "y"}, func(ctx context.Context, tx pgx.Tx) error {
+	}), "RunTx through PgBouncer")
+	require.NoError(t, c.RunAdvisoryTx(ctx, []string{"x", "y"}, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `SELECT 1`)
 		return err
-	}); err != nil {
-		t.Fatalf("RunAdvisoryTx through PgBouncer: %v", err)
-	}
+	}), "RunAdvisoryTx through PgBouncer")
 }

@@ -1,11 +1,12 @@
 package pglock_test
 
 import (
-	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/pglock"
 )
@@ -28,53 +29,36 @@ func TestSchema(t *testing.T) {
 		}()
 	}
 	for range 4 {
-		if err := <-errs; err != nil {
-			t.Fatalf("concurrent New: %v", err)
-		}
+		require.NoError(t, <-errs, "concurrent New")
 	}
 	newClient(t, admin, table) // once more
 	schema := strings.Split(table, ".")[0]
 
-	if _, err := admin.Exec(ctx, `CREATE TABLE `+schema+`.foreign_locks (lock_name text PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pglock.New(ctx, admin, pglock.WithTable(schema+".foreign_locks")); !errors.Is(err, pglock.ErrSchema) {
-		t.Fatalf("New on a foreign table: %v, want ErrSchema", err)
-	}
-	if _, err := pglock.New(ctx, admin, pglock.WithTable(schema+".by_hand"), pglock.WithMigrate(false)); !errors.Is(err, pglock.ErrSchema) {
-		t.Fatalf("New without migration on a missing table: %v, want ErrSchema", err)
-	}
+	_, err := admin.Exec(ctx, `CREATE TABLE `+schema+`.foreign_locks (lock_name text PRIMARY KEY)`)
+	require.NoError(t, err)
+	_, err = pglock.New(ctx, admin, pglock.WithTable(schema+".foreign_locks"))
+	require.ErrorIs(t, err, pglock.ErrSchema, "New on a foreign table, want ErrSchema")
+	_, err = pglock.New(ctx, admin, pglock.WithTable(schema+".by_hand"), pglock.WithMigrate(false))
+	require.ErrorIs(t, err, pglock.ErrSchema, "New without migration on a missing table, want ErrSchema")
 	sql, err := pglock.Schema(schema + ".by_hand")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, sql); err != nil {
-		t.Fatalf("Schema's SQL: %v", err)
-	}
-	if _, err := admin.Exec(ctx, sql); err != nil {
-		t.Fatalf("Schema's SQL, again: %v", err)
-	}
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, sql)
+	require.NoError(t, err, "Schema's SQL")
+	_, err = admin.Exec(ctx, sql)
+	require.NoError(t, err, "Schema's SQL, again")
 	c := newClient(t, admin, schema+".by_hand", pglock.WithMigrate(false))
 	l, err := c.Obtain(ctx, "k", 10e9)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = l.Release(ctx)
 }
 
 // The README shows the schema SQL exactly as Schema returns it.
 func TestSchemaInReadme(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sql, err := pglock.Schema("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(readme), "```sql\n"+sql+"```") {
-		t.Fatalf("README.md's schema differs from pglock.Schema(\"\"):\n%s", sql)
-	}
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(readme), "```sql\n"+sql+"```"), "README.md's schema differs from pglock.Schema(\"\"):\n%s", sql)
 }
 
 // A table name is an unquoted identifier, as the docs say: a mixed-case
@@ -86,9 +70,7 @@ func TestTableNameUnquoted(t *testing.T) {
 	ctx := ctxFor(t)
 	c := newClient(t, admin, schema+".T3redMixed")
 	l, err := c.Obtain(ctx, "k", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Release(ctx)
 	var n int
 	if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".T3redMixed").Scan(&n); err != nil || n != 1 {

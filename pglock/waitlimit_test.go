@@ -31,9 +31,7 @@ func TestWaitOutlivesRenewingHolder(t *testing.T) {
 			time.Sleep(4 * ttl) // the work: four of the waiters' TTLs, past the holder's first lease
 			return ctx.Err()
 		})
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 	})
 	<-locked
 	errs := make(chan error, 4)
@@ -49,9 +47,7 @@ func TestWaitOutlivesRenewingHolder(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Fatalf("a waiter gave up on a live holder: %v", err)
-		}
+		require.NoError(t, err, "a waiter gave up on a live holder")
 	}
 }
 
@@ -94,13 +90,13 @@ func TestWaitLimitIsACap(t *testing.T) {
 func TestWaitLimitError(t *testing.T) {
 	c := newClient(t, newPool(t), newTable(t))
 	ctx := ctxFor(t)
-	if _, err := c.Obtain(ctx, "long", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.Obtain(context.Background(), "long", time.Second,
+	_, err := c.Obtain(ctx, "long", time.Minute)
+	require.NoError(t, err)
+	_, err = c.Obtain(context.Background(), "long", time.Second,
 		pglock.WithRetry(pglock.LinearBackoff(10*time.Millisecond)), pglock.WithMaxWait(50*time.Millisecond))
 	var wl *lease.WaitLimitError
-	if !errors.Is(err, pglock.ErrNotObtained) || !errors.As(err, &wl) || wl.Limit != 50*time.Millisecond || wl.TTL <= 30*time.Second {
-		t.Fatalf("Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the lease seen", err, err)
-	}
+	require.ErrorIs(t, err, pglock.ErrNotObtained, "Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the lease seen", err, err)
+	require.True(t, errors.As(err, &wl), "Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the lease seen", err, err)
+	require.Equal(t, time.Duration(50*time.Millisecond), wl.Limit, "Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the lease seen", err, err)
+	require.Greater(t, wl.TTL, time.Duration(30*time.Second), "Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the lease seen", err, err)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/observe"
 	"github.com/redislock-go/redislock/semaphore"
@@ -37,20 +39,14 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s, err := semaphore.New(srv.Client(nil), "bench", 4, bc.opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer s.Close()
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
 				p, err := s.TryAcquire(ctx, time.Minute)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := p.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
+				require.NoError(b, p.Release(ctx))
 			}
 		})
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease"
@@ -67,9 +69,7 @@ func (r *recorder) PermitReleased(_ context.Context, e observe.PermitEvent) {
 func wantLines(t *testing.T, r *recorder, want ...string) {
 	t.Helper()
 	got := r.take()
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("events:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "events:\n got %q\nwant %q", got, want)
 }
 
 // A Semaphore reports every Acquire (its outcome, slot and fence), the
@@ -83,16 +83,11 @@ func TestObserverEvents(t *testing.T) {
 	s := newSem(t, srv.Client(nil), "obs", 1, semaphore.WithObserver(r), q.option())
 	p := try(t, s, time.Minute)
 	wantLines(t, r, "start obs 1m0s", "done obs obtained slot=0 fenced=true")
-	if !r.ctxOK {
-		t.Error("AcquireDone did not get the ctx AcquireStart returned")
-	}
-	if _, err := s.TryAcquire(ctx, time.Minute); !errors.Is(err, lease.ErrNotObtained) {
-		t.Fatalf("TryAcquire of a taken slot: %v", err)
-	}
+	assert.True(t, r.ctxOK, "AcquireDone did not get the ctx AcquireStart returned")
+	_, err := s.TryAcquire(ctx, time.Minute)
+	require.ErrorIs(t, err, lease.ErrNotObtained, "TryAcquire of a taken slot")
 	wantLines(t, r, "start obs 1m0s", "done obs contended slot=-1 fenced=false")
-	if err := p.Refresh(ctx, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Refresh(ctx, 2*time.Minute))
 	wantLines(t, r, "refreshed obs slot=0 2m0s notHeld=false")
 
 	// A waiter, released into the slot.
@@ -105,23 +100,15 @@ func TestObserverEvents(t *testing.T) {
 		got <- err
 	}()
 	q.wait(t, 2) // queued: the first attempt and the one after subscribing
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Release(ctx))
+	require.NoError(t, <-got)
 	// The holder's release and the waiter's grant race to the recorder.
 	lines := r.take()
 	slices.Sort(lines)
 	want := []string{"done obs obtained slot=0 fenced=true", "queued obs rank=0",
 		"released obs slot=0 notHeld=false held=true", "released obs slot=0 notHeld=false held=true", "start obs 1m0s"}
-	if fmt.Sprint(lines) != fmt.Sprint(want) {
-		t.Errorf("events of a wait:\n got %q\nwant %q", lines, want)
-	}
-	if err := p.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
-		t.Fatalf("second Release: %v", err)
-	}
+	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(lines), "events of a wait:\n got %q\nwant %q", lines, want)
+	require.ErrorIs(t, p.Release(ctx), lease.ErrNotHeld, "second Release")
 	wantLines(t, r, "released obs slot=0 notHeld=true held=true")
 }
 
@@ -131,8 +118,7 @@ func TestObserverInvalid(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{}) // New makes no call
 	defer rdb.Close()
 	for _, o := range []observe.Observer{nil, "not an observer", observe.NewLogger(nil)} {
-		if _, err := semaphore.New(rdb, "x", 1, semaphore.WithObserver(o)); !errors.Is(err, lease.ErrInvalidArgument) {
-			t.Errorf("WithObserver(%T): %v, want ErrInvalidArgument", o, err)
-		}
+		_, err := semaphore.New(rdb, "x", 1, semaphore.WithObserver(o))
+		assert.ErrorIs(t, err, lease.ErrInvalidArgument, "WithObserver(%T), want ErrInvalidArgument", o)
 	}
 }

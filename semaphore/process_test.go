@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/proctest"
@@ -63,9 +65,7 @@ func TestWorkerProcess(t *testing.T) {
 	// Queue entries of the stopped process's waiters hold up the queue
 	// until they expire: keep that short.
 	s, err := semaphore.New(rdb, f[1], limit, semaphore.WithHolder(tag), semaphore.WithQueueTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 
 	ctx, stop := context.WithCancel(context.Background())
@@ -224,12 +224,8 @@ func TestProcessesStoppedHolders(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the test did not reach its end within a minute")
 		case e, ok := <-lines:
-			if !ok {
-				t.Fatal("the children exited")
-			}
-			if e.kind == "ERROR" {
-				t.Errorf("child %d: %s", e.proc, e.line)
-			}
+			require.True(t, ok, "the children exited")
+			assert.NotEqual(t, "ERROR", e.kind, "child %d: %s", e.proc, e.line)
 			events = append(events, e)
 			return e
 		case <-time.After(proctest.Timeout):
@@ -241,12 +237,8 @@ func TestProcessesStoppedHolders(t *testing.T) {
 	ctx := context.Background()
 	inspect := func() semaphore.Info {
 		info, err := s.Inspect(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(info.Holders) > limit {
-			t.Errorf("the server lists %d holders, limit %d", len(info.Holders), limit)
-		}
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(info.Holders), limit, "the server lists %d holders, limit %d", len(info.Holders), limit)
 		return info
 	}
 
@@ -266,9 +258,7 @@ func TestProcessesStoppedHolders(t *testing.T) {
 			continue
 		}
 		v, err := srv.Do("GET", semaphore.Keys(s)[4])
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f1, _ = strconv.ParseInt(fmt.Sprint(v), 10, 64)
 	}
 	// Phase 3: wait until child 1 has written every slot with a newer fence.
@@ -302,9 +292,7 @@ func TestProcessesStoppedHolders(t *testing.T) {
 		events = append(events, e)
 	}
 	for _, p := range procs {
-		if err := p.Wait(t); err != nil {
-			t.Errorf("%s: %v", p.Name, err)
-		}
+		assert.NoError(t, p.Wait(t), "%s", p.Name)
 	}
 	check(t, events, limit, f1, resumed)
 }
@@ -326,22 +314,16 @@ func check(t *testing.T, events []event, limit int, f1, resumed int64) {
 			grantsN++
 		case "RELEASE":
 			from, ok := grants[key]
-			if !ok {
-				t.Fatalf("release without grant: %+v", e)
-			}
+			require.True(t, ok, "release without grant: %+v", e)
 			spans = append(spans, span{from, min(e.at, e.validUntil)})
 		case "WRITE", "COMMIT":
 			if e.proc == 0 && e.fence <= f1 && e.at > resumed {
-				if e.result != "stale" {
-					t.Errorf("a stale holder's %s (fence %d <= %d, slot %d) after it resumed: %s, want stale", e.kind, e.fence, f1, e.slot, e.result)
-				}
+				assert.Equal(t, "stale", e.result, "a stale holder's %s (fence %d <= %d, slot %d) after it resumed: %s, want stale", e.kind, e.fence, f1, e.slot, e.result)
 				stale++
 			}
 		}
 	}
-	if stale == 0 {
-		t.Error("no stale write was tried: the test proved nothing")
-	}
+	assert.NotEqual(t, 0, stale, "no stale write was tried: the test proved nothing")
 	// Sweep: +1 at each validity start, -1 at each end (ends first on ties).
 	type edge struct {
 		at int64
@@ -364,9 +346,7 @@ func check(t *testing.T, events []event, limit int, f1, resumed int64) {
 		n += e.d
 		most = max(most, n)
 	}
-	if most > limit {
-		t.Errorf("%d holders were valid at once, limit %d", most, limit)
-	}
+	assert.LessOrEqual(t, most, limit, "%d holders were valid at once, limit %d", most, limit)
 	t.Logf("%d grants (and %d that came back after their validity), %d validity spans, at most %d valid at once; %d stale writes refused",
 		grantsN, expired, len(spans), most, stale)
 }

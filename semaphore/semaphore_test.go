@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -24,9 +25,7 @@ const waitBound = 20 * time.Second
 func newSem(t testing.TB, rdb redis.UniversalClient, name string, limit int, opts ...semaphore.Option) *semaphore.Semaphore {
 	t.Helper()
 	s, err := semaphore.New(rdb, name, limit, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -34,9 +33,7 @@ func newSem(t testing.TB, rdb redis.UniversalClient, name string, limit int, opt
 func try(t testing.TB, s *semaphore.Semaphore, ttl time.Duration) *semaphore.Permit {
 	t.Helper()
 	p, err := s.TryAcquire(context.Background(), ttl)
-	if err != nil {
-		t.Fatalf("TryAcquire: %v", err)
-	}
+	require.NoError(t, err, "TryAcquire")
 	return p
 }
 
@@ -50,27 +47,18 @@ func TestLimit(t *testing.T) {
 	var ps []*semaphore.Permit
 	for i := range 4 {
 		p := try(t, s, time.Minute)
-		if p.Slot() != i || p.Key() != "limit" || len(p.Token()) < 26 {
-			t.Errorf("permit %d: slot %d, key %q, token %q", i, p.Slot(), p.Key(), p.Token())
-		}
+		assert.False(t, p.Slot() != i || p.Key() != "limit" || len(p.Token()) < 26, "permit %d: slot %d, key %q, token %q", i, p.Slot(), p.Key(), p.Token())
 		if i > 0 && p.Fence() <= ps[i-1].Fence() {
 			t.Errorf("fence %d after %d", p.Fence(), ps[i-1].Fence())
 		}
 		ps = append(ps, p)
 	}
-	if _, err := s.TryAcquire(ctx, time.Minute); !errors.Is(err, lease.ErrNotObtained) {
-		t.Fatalf("fifth TryAcquire: %v, want ErrNotObtained", err)
-	}
-	if err := ps[2].Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := ps[2].Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("second Release: %v, want ErrNotHeld", err)
-	}
+	_, err := s.TryAcquire(ctx, time.Minute)
+	require.ErrorIs(t, err, lease.ErrNotObtained, "fifth TryAcquire, want ErrNotObtained")
+	require.NoError(t, ps[2].Release(ctx))
+	assert.ErrorIs(t, ps[2].Release(ctx), lease.ErrNotHeld, "second Release, want ErrNotHeld")
 	p := try(t, s, time.Minute)
-	if p.Slot() != 2 || p.Fence() <= ps[3].Fence() {
-		t.Errorf("after a release: slot %d fence %d, want slot 2 and a new fence", p.Slot(), p.Fence())
-	}
+	assert.False(t, p.Slot() != 2 || p.Fence() <= ps[3].Fence(), "after a release: slot %d fence %d, want slot 2 and a new fence", p.Slot(), p.Fence())
 }
 
 // queued counts the Acquire attempts that queued.
@@ -146,9 +134,7 @@ func TestFIFO(t *testing.T) {
 		})
 		q.wait(t, 2*(i+1)) // queued (the attempt and the one after subscribing)
 	}
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, holder.Release(ctx))
 	var order []int
 	for range 5 {
 		select {
@@ -159,9 +145,7 @@ func TestFIFO(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if !slices.Equal(order, []int{0, 1, 2, 3, 4}) {
-		t.Errorf("grant order %v, want arrival order", order)
-	}
+	assert.True(t, slices.Equal(order, []int{0, 1, 2, 3, 4}), "grant order %v, want arrival order", order)
 	if n := q.count(); n != 10 {
 		t.Errorf("%d queued attempts, want 10: each waiter's first and the one after subscribing, then woken once", n)
 	}
@@ -183,21 +167,11 @@ func TestDeadHolderFreesSlot(t *testing.T) {
 	actx, cancel := context.WithTimeout(ctx, waitBound)
 	defer cancel()
 	p, err := s.Acquire(actx, time.Minute)
-	if err != nil {
-		t.Fatalf("Acquire behind a dead holder: %v", err)
-	}
-	if p.Fence() <= dead.Fence() {
-		t.Errorf("successor fence %d <= dead holder's %d", p.Fence(), dead.Fence())
-	}
-	if err := dead.Refresh(ctx, time.Minute); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("dead holder's Refresh: %v, want ErrNotHeld", err)
-	}
-	if !dead.ValidUntil().IsZero() {
-		t.Error("dead holder's ValidUntil is not zero after ErrNotHeld")
-	}
-	if err := dead.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("dead holder's Release: %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, err, "Acquire behind a dead holder")
+	assert.Greater(t, p.Fence(), dead.Fence(), "successor fence %d <= dead holder's %d", p.Fence(), dead.Fence())
+	assert.ErrorIs(t, dead.Refresh(ctx, time.Minute), lease.ErrNotHeld, "dead holder's Refresh, want ErrNotHeld")
+	assert.True(t, dead.ValidUntil().IsZero(), "dead holder's ValidUntil is not zero after ErrNotHeld")
+	assert.ErrorIs(t, dead.Release(ctx), lease.ErrNotHeld, "dead holder's Release, want ErrNotHeld")
 	if ttl, err := p.TTL(ctx); err != nil || ttl <= 0 {
 		t.Errorf("successor's TTL = %v, %v", ttl, err)
 	}
@@ -236,9 +210,7 @@ func TestHoldRenews(t *testing.T) {
 	p := try(t, s, ttl)
 	c := &countingLock{Lock: p, refreshes: make(chan time.Time, 6)}
 	h, err := lease.Hold(ctx, c, ttl, lease.WithRefreshInterval(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	until := p.ValidUntil()
 	for i := range 6 {
 		var next time.Time
@@ -249,23 +221,16 @@ func TestHoldRenews(t *testing.T) {
 		case <-time.After(waitBound):
 			t.Fatal("no renewal")
 		}
-		if !next.After(until) {
-			t.Fatalf("renewal %d: valid until %v, not after %v", i, next, until)
-		}
+		require.True(t, next.After(until), "renewal %d: valid until %v, not after %v", i, next, until)
 		until = next
 	}
 	if d, err := p.TTL(ctx); err != nil || d <= 0 || d > ttl {
 		t.Fatalf("TTL on the server after the renewals: %v, %v", d, err)
 	}
-	if _, err := s.TryAcquire(ctx, time.Second); !errors.Is(err, lease.ErrNotObtained) {
-		t.Errorf("TryAcquire while held: %v", err)
-	}
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if p.ValidUntil().IsZero() == false {
-		t.Error("ValidUntil after Release is not zero")
-	}
+	_, err = s.TryAcquire(ctx, time.Second)
+	assert.ErrorIs(t, err, lease.ErrNotObtained, "TryAcquire while held")
+	require.NoError(t, h.Release(ctx))
+	assert.False(t, p.ValidUntil().IsZero() == false, "ValidUntil after Release is not zero")
 }
 
 // Inspect lists the holders by slot with their identities and leases, and
@@ -284,21 +249,17 @@ func TestInspect(t *testing.T) {
 	go func() { _, err := a.Acquire(wctx, time.Minute); done <- err }()
 	q.wait(t, 1)
 	info, err := b.Inspect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Limit != 2 || info.Waiters != 1 || len(info.Holders) != 2 {
-		t.Fatalf("Inspect = %+v", info)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 2, info.Limit, "Inspect = %+v", info)
+	require.Equal(t, 1, info.Waiters, "Inspect = %+v", info)
+	require.Len(t, info.Holders, 2, "Inspect = %+v", info)
 	for i, want := range []struct {
 		p      *semaphore.Permit
 		holder string
 		ttl    time.Duration
 	}{{pa, "host-a:1", time.Minute}, {pb, "host-b:2", 30 * time.Second}} {
 		h := info.Holders[i]
-		if h.Slot != want.p.Slot() || h.Fence != want.p.Fence() || h.Holder != want.holder || h.TTL <= 0 || h.TTL > want.ttl || h.Age < 0 {
-			t.Errorf("holder %d = %+v, want slot %d fence %d %q", i, h, want.p.Slot(), want.p.Fence(), want.holder)
-		}
+		assert.False(t, h.Slot != want.p.Slot() || h.Fence != want.p.Fence() || h.Holder != want.holder || h.TTL <= 0 || h.TTL > want.ttl || h.Age < 0, "holder %d = %+v, want slot %d fence %d %q", i, h, want.p.Slot(), want.p.Fence(), want.holder)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, lease.ErrNotObtained) || !errors.Is(err, context.Canceled) {
@@ -322,9 +283,7 @@ func TestKeysExpire(t *testing.T) {
 	p := try(t, s, time.Minute)
 	noPersistent := func(when string) []string {
 		keys, err := rdb.Keys(ctx, "*").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, k := range keys {
 			if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
 				t.Errorf("%s: key %q has no expiry (PTTL %v)", when, k, ttl)
@@ -338,24 +297,16 @@ func TestKeysExpire(t *testing.T) {
 	go func() { _, err := s.Acquire(wctx, time.Minute); done <- err }()
 	q.wait(t, 1)
 	keys := noPersistent("with a waiter")
-	if len(keys) != 5 {
-		t.Errorf("keys %v, want state, holders, queue, qdead and fence", keys)
-	}
+	assert.Len(t, keys, 5, "keys %v, want state, holders, queue, qdead and fence", keys)
 	for _, k := range keys {
-		if !strings.HasPrefix(k, semaphore.DefaultPrefix+"{keys{x%7D}") {
-			t.Errorf("key %q is not hash-tagged by the name", k)
-		}
+		assert.True(t, strings.HasPrefix(k, semaphore.DefaultPrefix+"{keys{x%7D}"), "key %q is not hash-tagged by the name", k)
 	}
 	cancel()
 	<-done
 	noPersistent("after the waiter left")
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Release(ctx))
 	left, _ := rdb.Keys(ctx, "*").Result()
-	if len(left) != 1 || !strings.HasSuffix(left[0], ":fence") {
-		t.Errorf("keys left when idle: %v, want only the fence counter", left)
-	}
+	assert.False(t, len(left) != 1 || !strings.HasSuffix(left[0], ":fence"), "keys left when idle: %v, want only the fence counter", left)
 	if d := rdb.PTTL(ctx, left[0]).Val(); d <= 0 || d > time.Minute {
 		t.Errorf("fence counter's TTL %v, want the lease's (1 min)", d)
 	}
@@ -367,12 +318,9 @@ func TestScriptFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "flush", 1)
 	p := try(t, s, time.Minute)
-	if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Refresh(context.Background(), time.Minute); err != nil {
-		t.Errorf("Refresh after SCRIPT FLUSH: %v", err)
-	}
+	_, err := srv.Do("SCRIPT", "FLUSH")
+	require.NoError(t, err)
+	assert.NoError(t, p.Refresh(context.Background(), time.Minute), "Refresh after SCRIPT FLUSH")
 }
 
 // Users of one name must agree on its limit while it is in use.
@@ -384,15 +332,13 @@ func TestLimitMismatch(t *testing.T) {
 	other := newSem(t, srv.Client(nil), "mismatch", 3)
 	_, err := other.Acquire(ctx, time.Minute)
 	var le *semaphore.LimitError
-	if !errors.Is(err, semaphore.ErrLimitMismatch) || !errors.As(err, &le) || le.InUse != 2 || le.Limit != 3 {
-		t.Fatalf("Acquire with another limit: %v", err)
-	}
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.TryAcquire(ctx, time.Minute); err != nil {
-		t.Errorf("once idle, another limit may take over: %v", err)
-	}
+	require.ErrorIs(t, err, semaphore.ErrLimitMismatch, "Acquire with another limit")
+	require.True(t, errors.As(err, &le), "Acquire with another limit: %v", err)
+	require.Equal(t, 2, le.InUse, "Acquire with another limit: %v", err)
+	require.Equal(t, 3, le.Limit, "Acquire with another limit: %v", err)
+	require.NoError(t, p.Release(ctx))
+	_, err = other.TryAcquire(ctx, time.Minute)
+	assert.NoError(t, err, "once idle, another limit may take over")
 }
 
 // A waiting Acquire ends at Close, withdrawn from the queue.
@@ -403,27 +349,16 @@ func TestClose(t *testing.T) {
 	ctx := context.Background()
 	held := try(t, newSem(t, srv.Client(nil), "close", 1), time.Minute)
 	s, err := semaphore.New(srv.Client(nil), "close", 1, q.option())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { _, err := s.Acquire(ctx, time.Minute); done <- err }()
 	q.wait(t, 2)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; !errors.Is(err, lease.ErrClosed) {
-		t.Errorf("Acquire at Close: %v, want ErrClosed", err)
-	}
-	if _, err := s.Acquire(ctx, time.Minute); !errors.Is(err, lease.ErrClosed) {
-		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-	if err := held.Release(ctx); err != nil {
-		t.Error(err)
-	}
+	require.NoError(t, s.Close())
+	assert.ErrorIs(t, <-done, lease.ErrClosed, "Acquire at Close, want ErrClosed")
+	_, err = s.Acquire(ctx, time.Minute)
+	assert.ErrorIs(t, err, lease.ErrClosed, "Acquire after Close, want ErrClosed")
+	assert.NoError(t, s.Close(), "second Close")
+	assert.NoError(t, held.Release(ctx))
 }
 
 func TestInvalidInput(t *testing.T) {
@@ -448,28 +383,19 @@ func TestInvalidInput(t *testing.T) {
 			return err
 		},
 	} {
-		if err := f(); !errors.Is(err, lease.ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		assert.ErrorIs(t, f(), lease.ErrInvalidArgument, "%s, want ErrInvalidArgument", name)
 	}
 	s := newSem(t, rdb, "x", 1)
 	ctx := context.Background()
 	for _, ttl := range []time.Duration{0, time.Microsecond, 2 * time.Millisecond} {
-		if _, err := s.Acquire(ctx, ttl); !errors.Is(err, lease.ErrInvalidArgument) {
-			t.Errorf("Acquire(ttl %v): %v", ttl, err)
-		}
+		_, err := s.Acquire(ctx, ttl)
+		assert.ErrorIs(t, err, lease.ErrInvalidArgument, "Acquire(ttl %v)", ttl)
 	}
 	p := try(t, s, time.Minute)
-	if err := p.Refresh(ctx, 0); !errors.Is(err, lease.ErrInvalidArgument) {
-		t.Errorf("Refresh(0): %v", err)
-	}
+	assert.ErrorIs(t, p.Refresh(ctx, 0), lease.ErrInvalidArgument, "Refresh(0)")
 	var nilPermit *semaphore.Permit
-	if err := nilPermit.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("nil Release: %v", err)
-	}
-	if err := nilPermit.Refresh(ctx, time.Second); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("nil Refresh: %v", err)
-	}
+	assert.ErrorIs(t, nilPermit.Release(ctx), lease.ErrNotHeld, "nil Release")
+	assert.ErrorIs(t, nilPermit.Refresh(ctx, time.Second), lease.ErrNotHeld, "nil Refresh")
 	if _, err := nilPermit.TTL(ctx); !errors.Is(err, lease.ErrNotHeld) || nilPermit.Fence() != 0 || !nilPermit.ValidUntil().IsZero() {
 		t.Errorf("nil TTL: %v", err)
 	}
@@ -483,9 +409,7 @@ func TestUnreachable(t *testing.T) {
 	s := newSem(t, rdb, "down", 1)
 	srv.Kill()
 	_, err := s.TryAcquire(context.Background(), time.Second)
-	if err == nil || errors.Is(err, lease.ErrNotObtained) {
-		t.Errorf("TryAcquire on a dead Redis: %v", err)
-	}
+	assert.False(t, err == nil || errors.Is(err, lease.ErrNotObtained), "TryAcquire on a dead Redis: %v", err)
 }
 
 // A permit whose lease ended on the server cannot be renewed, even when no
@@ -501,12 +425,9 @@ func TestExpiredPermitCannotRefresh(t *testing.T) {
 	p := try(t, s, time.Minute)
 	other := try(t, s, time.Minute) // keeps the keys alive: only the scripts judge p
 	endLease(t, srv, s, p)
-	if err := p.Refresh(ctx, time.Minute); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("Refresh after the lease ended: %v, want ErrNotHeld", err)
-	}
-	if _, err := p.TTL(ctx); !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("TTL after the lease ended: %v, want ErrNotHeld", err)
-	}
+	assert.ErrorIs(t, p.Refresh(ctx, time.Minute), lease.ErrNotHeld, "Refresh after the lease ended, want ErrNotHeld")
+	_, err := p.TTL(ctx)
+	assert.ErrorIs(t, err, lease.ErrNotHeld, "TTL after the lease ended, want ErrNotHeld")
 	if info, _ := s.Inspect(ctx); len(info.Holders) != 1 || info.Holders[0].Fence != other.Fence() {
 		t.Errorf("Inspect lists %+v after the lease ended, want only the live permit", info.Holders)
 	}
@@ -540,9 +461,7 @@ func setLeaseEnd(t *testing.T, srv *redistest.Server, s *semaphore.Semaphore, p 
 	t.Helper()
 	keys := semaphore.Keys(s)
 	r, err := srv.Do("HGETALL", keys[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fields, _ := r.([]any)
 	if m, ok := r.(map[any]any); ok {
 		for k, v := range m {
@@ -584,7 +503,5 @@ func TestRunLockReportsLoss(t *testing.T) {
 			return errors.New("the loss was not noticed")
 		}
 	}, lease.WithRefreshInterval(20*time.Millisecond))
-	if !errors.Is(err, lease.ErrLockLost) || !errors.Is(err, lease.ErrNotHeld) {
-		t.Errorf("RunLock = %v, want ErrLockLost caused by ErrNotHeld", err)
-	}
+	assert.False(t, !errors.Is(err, lease.ErrLockLost) || !errors.Is(err, lease.ErrNotHeld), "RunLock = %v, want ErrLockLost caused by ErrNotHeld", err)
 }

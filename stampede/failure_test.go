@@ -12,6 +12,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/stampede"
@@ -75,14 +78,10 @@ func TestFailureReachesWaiters(t *testing.T) {
 			t.Fatalf("caller %d: %q, %v; want the fill's error", i, r.val, r.err)
 		}
 	}
-	if local != 10 || remote != 20 {
-		t.Errorf("%d callers got the local error and %d the recorded one, want 10 and 20", local, remote)
-	}
+	assert.False(t, local != 10 || remote != 20, "%d callers got the local error and %d the recorded one, want 10 and 20", local, remote)
 	g := newGroup(t, m, m)
 	v, err := g.Do(context.Background(), "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("v"), nil })
-	if err != nil || string(v) != "v" {
-		t.Errorf("Do after a failed fill: %q, %v; want a new fill", v, err)
-	}
+	assert.False(t, err != nil || string(v) != "v", "Do after a failed fill: %q, %v; want a new fill", v, err)
 }
 
 // A panicking fill: every caller gets an error, the lock is released, and
@@ -103,9 +102,7 @@ func TestPanicReachesWaiters(t *testing.T) { // not parallel: it counts the goro
 		default:
 			t.Fatalf("caller %d: %q, %v; want the panic", i, r.val, r.err)
 		}
-		if !errors.Is(r.err, stampede.ErrPanicked) || !errors.Is(r.err, stampede.ErrFillFailed) {
-			t.Errorf("caller %d: %v does not match ErrPanicked and ErrFillFailed", i, r.err)
-		}
+		assert.False(t, !errors.Is(r.err, stampede.ErrPanicked) || !errors.Is(r.err, stampede.ErrFillFailed), "caller %d: %v does not match ErrPanicked and ErrFillFailed", i, r.err)
 	}
 	if info, _ := m.Inspect(context.Background(), lease.Key(stampede.DefaultPrefix, "k")); info.Held {
 		t.Error("the lock is held after the panic")
@@ -123,14 +120,10 @@ func TestGoexit(t *testing.T) {
 		return nil, nil
 	}))
 	for i, r := range rs {
-		if !errors.Is(r.err, stampede.ErrFillFailed) {
-			t.Errorf("caller %d: %v, want ErrFillFailed", i, r.err)
-		}
+		assert.ErrorIs(t, r.err, stampede.ErrFillFailed, "caller %d: %v, want ErrFillFailed", i, r.err)
 	}
 	rec, err := m.Get(context.Background(), lease.Key(stampede.DefaultPrefix, "k"))
-	if err != nil || len(rec.Value) == 0 || rec.Value[0] != 'f' {
-		t.Errorf("record after Goexit: %q, %v; want a failure record", rec.Value, err)
-	}
+	assert.False(t, err != nil || len(rec.Value) == 0 || rec.Value[0] != 'f', "record after Goexit: %q, %v; want a failure record", rec.Value, err)
 }
 
 // WithFillRetries: the waiters fill again instead of taking the failure.
@@ -145,9 +138,8 @@ func TestFillRetries(t *testing.T) {
 		return []byte("v"), nil
 	}, stampede.WithFillRetries(1))
 	for i, r := range rs {
-		if r.err != nil || string(r.val) != "v" {
-			t.Fatalf("caller %d: %q, %v; want the retried fill's value", i, r.val, r.err)
-		}
+		require.False(t, r.err != nil, "caller %d: %q, %v; want the retried fill's value", i, r.val, r.err)
+		require.Equal(t, "v", string(r.val), "caller %d: %q, %v; want the retried fill's value", i, r.val, r.err)
 	}
 	if got := fills.Load(); got != 2 {
 		t.Errorf("%d fills, want 2 (the failure and one retry)", got)
@@ -168,24 +160,17 @@ func TestNegativeCaching(t *testing.T) {
 	}
 	plain := newGroup(t, m, m)
 	for range 2 {
-		if _, err := plain.Do(ctx, "plain", time.Minute, miss); !errors.Is(err, stampede.ErrMissing) {
-			t.Fatalf("Do = %v, want ErrMissing", err)
-		}
+		_, err := plain.Do(ctx, "plain", time.Minute, miss)
+		require.ErrorIs(t, err, stampede.ErrMissing, "Do, want ErrMissing")
 	}
-	if fills != 2 {
-		t.Errorf("%d fills without negative caching, want 2", fills)
-	}
+	assert.Equal(t, 2, fills, "%d fills without negative caching, want 2", fills)
 	fills = 0
 	neg := newGroup(t, m, m, stampede.WithNegativeTTL(time.Second))
 	for range 3 {
 		_, err := neg.Do(ctx, "neg", time.Minute, miss)
-		if !errors.Is(err, stampede.ErrMissing) {
-			t.Fatalf("Do = %v, want ErrMissing", err)
-		}
+		require.ErrorIs(t, err, stampede.ErrMissing, "Do, want ErrMissing")
 	}
-	if fills != 1 {
-		t.Errorf("%d fills with a cached miss, want 1", fills)
-	}
+	assert.Equal(t, 1, fills, "%d fills with a cached miss, want 1", fills)
 	clock.Advance(time.Second)
 	if _, err := neg.Do(ctx, "neg", time.Minute, miss); !errors.Is(err, stampede.ErrMissing) || fills != 2 {
 		t.Errorf("after the negative TTL: %v and %d fills, want a new fill", err, fills)
@@ -203,17 +188,11 @@ func TestFillTimeout(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, stampede.ErrFillFailed) {
-		t.Errorf("Do = %v, want a failed fill matching DeadlineExceeded", err)
-	}
+	assert.False(t, !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, stampede.ErrFillFailed), "Do = %v, want a failed fill matching DeadlineExceeded", err)
 	rec, err := m.Get(context.Background(), lease.Key(stampede.DefaultPrefix, "k"))
-	if err != nil || len(rec.Value) == 0 || rec.Value[0] != 'f' {
-		t.Errorf("record after a timed-out fill: %q, %v; want a failure record", rec.Value, err)
-	}
+	assert.False(t, err != nil || len(rec.Value) == 0 || rec.Value[0] != 'f', "record after a timed-out fill: %q, %v; want a failure record", rec.Value, err)
 	v, err := g.Do(context.Background(), "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("v"), nil })
-	if err != nil || string(v) != "v" {
-		t.Errorf("Do after a timed-out fill: %q, %v; want a new fill", v, err)
-	}
+	assert.False(t, err != nil || string(v) != "v", "Do after a timed-out fill: %q, %v; want a new fill", v, err)
 }
 
 // A fill that times out is answered to every caller that waited for it, in
@@ -236,9 +215,7 @@ func hang(ctx context.Context) ([]byte, error) {
 // got the deadline, the others the recorded failure.
 func checkTimedOut(t *testing.T, fills int32, rs []result, local int) {
 	t.Helper()
-	if fills != 1 {
-		t.Errorf("%d fills, want 1: the waiters of other processes must get the timeout, not fill in turn", fills)
-	}
+	assert.Equal(t, int32(1), fills, "%d fills, want 1: the waiters of other processes must get the timeout, not fill in turn", fills)
 	mine, recorded := 0, 0
 	for i, r := range rs {
 		var fe *stampede.FillError
@@ -251,7 +228,5 @@ func checkTimedOut(t *testing.T, fills int32, rs []result, local int) {
 			t.Fatalf("caller %d: %q, %v; want the fill's timeout", i, r.val, r.err)
 		}
 	}
-	if mine != local || recorded != len(rs)-local {
-		t.Errorf("%d callers got the timeout and %d the recorded one, want %d and %d", mine, recorded, local, len(rs)-local)
-	}
+	assert.False(t, mine != local || recorded != len(rs)-local, "%d callers got the timeout and %d the recorded one, want %d and %d", mine, recorded, local, len(rs)-local)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/stampede"
@@ -66,9 +68,7 @@ func (e *events) count(ev string) int {
 func newGroup(t testing.TB, locker lease.Locker, store lease.Store, opts ...stampede.Option) *stampede.Group {
 	t.Helper()
 	g, err := stampede.New(locker, store, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = g.Close() })
 	return g
 }

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/observe"
@@ -73,16 +76,12 @@ func TestObserverCacheAndFills(t *testing.T) {
 		fillCtxOK = ctx.Value(fillKey{}) == "k"
 		return []byte("v"), nil
 	}
-	if _, err := g.Do(ctx, "k", time.Minute, fill); err != nil {
-		t.Fatal(err)
-	}
+	_, err := g.Do(ctx, "k", time.Minute, fill)
+	require.NoError(t, err)
 	r.want(t, "k fill refresh=false", "k filled refresh=false err=false ctx=true", "k filled err=false")
-	if !fillCtxOK {
-		t.Error("the fill did not run on the context FillStart returned")
-	}
-	if _, err := g.Do(ctx, "k", time.Minute, fill); err != nil {
-		t.Fatal(err)
-	}
+	assert.True(t, fillCtxOK, "the fill did not run on the context FillStart returned")
+	_, err = g.Do(ctx, "k", time.Minute, fill)
+	require.NoError(t, err)
 	r.want(t, "k hit err=false")
 
 	// Another process fills; this one waits for it.
@@ -100,9 +99,8 @@ func TestObserverCacheAndFills(t *testing.T) {
 	r.want(t, "w waited err=false")
 
 	failing := func(context.Context) ([]byte, error) { return nil, errors.New("no value") }
-	if _, err := g.Do(ctx, "f", time.Minute, failing); !errors.Is(err, stampede.ErrFillFailed) {
-		t.Fatalf("Do with a failing fill: %v", err)
-	}
+	_, err = g.Do(ctx, "f", time.Minute, failing)
+	require.ErrorIs(t, err, stampede.ErrFillFailed, "Do with a failing fill")
 	r.want(t, "f fill refresh=false", "f filled refresh=false err=true ctx=true", "f error err=true")
 }
 
@@ -117,28 +115,23 @@ func TestObserverRefresh(t *testing.T) {
 	r := &cacheLog{}
 	g := newGroup(t, m, m, stampede.WithObserver(r), stampede.WithEarlyRefresh(2*time.Second), ev.option())
 	fill := func(context.Context) ([]byte, error) { return []byte("v"), nil }
-	if _, err := g.Do(ctx, "k", 10*time.Second, fill); err != nil {
-		t.Fatal(err)
-	}
+	_, err := g.Do(ctx, "k", 10*time.Second, fill)
+	require.NoError(t, err)
 	clock.Advance(9 * time.Second) // 1 s left: due for refresh
-	if _, err := g.Do(ctx, "k", 10*time.Second, fill); err != nil {
-		t.Fatal(err)
-	}
+	_, err = g.Do(ctx, "k", 10*time.Second, fill)
+	require.NoError(t, err)
 	ev.wait(t, stampede.EvStored, 2)
 	got := r.take()
 	slices.Sort(got[3:]) // the hit and the refresh race
 	want := []string{"k fill refresh=false", "k filled refresh=false err=false ctx=true", "k filled err=false",
 		"k fill refresh=true", "k filled refresh=true err=false ctx=true", "k hit err=false"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("events:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "events:\n got %q\nwant %q", got, want)
 }
 
 // A value that observes nothing of a Group is refused.
 func TestObserverInvalid(t *testing.T) {
 	t.Parallel()
 	m := memory()
-	if _, err := stampede.New(m, m, stampede.WithObserver("not an observer")); !errors.Is(err, lease.ErrInvalidArgument) {
-		t.Errorf("WithObserver(string): %v, want ErrInvalidArgument", err)
-	}
+	_, err := stampede.New(m, m, stampede.WithObserver("not an observer"))
+	assert.ErrorIs(t, err, lease.ErrInvalidArgument, "WithObserver(string), want ErrInvalidArgument")
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/proctest"
@@ -66,9 +68,7 @@ func TestCallerProcess(t *testing.T) {
 		}
 	})
 	g, err := stampede.New(c.Locker(), c.Store(), stampede.WithLease(time.Duration(lockMS)*time.Millisecond), hook)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer g.Close()
 
 	goCh := make(chan struct{})
@@ -183,9 +183,7 @@ func startCallers(t *testing.T, srv *redistest.Server, key string, lockTTL time.
 		case "WAIT":
 			waiting++
 		case "FILLING":
-			if filler >= 0 {
-				t.Fatalf("children %d and %d both fill", filler, l.from)
-			}
+			require.Less(t, filler, 0, "children %d and %d both fill", filler, l.from)
 			filler = l.from
 		default:
 			t.Fatalf("child %d: unexpected %q", l.from, l.text)
@@ -202,12 +200,9 @@ func done(t *testing.T, lines <-chan line, want map[int]bool, callers int) []int
 	for len(want) > 0 {
 		l := next(t, lines)
 		f := strings.Fields(l.text)
-		if len(f) < 3 || f[0] != "DONE" {
-			t.Fatalf("child %d: unexpected %q", l.from, l.text)
-		}
-		if !want[l.from] {
-			t.Fatalf("child %d reported twice", l.from)
-		}
+		require.GreaterOrEqual(t, len(f), 3, "child %d: unexpected %q", l.from, l.text)
+		require.Equal(t, "DONE", f[0], "child %d: unexpected %q", l.from, l.text)
+		require.True(t, want[l.from], "child %d reported twice", l.from)
 		delete(want, l.from)
 		n, _ := strconv.Atoi(f[1])
 		if f[2] != "0" {
@@ -221,17 +216,13 @@ func done(t *testing.T, lines <-chan line, want map[int]bool, callers int) []int
 			}
 		}
 	}
-	if ok != callers {
-		t.Errorf("%d callers got the value, want %d", ok, callers)
-	}
+	assert.Equal(t, callers, ok, "%d callers got the value, want %d", ok, callers)
 	return lat
 }
 
 func fills(t *testing.T, srv *redistest.Server, key string) int {
 	v, err := srv.Do("GET", "fills:"+key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	n, _ := strconv.Atoi(fmt.Sprint(v))
 	return n
 }
@@ -277,9 +268,8 @@ func TestProcessesKilledFiller(t *testing.T) {
 	procs[filler].Signal(t, syscall.SIGKILL)
 	_ = procs[filler].Wait(t)
 	l := next(t, lines)
-	if l.text != "FILLING" || l.from == filler {
-		t.Fatalf("after the kill: child %d said %q, want a successor's FILLING", l.from, l.text)
-	}
+	require.Equal(t, "FILLING", l.text, "after the kill: child %d said %q, want a successor's FILLING", l.from, l.text)
+	require.NotEqual(t, filler, l.from, "after the kill: child %d said %q, want a successor's FILLING", l.from, l.text)
 	want := map[int]bool{}
 	callers := 0
 	for i, p := range procs {

@@ -2,13 +2,14 @@ package stampede_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -60,9 +61,8 @@ func TestRedisOneFillNoPolling(t *testing.T) {
 		t.Errorf("%d fills, want 1", n)
 	}
 	for i, r := range rs {
-		if r.err != nil || string(r.val) != "v" {
-			t.Fatalf("caller %d: %q, %v", i, r.val, r.err)
-		}
+		require.False(t, r.err != nil, "caller %d: %q, %v", i, r.val, r.err)
+		require.Equal(t, "v", string(r.val), "caller %d: %q, %v", i, r.val, r.err)
 	}
 	for i, s := range stores {
 		if n := s.gets.Load(); n != 2 {
@@ -84,9 +84,7 @@ func TestRedisPanic(t *testing.T) { // not parallel: it counts the goroutines le
 		t.Errorf("%d fills, want 1", n)
 	}
 	for i, r := range rs {
-		if !errors.Is(r.err, stampede.ErrPanicked) {
-			t.Fatalf("caller %d: %q, %v; want the panic", i, r.val, r.err)
-		}
+		require.ErrorIs(t, r.err, stampede.ErrPanicked, "caller %d: %q, %v; want the panic", i, r.val, r.err)
 	}
 }
 
@@ -99,9 +97,7 @@ func TestRedisBackendErrorText(t *testing.T) {
 	g := newGroup(t, locker, store)
 	srv.Close() // Redis is gone
 	_, err := g.Do(context.Background(), "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("v"), nil })
-	if err == nil {
-		t.Fatal("Do succeeded with Redis down")
-	}
+	require.Error(t, err, "Do succeeded with Redis down")
 	if msg := err.Error(); strings.Count(msg, "redislock: ") != 1 || strings.Contains(msg, "node 0") {
 		t.Errorf("stutter in %q", msg)
 	}

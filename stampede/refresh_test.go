@@ -2,11 +2,13 @@ package stampede_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/stampede"
@@ -75,19 +77,15 @@ func TestEarlyRefreshFailure(t *testing.T) {
 	reported := make(chan error, 1)
 	g := newGroup(t, m, m, stampede.WithEarlyRefresh(2*time.Second),
 		stampede.WithErrorHandler(func(_ string, err error) { reported <- err }))
-	if _, err := g.Do(ctx, "k", 10*time.Second, func(context.Context) ([]byte, error) { return []byte("v1"), nil }); err != nil {
-		t.Fatal(err)
-	}
+	_, err := g.Do(ctx, "k", 10*time.Second, func(context.Context) ([]byte, error) { return []byte("v1"), nil })
+	require.NoError(t, err)
 	clock.Advance(9 * time.Second)
 	v, err := g.Do(ctx, "k", 10*time.Second, func(context.Context) ([]byte, error) { return nil, errFill })
-	if err != nil || string(v) != "v1" {
-		t.Fatalf("Do in the refresh window = %q, %v", v, err)
-	}
+	require.NoError(t, err, "Do in the refresh window = %q", v)
+	require.Equal(t, "v1", string(v), "Do in the refresh window = %q, %v", v, err)
 	select {
 	case err := <-reported:
-		if !errors.Is(err, errFill) {
-			t.Errorf("reported %v, want the fill's error", err)
-		}
+		assert.ErrorIs(t, err, errFill, "reported, want the fill's error")
 	case <-time.After(waitBound):
 		t.Fatal("the failed refresh was not reported")
 	}

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/stampede"
@@ -23,17 +26,12 @@ func TestCachedValue(t *testing.T) {
 	fill := func(context.Context) ([]byte, error) { fills++; return []byte(fmt.Sprint("v", fills)), nil }
 	for range 3 {
 		v, err := g.Do(ctx, "k", time.Minute, fill)
-		if err != nil || string(v) != "v1" {
-			t.Fatalf("Do = %q, %v; want v1", v, err)
-		}
+		require.NoError(t, err, "Do = %q; want v1", v)
+		require.Equal(t, "v1", string(v), "Do = %q, %v; want v1", v, err)
 	}
-	if fills != 1 {
-		t.Errorf("%d fills, want 1", fills)
-	}
+	assert.Equal(t, 1, fills, "%d fills, want 1", fills)
 	rec, err := m.Get(ctx, lease.Key(stampede.DefaultPrefix, "k"))
-	if err != nil || rec.Fence <= 0 || rec.TTL <= 0 || rec.TTL > time.Minute {
-		t.Errorf("stored record %+v, %v; want a fenced record with the TTL", rec, err)
-	}
+	assert.False(t, err != nil || rec.Fence <= 0 || rec.TTL <= 0 || rec.TTL > time.Minute, "stored record %+v, %v; want a fenced record with the TTL", rec, err)
 	if info, _ := m.Inspect(ctx, lease.Key(stampede.DefaultPrefix, "k")); info.Held {
 		t.Error("the fill lock is still held after Do returned")
 	}
@@ -50,9 +48,8 @@ func TestOneFlightPerProcess(t *testing.T) {
 	ev.wait(t, stampede.EvJoin, 50)
 	close(fill.open)
 	for i, r := range collect(t, done) {
-		if r.err != nil || string(r.val) != "v" {
-			t.Fatalf("caller %d: %q, %v", i, r.val, r.err)
-		}
+		require.False(t, r.err != nil, "caller %d: %q, %v", i, r.val, r.err)
+		require.Equal(t, "v", string(r.val), "caller %d: %q, %v", i, r.val, r.err)
 	}
 	if n := fill.runs.Load(); n != 1 {
 		t.Errorf("%d fills, want 1", n)
@@ -79,9 +76,8 @@ func TestOneFillAcrossGroups(t *testing.T) {
 	close(fill.open)
 	for _, d := range dones {
 		for i, r := range collect(t, d) {
-			if r.err != nil || string(r.val) != "v" {
-				t.Fatalf("caller %d: %q, %v", i, r.val, r.err)
-			}
+			require.False(t, r.err != nil, "caller %d: %q, %v", i, r.val, r.err)
+			require.Equal(t, "v", string(r.val), "caller %d: %q, %v", i, r.val, r.err)
 		}
 	}
 	if n := fill.runs.Load(); n != 1 {
@@ -107,9 +103,8 @@ func TestCallerCancelKeepsFill(t *testing.T) {
 	v, err := g.Do(context.Background(), "k", time.Minute, func(context.Context) ([]byte, error) {
 		return nil, errors.New("second fill")
 	})
-	if err != nil || string(v) != "v" {
-		t.Fatalf("after the cancelled caller: %q, %v; want the first fill's value", v, err)
-	}
+	require.NoError(t, err, "after the cancelled caller: %q; want the first fill's value", v)
+	require.Equal(t, "v", string(v), "after the cancelled caller: %q, %v; want the first fill's value", v, err)
 	if n := fill.runs.Load(); n != 1 {
 		t.Errorf("%d fills, want 1", n)
 	}
@@ -125,24 +120,18 @@ func TestAllCallersLeaveWhileWaiting(t *testing.T) {
 	g := newGroup(t, m, m, ev.option())
 	ctx := context.Background()
 	held, err := m.Obtain(ctx, lease.Key(stampede.DefaultPrefix, "k"), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cctx, cancel := context.WithCancel(ctx)
 	done := callers(cctx, g, 5, "k", time.Minute, newGate("v", nil).fill)
 	ev.wait(t, stampede.EvWait, 1)
 	cancel()
 	for _, r := range collect(t, done) {
-		if !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("caller: %v, want context.Canceled", r.err)
-		}
+		require.ErrorIs(t, r.err, context.Canceled, "caller: %v, want context.Canceled", r.err)
 	}
 	if err := g.Close(); err != nil { // waits for the flight
 		t.Fatal(err)
 	}
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, held.Release(ctx))
 	if info, _ := m.Inspect(ctx, lease.Key(stampede.DefaultPrefix, "k")); info.Held {
 		t.Error("the abandoned flight took the lock")
 	}
@@ -165,15 +154,10 @@ func TestLockLostEndsFill(t *testing.T) {
 		return []byte("late"), nil
 	}
 	_, err := g.Do(context.Background(), "k", time.Minute, fill)
-	if !errors.Is(err, lease.ErrLockLost) {
-		t.Fatalf("Do = %v, want ErrLockLost", err)
-	}
-	if c := <-cause; !errors.Is(c, lease.ErrLockLost) {
-		t.Errorf("fill's ctx cause = %v, want ErrLockLost", c)
-	}
-	if _, err := m.Get(context.Background(), lease.Key(stampede.DefaultPrefix, "k")); !errors.Is(err, lease.ErrNotFound) {
-		t.Errorf("record after a lost lock: %v, want none", err)
-	}
+	require.ErrorIs(t, err, lease.ErrLockLost, "Do, want ErrLockLost")
+	assert.ErrorIs(t, <-cause, lease.ErrLockLost, "fill's ctx cause, want ErrLockLost")
+	_, err = m.Get(context.Background(), lease.Key(stampede.DefaultPrefix, "k"))
+	assert.ErrorIs(t, err, lease.ErrNotFound, "record after a lost lock, want none")
 }
 
 // Close ends a waiting flight: its callers get ErrClosed, and Do after
@@ -183,38 +167,26 @@ func TestClose(t *testing.T) {
 	ev := watch()
 	m := memory()
 	g, err := stampede.New(m, m, ev.option())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	held, err := m.Obtain(context.Background(), lease.Key(stampede.DefaultPrefix, "k"), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer held.Release(context.Background())
 	done := callers(context.Background(), g, 3, "k", time.Minute, newGate("v", nil).fill)
 	ev.wait(t, stampede.EvWait, 1)
-	if err := g.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Close())
 	for _, r := range collect(t, done) {
-		if !errors.Is(r.err, lease.ErrClosed) {
-			t.Errorf("caller of a closed Group: %v, want ErrClosed", r.err)
-		}
+		assert.ErrorIs(t, r.err, lease.ErrClosed, "caller of a closed Group: %v, want ErrClosed", r.err)
 	}
-	if _, err := g.Do(context.Background(), "k", time.Minute, newGate("v", nil).fill); !errors.Is(err, lease.ErrClosed) {
-		t.Errorf("Do after Close: %v, want ErrClosed", err)
-	}
-	if err := g.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
+	_, err = g.Do(context.Background(), "k", time.Minute, newGate("v", nil).fill)
+	assert.ErrorIs(t, err, lease.ErrClosed, "Do after Close, want ErrClosed")
+	assert.NoError(t, g.Close(), "second Close")
 }
 
 func TestInvalidInput(t *testing.T) {
 	t.Parallel()
 	m := memory()
-	if _, err := stampede.New(nil, m); !errors.Is(err, lease.ErrInvalidArgument) {
-		t.Errorf("New(nil locker) = %v", err)
-	}
+	_, err := stampede.New(nil, m)
+	assert.ErrorIs(t, err, lease.ErrInvalidArgument, "New(nil locker)")
 	for name, opt := range map[string]stampede.Option{
 		"lock TTL 0":      stampede.WithLease(0),
 		"lock TTL 2ms":    stampede.WithLease(2 * time.Millisecond),
@@ -227,9 +199,8 @@ func TestInvalidInput(t *testing.T) {
 		"nil handler":     stampede.WithErrorHandler(nil),
 		"long holder":     stampede.WithHolder(string(make([]byte, lease.MaxHolderLen+1))),
 	} {
-		if _, err := stampede.New(m, m, opt); !errors.Is(err, lease.ErrInvalidArgument) {
-			t.Errorf("%s: New = %v, want ErrInvalidArgument", name, err)
-		}
+		_, err := stampede.New(m, m, opt)
+		assert.ErrorIs(t, err, lease.ErrInvalidArgument, "%s: New, want ErrInvalidArgument", name)
 	}
 	g := newGroup(t, m, m, stampede.WithEarlyRefresh(time.Second))
 	fill := newGate("v", nil).fill
@@ -240,9 +211,7 @@ func TestInvalidInput(t *testing.T) {
 		"TTL under early": func() error { _, err := g.Do(ctx, "k", time.Second, fill); return err },
 		"nil fill":        func() error { _, err := g.Do(ctx, "k", time.Minute, nil); return err },
 	} {
-		if err := call(); !errors.Is(err, lease.ErrInvalidArgument) {
-			t.Errorf("%s: Do = %v, want ErrInvalidArgument", name, err)
-		}
+		assert.ErrorIs(t, call(), lease.ErrInvalidArgument, "%s: Do, want ErrInvalidArgument", name)
 	}
 }
 
@@ -261,9 +230,8 @@ func TestBackendError(t *testing.T) {
 	m := memory()
 	g := newGroup(t, m, failingStore{m})
 	fill := newGate("v", nil)
-	if _, err := g.Do(context.Background(), "k", time.Minute, fill.fill); !errors.Is(err, errBackend) {
-		t.Errorf("Do = %v, want the store's error", err)
-	}
+	_, err := g.Do(context.Background(), "k", time.Minute, fill.fill)
+	assert.ErrorIs(t, err, errBackend, "Do, want the store's error")
 	if n := fill.runs.Load(); n != 0 {
 		t.Errorf("%d fills on an unreadable cache, want 0", n)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The go-redis clients handed to the libraries have ContextTimeoutEnabled
@@ -29,9 +31,7 @@ func TestClientOptionFlags(t *testing.T) {
 		cfg, out := DefaultConfig(), Output{}
 		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 		BindFlags(fs, &cfg, &out)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, fs.Parse(tc.args))
 		cfg.Miniredis = true
 		cfg.Scenarios = []string{Uncontended}
 		cfg.Workers = []int{1}
@@ -46,24 +46,14 @@ func TestClientOptionFlags(t *testing.T) {
 			return &rawLocker{rdb: n[0]}, nil
 		}}
 		rep, err := Run(context.Background(), cfg, []Library{lib}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if seen.Load() == 0 || mismatched.Load() != 0 {
-			t.Errorf("%v: %d of %d clients without ContextTimeoutEnabled=%v, batch options %v", tc.args, mismatched.Load(), seen.Load(), tc.want, tc.batch)
-		}
-		if rep.Target.ContextTimeout != tc.want || rep.Target.BatchOptions != tc.batch {
-			t.Errorf("%v: target info context_timeout = %v, batch_options = %v", tc.args, rep.Target.ContextTimeout, rep.Target.BatchOptions)
-		}
+		require.NoError(t, err)
+		assert.False(t, seen.Load() == 0 || mismatched.Load() != 0, "%v: %d of %d clients without ContextTimeoutEnabled=%v, batch options %v", tc.args, mismatched.Load(), seen.Load(), tc.want, tc.batch)
+		assert.False(t, rep.Target.ContextTimeout != tc.want || rep.Target.BatchOptions != tc.batch, "%v: target info context_timeout = %v, batch_options = %v", tc.args, rep.Target.ContextTimeout, rep.Target.BatchOptions)
 		var md, table bytes.Buffer
-		if err := WriteMarkdown(&md, rep); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, WriteMarkdown(&md, rep))
 		WriteTable(&table, rep)
 		for _, s := range []string{md.String(), table.String()} {
-			if !strings.Contains(s, tc.note) {
-				t.Errorf("%v: header lacks %q:\n%s", tc.args, tc.note, s)
-			}
+			assert.True(t, strings.Contains(s, tc.note), "%v: header lacks %q:\n%s", tc.args, tc.note, s)
 		}
 	}
 }

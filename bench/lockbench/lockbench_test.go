@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -93,46 +95,26 @@ func quickConfig() Config {
 
 func check(t *testing.T, rep *Report) {
 	t.Helper()
-	if len(rep.Results) == 0 {
-		t.Fatal("no results")
-	}
+	require.NotEqual(t, 0, len(rep.Results), "no results")
 	for _, r := range rep.Results {
-		if len(r.Samples) != rep.Config.Reps {
-			t.Errorf("%s %s: %d samples, want %d", r.Scenario, r.Library, len(r.Samples), rep.Config.Reps)
-		}
+		assert.Len(t, r.Samples, rep.Config.Reps, "%s %s: %d samples, want %d", r.Scenario, r.Library, len(r.Samples), rep.Config.Reps)
 		switch {
 		case r.Scenario == Renew:
-			if r.Metrics[MRenewSent].Median <= 0 {
-				t.Errorf("%s %s: no renewals: %+v", r.Scenario, r.Library, r.Metrics)
-			}
+			assert.False(t, r.Metrics[MRenewSent].Median <= 0, "%s %s: no renewals: %+v", r.Scenario, r.Library, r.Metrics)
 		case isHot(r.Scenario):
-			if r.Metrics[MOpsPerSec].Median <= 0 || r.Metrics[MHandoffsPerSec].Median <= 0 {
-				t.Errorf("%s %s: no grants or handoffs: %+v", r.Scenario, r.Library, r.Metrics)
-			}
+			assert.False(t, r.Metrics[MOpsPerSec].Median <= 0 || r.Metrics[MHandoffsPerSec].Median <= 0, "%s %s: no grants or handoffs: %+v", r.Scenario, r.Library, r.Metrics)
 		default:
-			if r.Metrics[MOpsPerSec].Median <= 0 || r.Metrics[MLatP50].Median <= 0 {
-				t.Errorf("%s %s: no ops: %+v", r.Scenario, r.Library, r.Metrics)
-			}
-			if r.Metrics[MErrors].Max != 0 {
-				t.Errorf("%s %s: errors: %+v", r.Scenario, r.Library, r.Metrics)
-			}
+			assert.False(t, r.Metrics[MOpsPerSec].Median <= 0 || r.Metrics[MLatP50].Median <= 0, "%s %s: no ops: %+v", r.Scenario, r.Library, r.Metrics)
+			assert.False(t, r.Metrics[MErrors].Max != 0, "%s %s: errors: %+v", r.Scenario, r.Library, r.Metrics)
 		}
 	}
 	var out bytes.Buffer
-	if err := WriteOutputs(rep, Output{}, &out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "Uncontended") || !strings.Contains(out.String(), "Hot key") {
-		t.Errorf("table lacks sections:\n%s", out.String())
-	}
+	require.NoError(t, WriteOutputs(rep, Output{}, &out))
+	assert.False(t, !strings.Contains(out.String(), "Uncontended") || !strings.Contains(out.String(), "Hot key"), "table lacks sections:\n%s", out.String())
 	var js bytes.Buffer
-	if err := WriteJSON(&js, rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, WriteJSON(&js, rep))
 	var back Report
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
 	var md bytes.Buffer
 	if err := WriteMarkdown(&md, rep); err != nil || !strings.Contains(md.String(), "| nodes |") {
 		t.Errorf("markdown: %v\n%s", err, md.String())
@@ -146,12 +128,8 @@ func TestRunMiniredis(t *testing.T) {
 	cfg := quickConfig()
 	cfg.Miniredis = true
 	rep, err := Run(context.Background(), cfg, rawLibs(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Target.Real || !strings.Contains(rep.Target.Label, "NOT a real measurement") {
-		t.Errorf("miniredis not labelled: %+v", rep.Target)
-	}
+	require.NoError(t, err)
+	assert.False(t, rep.Target.Real || !strings.Contains(rep.Target.Label, "NOT a real measurement"), "miniredis not labelled: %+v", rep.Target)
 	check(t, rep)
 }
 
@@ -164,12 +142,8 @@ func TestRunRealRedis(t *testing.T) {
 	cfg.Quorum = []string{srvs[1].Addr(), srvs[2].Addr()}
 	libs := rawLibs()
 	rep, err := Run(context.Background(), cfg, libs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Target.Real || rep.Target.RedisVersion == "" {
-		t.Errorf("target: %+v", rep.Target)
-	}
+	require.NoError(t, err)
+	assert.False(t, !rep.Target.Real || rep.Target.RedisVersion == "", "target: %+v", rep.Target)
 	check(t, rep)
 	for _, r := range rep.Results {
 		if r.Scenario == Uncontended {
@@ -199,21 +173,15 @@ func TestRunRealRedis(t *testing.T) {
 func TestSpawn(t *testing.T) {
 	redistest.Binary(t)
 	procs, err := spawnRedis(2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range procs {
 		c := redis.NewClient(&redis.Options{Addr: p.Addr()})
-		if err := c.Ping(context.Background()).Err(); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, c.Ping(context.Background()).Err())
 		c.Close()
 	}
 	stopRedis(procs)
 	for _, p := range procs {
-		if p.Running() {
-			t.Error("process still running")
-		}
+		assert.False(t, p.Running(), "process still running")
 		if _, err := os.Stat(p.Dir()); !os.IsNotExist(err) {
 			t.Errorf("data directory %s left behind: %v", p.Dir(), err)
 		}
@@ -234,9 +202,7 @@ func TestHist(t *testing.T) {
 			t.Errorf("q%v = %v, want ~%v", c.q, got, c.want)
 		}
 	}
-	if h.max != time.Millisecond {
-		t.Errorf("max = %v", h.max)
-	}
+	assert.Equal(t, time.Duration(time.Millisecond), h.max, "max = %v", h.max)
 	for _, d := range []time.Duration{0, 1, 63, 64, 65, 1 << 20, time.Hour} {
 		if i := bucketOf(d); lowerBound(i) > d || (d < time.Hour && lowerBound(i+1) <= d) {
 			t.Errorf("bucket of %v: [%v, %v)", d, lowerBound(i), lowerBound(i+1))
@@ -246,14 +212,10 @@ func TestHist(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	c := DefaultConfig()
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Validate())
 	c.Scenarios = []string{"nope"}
 	c.Spawn, c.Addr = 1, "x:1"
-	if err := c.Validate(); err == nil {
-		t.Fatal("want error")
-	}
+	require.Error(t, c.Validate(), "want error")
 }
 
 type panicLocker struct{ rawLocker }
@@ -270,23 +232,17 @@ func TestLibraryPanicIsAFailedCell(t *testing.T) {
 		return &panicLocker{rawLocker{rdb: n[0]}}, nil
 	}})
 	rep, err := Run(context.Background(), cfg, libs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var failed int
 	for _, r := range rep.Results {
 		if r.Library == "panics" {
-			if !strings.Contains(r.Note, "FAILED: panic: boom") || len(r.Samples) != 0 {
-				t.Errorf("%s: note %q, %d samples", r.Scenario, r.Note, len(r.Samples))
-			}
+			assert.False(t, !strings.Contains(r.Note, "FAILED: panic: boom") || len(r.Samples) != 0, "%s: note %q, %d samples", r.Scenario, r.Note, len(r.Samples))
 			failed++
 		} else if len(r.Samples) != cfg.Reps {
 			t.Errorf("%s %s: %d samples", r.Scenario, r.Library, len(r.Samples))
 		}
 	}
-	if failed == 0 || len(Problems(rep)) != failed {
-		t.Errorf("failed cells %d, problems %q", failed, Problems(rep))
-	}
+	assert.False(t, failed == 0 || len(Problems(rep)) != failed, "failed cells %d, problems %q", failed, Problems(rep))
 }
 
 func TestBackendConfig(t *testing.T) {
@@ -310,9 +266,7 @@ func TestBackendConfig(t *testing.T) {
 		t.Errorf("redis libraries: %d, want the 2 raw ones", len(got))
 	}
 	for _, l := range filterBackend(libs, BackendPostgres) {
-		if l.Postgres == nil || !strings.HasPrefix(l.Name, "pglock/") {
-			t.Errorf("postgres library %s", l.Name)
-		}
+		assert.False(t, l.Postgres == nil || !strings.HasPrefix(l.Name, "pglock/"), "postgres library %s", l.Name)
 	}
 }
 
@@ -360,9 +314,7 @@ func TestLibsSelectionRefused(t *testing.T) {
 		cfg.Addr = srv.Addr()
 		cfg.Libs, cfg.Scenarios = tc.libs, tc.scenarios
 		_, err := Run(context.Background(), cfg, rawLibs(), nil)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("-libs %v -scenarios %v: %v, want an error saying %q", tc.libs, tc.scenarios, err, tc.want)
-		}
+		assert.False(t, err == nil || !strings.Contains(err.Error(), tc.want), "-libs %v -scenarios %v: %v, want an error saying %q", tc.libs, tc.scenarios, err, tc.want)
 	}
 	var help bytes.Buffer
 	inv := Invocation{Command: "go -C bench run .", Forms: []string{"go run example.com/bench@latest", "go -C bench run ."}}
@@ -370,10 +322,6 @@ func TestLibsSelectionRefused(t *testing.T) {
 		t.Fatalf("-h exited %d", code)
 	}
 	// The usage line shows every way to run the tool.
-	if !strings.HasPrefix(help.String(), "Usage:\n  go run example.com/bench@latest [flags]\n  go -C bench run . [flags]\n") {
-		t.Errorf("the usage line does not show both ways to run the tool:\n%s", help.String())
-	}
-	if strings.Contains(strings.ToUpper(help.String()), "FLUSHALL") {
-		t.Errorf("the help warns of a FLUSHALL the tool never sends:\n%s", help.String())
-	}
+	assert.True(t, strings.HasPrefix(help.String(), "Usage:\n  go run example.com/bench@latest [flags]\n  go -C bench run . [flags]\n"), "the usage line does not show both ways to run the tool:\n%s", help.String())
+	assert.False(t, strings.Contains(strings.ToUpper(help.String()), "FLUSHALL"), "the help warns of a FLUSHALL the tool never sends:\n%s", help.String())
 }

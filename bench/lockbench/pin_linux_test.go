@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -28,16 +30,12 @@ func TestPin(t *testing.T) {
 	inner := libs[0].New
 	libs[0].New = func(n []redis.UniversalClient) (Locker, error) {
 		var set unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &set); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, unix.SchedGetaffinity(0, &set))
 		cells = append(cells, seen{runtime.GOMAXPROCS(0), set.Count()})
 		return inner(n)
 	}
 	rep, err := Run(context.Background(), cfg, libs[:1], nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !rep.Results[0].Pinned || rep.Results[1].Pinned {
 		t.Errorf("pinned: %v, %v; want the one-worker cell only", rep.Results[0].Pinned, rep.Results[1].Pinned)
 	}
@@ -48,7 +46,5 @@ func TestPin(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != procs {
 		t.Errorf("GOMAXPROCS %d after the run, want %d", got, procs)
 	}
-	if len(cells) != 2 || cells[0] != (seen{1, 1}) || cells[1] != (seen{procs, startCPUs.Count()}) {
-		t.Errorf("GOMAXPROCS and CPUs as the cells began: %+v, want 1, 1 then %d, %d", cells, procs, startCPUs.Count())
-	}
+	assert.False(t, len(cells) != 2 || cells[0] != (seen{1, 1}) || cells[1] != (seen{procs, startCPUs.Count()}), "GOMAXPROCS and CPUs as the cells began: %+v, want 1, 1 then %d, %d", cells, procs, startCPUs.Count())
 }

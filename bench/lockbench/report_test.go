@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // neverLocker never grants: every Obtain waits for its ctx, then is busy.
@@ -30,21 +32,15 @@ func TestHotkeyNoGrant(t *testing.T) {
 	cfg.WaitTimeout = 50 * time.Millisecond
 	libs := []Library{{Name: "never", Primary: true, New: func([]redis.UniversalClient) (Locker, error) { return neverLocker{}, nil }}}
 	rep, err := Run(context.Background(), cfg, libs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r := rep.Results[0]
 	if m := r.Metrics; m[MIdle].Min != 1 || m[MUnfinished].Median != 3 || m[MWaitMax].Median < us(cfg.Duration) {
 		t.Errorf("metrics %+v", m)
 	}
 	var out bytes.Buffer
 	WriteTable(&out, rep)
-	if !strings.Contains(out.String(), "NO GRANT in 2 of 2 repetitions") {
-		t.Errorf("table does not show the idle repetitions:\n%s", out.String())
-	}
-	if len(Problems(rep)) == 0 {
-		t.Error("no problem reported for a run without grants")
-	}
+	assert.True(t, strings.Contains(out.String(), "NO GRANT in 2 of 2 repetitions"), "table does not show the idle repetitions:\n%s", out.String())
+	assert.NotEqual(t, 0, len(Problems(rep)), "no problem reported for a run without grants")
 }
 
 func TestCommandsOf(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // waitLocker's Obtain waits for a wake-up that never comes, until its
@@ -53,9 +55,7 @@ func stallRun(t *testing.T, ignoreCtx bool) *Report {
 	case <-time.After(2 * time.Minute): // a hang is what this test catches; no timing is asserted
 		t.Fatal("the run did not end")
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return rep
 }
 
@@ -72,13 +72,9 @@ func TestStallCancelledIsReported(t *testing.T) {
 		if len(r.Samples) != rep.Config.Reps || r.Metrics[MStalled].Min <= 0 {
 			t.Errorf("%s: %d samples, stalled %+v", r.Scenario, len(r.Samples), r.Metrics[MStalled])
 		}
-		if !strings.Contains(noteOf(r), "STALLED") {
-			t.Errorf("%s: note %q", r.Scenario, noteOf(r))
-		}
+		assert.True(t, strings.Contains(noteOf(r), "STALLED"), "%s: note %q", r.Scenario, noteOf(r))
 	}
-	if stalled != 2 {
-		t.Fatalf("stalled cells %d, want 2", stalled)
-	}
+	require.Equal(t, 2, stalled, "stalled cells %d, want 2", stalled)
 	if p := strings.Join(Problems(rep), "\n"); strings.Count(p, "stalls: "+MStalled) != 2 {
 		t.Errorf("problems %q", p)
 	}
@@ -91,9 +87,7 @@ func TestStallStuckIsLeftBehind(t *testing.T) {
 	for _, r := range rep.Results {
 		switch {
 		case r.Library != "stalls":
-			if len(r.Samples) != rep.Config.Reps {
-				t.Errorf("%s %s: %d samples", r.Scenario, r.Library, len(r.Samples))
-			}
+			assert.Len(t, r.Samples, rep.Config.Reps, "%s %s: %d samples", r.Scenario, r.Library, len(r.Samples))
 		case !strings.HasPrefix(r.Note, "STALLED: 2 worker(s) did not return") && r.Scenario == Uncontended,
 			!strings.HasPrefix(r.Note, "STALLED:") || len(r.Samples) != 0:
 			t.Errorf("%s: note %q, %d samples", r.Scenario, r.Note, len(r.Samples))

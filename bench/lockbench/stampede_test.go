@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
@@ -21,31 +24,21 @@ func TestStampedeScenario(t *testing.T) {
 	cfg.StampedeCallers = 20
 	cfg.StampedeFill = 5 * time.Millisecond
 	rep, err := Run(context.Background(), cfg, append(Ours()[:1], rawLibs()...), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	libs := map[string]bool{}
 	for _, r := range rep.Results {
 		libs[r.Library] = true
-		if len(r.Samples) != 1 {
-			t.Fatalf("%s: %d samples (%s)", r.Library, len(r.Samples), r.Note)
-		}
+		require.Len(t, r.Samples, 1, "%s: %d samples (%s)", r.Library, len(r.Samples), r.Note)
 		m := r.Metrics
-		if m[MOpsPerSec].Median <= 0 || m[MErrors].Max != 0 || m[MValueP99].Median <= 0 {
-			t.Errorf("%s: %+v", r.Library, m)
-		}
+		assert.False(t, m[MOpsPerSec].Median <= 0 || m[MErrors].Max != 0 || m[MValueP99].Median <= 0, "%s: %+v", r.Library, m)
 		if r.Library == stampedeLib.Name && m[MFillsPerKey].Max != 1 {
 			t.Errorf("the stampede package filled %v times per key, want 1", m[MFillsPerKey].Max)
 		}
 	}
 	for _, want := range []string{stampedeLib.Name, "redislock/linear-1ms", "raw/1ms"} {
-		if !libs[want] {
-			t.Errorf("no result for %s: %v", want, libs)
-		}
+		assert.True(t, libs[want], "no result for %s: %v", want, libs)
 	}
-	if len(Problems(rep)) > 0 {
-		t.Errorf("problems: %v", Problems(rep))
-	}
+	assert.LessOrEqual(t, len(Problems(rep)), 0, "problems: %v", Problems(rep))
 	var out, md bytes.Buffer
 	if err := WriteOutputs(rep, Output{}, &out); err != nil || !strings.Contains(out.String(), "Stampede:") {
 		t.Errorf("table: %v\n%s", err, out.String())

@@ -7,6 +7,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/bench/lockbench"
 	"github.com/redislock-go/redislock/internal/redistest"
 )
@@ -57,9 +60,7 @@ func quick() lockbench.Config {
 func checkRun(t *testing.T, cfg lockbench.Config, libs []lockbench.Library) {
 	t.Helper()
 	rep, err := lockbench.Run(context.Background(), cfg, append(lockbench.Ours(), libs...), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, r := range rep.Results {
 		seen[r.Library] = true
@@ -67,20 +68,14 @@ func checkRun(t *testing.T, cfg lockbench.Config, libs []lockbench.Library) {
 			t.Errorf("%s %s: no sample (%s)", r.Scenario, r.Library, r.Note)
 			continue
 		}
-		if r.Metrics[lockbench.MErrors].Max != 0 {
-			t.Errorf("%s %s: errors", r.Scenario, r.Library)
-		}
+		assert.False(t, r.Metrics[lockbench.MErrors].Max != 0, "%s %s: errors", r.Scenario, r.Library)
 		if r.Scenario == lockbench.Renew {
-			if r.Metrics[lockbench.MLost].Max != 0 || r.Metrics[lockbench.MRenewSent].Median <= 0 {
-				t.Errorf("%s %s: %+v", r.Scenario, r.Library, r.Metrics)
-			}
+			assert.False(t, r.Metrics[lockbench.MLost].Max != 0 || r.Metrics[lockbench.MRenewSent].Median <= 0, "%s %s: %+v", r.Scenario, r.Library, r.Metrics)
 		} else if r.Metrics[lockbench.MOpsPerSec].Median <= 0 {
 			t.Errorf("%s %s: no ops", r.Scenario, r.Library)
 		}
 	}
 	for _, l := range libs {
-		if !seen[l.Name] {
-			t.Errorf("%s not run", l.Name)
-		}
+		assert.True(t, seen[l.Name], "%s not run", l.Name)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
@@ -50,14 +51,10 @@ func BenchmarkClusterVsStandalone(b *testing.B) {
 func benchCluster(b *testing.B, replicas int, opts []redislock.ClientOption) {
 	ctx := context.Background()
 	srv, err := redisproc.Start(redisproc.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer srv.Close()
 	cl, err := redisproc.StartCluster(ctx, redisproc.ClusterConfig{Replicas: replicas})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer cl.Close()
 	standalone := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: clusterWorkers})
 	defer standalone.Close()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
@@ -58,9 +59,7 @@ func BenchmarkHeld100k(b *testing.B) {
 
 func benchHeld(b *testing.B, n int, hold bool) {
 	srv, err := redisproc.Start(redisproc.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer srv.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
 	defer rdb.Close()
@@ -105,9 +104,7 @@ func benchHeld(b *testing.B, n int, hold bool) {
 	for i, l := range locks {
 		if hold {
 			h, err := lease.Hold(ctx, l, heldTTL)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			helds[i] = h
 		} else {
 			stops[i] = backend.KeeperOf(l).Keep(heldTTL, interval, losts[i])
@@ -133,9 +130,8 @@ func benchHeld(b *testing.B, n int, hold bool) {
 	for i := range lossKeys {
 		pipe.Del(ctx, "redislock:{"+locks[i*step].Key()+"}")
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		b.Fatal(err)
-	}
+	_, err = pipe.Exec(ctx)
+	require.NoError(b, err)
 	time.Sleep(heldRounds*interval - interval/2)
 	lag.measure.Store(false)
 	b.StopTimer()
@@ -143,15 +139,11 @@ func benchHeld(b *testing.B, n int, hold bool) {
 	var worst time.Duration
 	for i := range lossKeys {
 		at := lostAt[i*step].Load()
-		if at == 0 {
-			b.Fatalf("the loss of deleted lock %d was not reported", i*step)
-		}
+		require.NotEqual(b, int64(0), at, "the loss of deleted lock %d was not reported", i*step)
 		worst = max(worst, time.Unix(0, at).Sub(deleted))
 	}
 	for i := range n {
-		if i%step != 0 && lostAt[i].Load() != 0 {
-			b.Fatalf("lock %d reported lost", i)
-		}
+		require.False(b, i%step != 0 && lostAt[i].Load() != 0, "lock %d reported lost", i)
 	}
 	p99 := lag.p99()
 	b.ReportMetric(float64(peak.Load()), "goroutines")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/lease/backend"
@@ -67,20 +68,16 @@ func FuzzObtainInput(f *testing.F) {
 			return
 		}
 		if err != nil {
-			if !errors.Is(err, redislock.ErrInvalidArgument) {
-				t.Fatalf("Obtain(%q, %v, prefix %q): %v (want a grant or ErrInvalidArgument)", key, ttl, prefix, err)
-			}
+			require.ErrorIs(t, err, redislock.ErrInvalidArgument, "Obtain(%q, %v, prefix %q) (want a grant or ErrInvalidArgument)", key, ttl, prefix)
 			if n := m.CommandCount() - before; n != 0 {
 				t.Fatalf("Obtain(%q, %v, prefix %q) refused after %d Redis commands: %v", key, ttl, prefix, n, err)
 			}
 			return
 		}
-		if mustRefuse {
-			t.Fatalf("Obtain(%q, %v, prefix %q) granted bad input", key, ttl, prefix)
-		}
-		if l.Key() != key || l.Fence() <= 0 || l.Token() == "" {
-			t.Fatalf("grant: key %q fence %d token %q", l.Key(), l.Fence(), l.Token())
-		}
+		require.False(t, mustRefuse, "Obtain(%q, %v, prefix %q) granted bad input", key, ttl, prefix)
+		require.Equal(t, key, l.Key(), "grant: key %q fence %d token %q", l.Key(), l.Fence(), l.Token())
+		require.Greater(t, l.Fence(), int64(0), "grant: key %q fence %d token %q", l.Key(), l.Fence(), l.Token())
+		require.NotEqual(t, "", l.Token(), "grant: key %q fence %d token %q", l.Key(), l.Fence(), l.Token())
 		// The validity counts from a moment within the call (before the
 		// request went out), less the drift: the call's own work before
 		// sending may outlast a tiny TTL's drift, so start+ttl is no bound.
@@ -92,19 +89,13 @@ func FuzzObtainInput(f *testing.F) {
 		if d, err := l.TTL(ctx); (err != nil || d > ttl || d <= 0) && !shortLived {
 			t.Fatalf("TTL: %v %v (ttl %v)", d, err, ttl)
 		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
+		require.NoError(t, l.Release(ctx), "Release")
 		l2, err := c.Obtain(ctx, key, ttl)
 		if shortLived && (errors.Is(err, redislock.ErrGrantExpired) || errors.Is(err, context.DeadlineExceeded)) {
 			return
 		}
-		if err != nil {
-			t.Fatalf("key not free after Release: %v", err)
-		}
-		if l2.Fence() <= l.Fence() {
-			t.Fatalf("fence went backwards: %d then %d", l.Fence(), l2.Fence())
-		}
+		require.NoError(t, err, "key not free after Release")
+		require.Greater(t, l2.Fence(), l.Fence(), "fence went backwards: %d then %d", l.Fence(), l2.Fence())
 		_ = l2.Release(ctx)
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -36,9 +38,8 @@ func aclUser(t *testing.T, srv *redistest.Server, user, pw string, rules []strin
 	for _, r := range append(append([]string(nil), rules...), extra...) {
 		args = append(args, r)
 	}
-	if _, err := srv.Do(args...); err != nil {
-		t.Fatal(err)
-	}
+	_, err := srv.Do(args...)
+	require.NoError(t, err)
 }
 
 func without(rules []string, drop ...string) []string {
@@ -70,15 +71,10 @@ func TestACLLibrary(t *testing.T) {
 	defer c.Close()
 
 	l, err := c.Obtain(ctx, "job", time.Minute, redislock.WithHolder("svc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.TTL(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Refresh(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = l.TTL(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Refresh(ctx, time.Minute))
 	if info, err := c.Inspect(ctx, "job"); err != nil || !info.Held || info.Holder != "svc" {
 		t.Fatalf("Inspect: %+v %v", info, err)
 	}
@@ -102,37 +98,21 @@ func TestACLLibrary(t *testing.T) {
 	// The waiter's first attempt and its recheck once subscribed are done:
 	// only the release's PUBLISH can wake it before its backoff.
 	redistest.Eventually(t, 10*time.Second, "the waiter's second attempt", func() bool { return evalshaCalls(t, srv) >= base+2 })
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("waiter (woken by pub/sub under the ACL): %v", err)
-	}
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, <-got, "waiter (woken by pub/sub under the ACL)")
 
 	fl, err := c.Obtain(ctx, "fair", time.Minute, redislock.WithFair(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fl.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, fl.Release(ctx))
 	m, err := c.ObtainMulti(ctx, []string{"a", "b"}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, m.Release(ctx))
 	st := c.Store()
-	if err := st.Put(ctx, "rec", []byte("v"), 5, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Put(ctx, "rec", []byte("v"), 5, time.Minute))
 	if r, err := st.Get(ctx, "rec"); err != nil || string(r.Value) != "v" {
 		t.Fatalf("Store.Get: %+v %v", r, err)
 	}
-	if err := st.Delete(ctx, "rec", 5); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Delete(ctx, "rec", 5))
 
 	// Nothing else.
 	for name, err := range map[string]error{
@@ -142,9 +122,7 @@ func TestACLLibrary(t *testing.T) {
 		"FLUSHALL":      rdb.FlushAll(ctx).Err(),
 		"PUBLISH other": rdb.Publish(ctx, "other", "x").Err(),
 	} {
-		if err == nil || !strings.Contains(err.Error(), "NOPERM") {
-			t.Errorf("%s: %v, want NOPERM", name, err)
-		}
+		assert.False(t, err == nil || !strings.Contains(err.Error(), "NOPERM"), "%s: %v, want NOPERM", name, err)
 	}
 
 	// A prefix outside the ACL's key pattern, and a user without the
@@ -160,9 +138,7 @@ func TestACLLibrary(t *testing.T) {
 	for name, lc := range map[string]*redislock.Client{"other prefix": other, "no EVALSHA": noeval, "no SET in the script": noset} {
 		_, err := lc.Obtain(ctx, "job", time.Minute, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
 		var ne *redislock.NodeError
-		if err == nil || errors.Is(err, redislock.ErrNotObtained) || !errors.As(err, &ne) {
-			t.Errorf("%s: %v; want a node error, not contention", name, err)
-		}
+		assert.False(t, err == nil || errors.Is(err, redislock.ErrNotObtained) || !errors.As(err, &ne), "%s: %v; want a node error, not contention", name, err)
 		t.Logf("%s: %v", name, err)
 	}
 }
@@ -198,9 +174,7 @@ func TestACLCommand(t *testing.T) {
 func evalshaCalls(t *testing.T, srv *redistest.Server) int {
 	t.Helper()
 	v, err := srv.Do("INFO", "commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s, _ := v.(string)
 	_, rest, ok := strings.Cut(s, "cmdstat_evalsha:calls=")
 	if !ok {

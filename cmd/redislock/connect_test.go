@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/lifeline"
@@ -27,9 +28,7 @@ func startSentinel(t *testing.T, master *redistest.Server) string {
 	host, mport, _ := strings.Cut(master.Addr(), ":")
 	conf := filepath.Join(dir, "sentinel.conf")
 	cfg := fmt.Sprintf("port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster %s %s 1\n", port, dir, host, mport)
-	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(conf, []byte(cfg), 0o600))
 	cmd := exec.Command(bin, conf, "--sentinel", "--logfile", filepath.Join(dir, "log"))
 	if err := lifeline.Start(cmd); err != nil { // dies with the test, however it ends
 		t.Fatal(err)
@@ -62,9 +61,8 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, p.stderr.rest())
 	}
 	code, out, stderr := result(t, "--sentinel", "mymaster", "--addr", "redis://"+sentinel, "inspect", "k")
-	if code != 0 || !strings.Contains(out, "k ") {
-		t.Fatalf("inspect via a Sentinel URL: exit %d %s %s", code, out, stderr)
-	}
+	require.Equal(t, 0, code, "inspect via a Sentinel URL: exit %d %s %s", code, out, stderr)
+	require.True(t, strings.Contains(out, "k "), "inspect via a Sentinel URL: exit %d %s %s", code, out, stderr)
 	if code, _, stderr := result(t, "--sentinel", "nosuchmaster", "--addr", sentinel, "run", "--nonblock", "k", "--", "true"); code != 69 {
 		t.Errorf("unknown master: exit %d (%s), want 69", code, stderr)
 	}
@@ -79,9 +77,7 @@ func TestQuorum(t *testing.T) {
 		rdbs = append(rdbs, s.Client(nil))
 	}
 	q, err := redislock.NewQuorum(rdbs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer q.Close()
 	srvs[2].Kill() // a minority down: the lock is still taken
 	p := start(t, "--quorum", strings.Join(addrs, ","), "run", "--holder", "q", "k", "--", "sh", "-c", "echo ok; read x || true")
@@ -89,9 +85,9 @@ func TestQuorum(t *testing.T) {
 		t.Fatalf("run in quorum mode: %q", got)
 	}
 	info, err := q.Inspect(context.Background(), "k")
-	if err != nil || !info.Held || info.Holder != "q" {
-		t.Fatalf("quorum Inspect: %+v %v", info, err)
-	}
+	require.NoError(t, err, "quorum Inspect: %+v", info)
+	require.True(t, info.Held, "quorum Inspect: %+v %v", info, err)
+	require.Equal(t, "q", info.Holder, "quorum Inspect: %+v %v", info, err)
 	p.stdin.Close()
 	if code := p.wait(); code != 0 {
 		t.Fatalf("exit %d: %s", code, p.stderr.rest())

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,13 +29,9 @@ func TestRunWaitBadValues(t *testing.T) {
 func TestRunCommandFlag(t *testing.T) {
 	srv, _, _ := server(t)
 	code, out, stderr := result(t, "--addr", srv.Addr(), "run", "job", "-c", `echo "$REDISLOCK_KEY ran by $0"; exit 3`)
-	if code != 3 || strings.TrimSpace(out) != "job ran by sh" {
-		t.Errorf("run KEY -c: exit %d, stdout %q, stderr %s; want 3 and %q", code, out, stderr, "job ran by sh")
-	}
+	assert.False(t, code != 3 || strings.TrimSpace(out) != "job ran by sh", "run KEY -c: exit %d, stdout %q, stderr %s; want 3 and %q", code, out, stderr, "job ran by sh")
 	code, out, stderr = result(t, "--addr", srv.Addr(), "run", "--command", "echo before", "job")
-	if code != 0 || strings.TrimSpace(out) != "before" {
-		t.Errorf("run --command C KEY: exit %d, stdout %q, stderr %s", code, out, stderr)
-	}
+	assert.False(t, code != 0 || strings.TrimSpace(out) != "before", "run --command C KEY: exit %d, stdout %q, stderr %s", code, out, stderr)
 	for _, args := range [][]string{
 		{"job", "-c"},
 		{"job", "-c", "true", "false"},
@@ -49,9 +46,7 @@ func TestRunCommandFlag(t *testing.T) {
 func TestVersion(t *testing.T) {
 	for _, arg := range []string{"--version", "-V"} {
 		code, out, stderr := result(t, arg)
-		if code != 0 || !strings.HasPrefix(out, "redislock ") || !strings.Contains(out, runtime.Version()) || strings.Count(out, "\n") != 1 {
-			t.Errorf("%s: exit %d, stdout %q, stderr %q; want one line with the version and %s", arg, code, out, stderr, runtime.Version())
-		}
+		assert.False(t, code != 0 || !strings.HasPrefix(out, "redislock ") || !strings.Contains(out, runtime.Version()) || strings.Count(out, "\n") != 1, "%s: exit %d, stdout %q, stderr %q; want one line with the version and %s", arg, code, out, stderr, runtime.Version())
 	}
 }
 
@@ -62,27 +57,21 @@ func TestVersionCommit(t *testing.T) {
 		t.Skipf("no build with -buildvcs=true here (no git checkout?): %v\n%s", err, out)
 	}
 	info, err := exec.Command("go", "version", "-m", vbin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, rev, ok := strings.Cut(string(info), "vcs.revision=")
 	if !ok {
 		t.Skip("the go command recorded no commit for this checkout")
 	}
 	rev, _, _ = strings.Cut(rev, "\n")
 	out, err := exec.Command(vbin, "--version").Output()
-	if err != nil || !strings.Contains(string(out), "commit "+rev) {
-		t.Errorf("--version: %q (%v); want commit %s", out, err, rev)
-	}
+	assert.False(t, err != nil || !strings.Contains(string(out), "commit "+rev), "--version: %q (%v); want commit %s", out, err, rev)
 }
 
 // A Redis that is down: exit 69 with one line, redislock's own (go-redis'
 // log lines are dropped; with -v they are redislock's messages too).
 func TestUnreachableOneLine(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	closed := l.Addr().String()
 	l.Close()
 	for _, args := range [][]string{
@@ -93,15 +82,11 @@ func TestUnreachableOneLine(t *testing.T) {
 		code, _, stderr := result(t, args...)
 		t.Logf("%v: exit %d after %v", args, code, time.Since(began).Round(time.Millisecond))
 		lines := strings.Split(strings.TrimSpace(stderr), "\n")
-		if code != 69 || len(lines) != 1 || !strings.HasPrefix(lines[0], "redislock: ") || strings.Contains(stderr, "redislock: redislock:") {
-			t.Errorf("%v: exit %d, stderr:\n%s\nwant 69 and one line", args, code, stderr)
-		}
+		assert.False(t, code != 69 || len(lines) != 1 || !strings.HasPrefix(lines[0], "redislock: ") || strings.Contains(stderr, "redislock: redislock:"), "%v: exit %d, stderr:\n%s\nwant 69 and one line", args, code, stderr)
 	}
 	code, _, stderr := result(t, "--addr", closed, "run", "-v", "k", "--", "true")
 	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
-		if code != 69 || !strings.HasPrefix(line, "redislock: ") {
-			t.Errorf("-v: exit %d, a line not redislock's: %q", code, line)
-		}
+		assert.False(t, code != 69 || !strings.HasPrefix(line, "redislock: "), "-v: exit %d, a line not redislock's: %q", code, line)
 	}
 }
 
@@ -111,16 +96,10 @@ func TestRunChildEnvNoCredentials(t *testing.T) {
 	srv, _, _ := server(t)
 	env := []string{"REDIS_URL=redis://default:s3cret@" + srv.Addr(), "JOB_SETTING=kept"}
 	code, out, stderr := resultEnv(t, env, "run", "k", "--", "env")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	if strings.Contains(out, "s3cret") || strings.Contains(out, "REDIS_URL=") {
-		t.Errorf("the command's environment has the Redis URL:\n%s", out)
-	}
+	require.Equal(t, 0, code, "exit %d: %s", code, stderr)
+	assert.False(t, strings.Contains(out, "s3cret") || strings.Contains(out, "REDIS_URL="), "the command's environment has the Redis URL:\n%s", out)
 	for _, want := range []string{"JOB_SETTING=kept\n", "REDISLOCK_KEY=k\n", "REDISLOCK_FENCE=", "REDISLOCK_TOKEN="} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the command's environment lacks %q:\n%s", want, out)
-		}
+		assert.True(t, strings.Contains(out, want), "the command's environment lacks %q:\n%s", want, out)
 	}
 }
 

@@ -20,14 +20,10 @@ func TestInspectJSON(t *testing.T) {
 	ctx := context.Background()
 	const ttl = time.Minute
 	l, err := c.Obtain(ctx, "report", ttl, redislock.WithHolder("billing-7:4242"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Release(ctx)
 	code, out, stderr := result(t, "--addr", srv.Addr(), "inspect", "--json", "report", "free")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	require.Equal(t, 0, code, "exit %d: %s", code, stderr)
 	var got []struct {
 		Key     string `json:"key"`
 		Held    bool   `json:"held"`
@@ -36,25 +32,13 @@ func TestInspectJSON(t *testing.T) {
 		TTLms   int64  `json:"ttl_ms"`
 		Waiters int    `json:"waiters"`
 	}
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if len(got) != 2 {
-		t.Fatalf("%d entries: %s", len(got), out)
-	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got), "%s", out)
+	require.Len(t, got, 2, "%d entries: %s", len(got), out)
 	r, f := got[0], got[1]
-	if r.Key != "report" || !r.Held || r.Holder != "billing-7:4242" || r.Fence != l.Fence() || r.TTLms <= 0 || r.TTLms > ttl.Milliseconds() {
-		t.Errorf("report: %+v; want held by billing-7:4242, fence %d, 0 < ttl_ms <= %d", r, l.Fence(), ttl.Milliseconds())
-	}
-	if f.Key != "free" || f.Held || f.Holder != "" || f.Fence != 0 || f.TTLms != 0 {
-		t.Errorf("free: %+v; want not held", f)
-	}
-	if strings.Contains(out, l.Token()) {
-		t.Error("inspect shows the token")
-	}
-	if r.Waiters != 0 {
-		t.Errorf("report: %d waiters before anyone waits", r.Waiters)
-	}
+	assert.False(t, r.Key != "report" || !r.Held || r.Holder != "billing-7:4242" || r.Fence != l.Fence() || r.TTLms <= 0 || r.TTLms > ttl.Milliseconds(), "report: %+v; want held by billing-7:4242, fence %d, 0 < ttl_ms <= %d", r, l.Fence(), ttl.Milliseconds())
+	assert.False(t, f.Key != "free" || f.Held || f.Holder != "" || f.Fence != 0 || f.TTLms != 0, "free: %+v; want not held", f)
+	assert.False(t, strings.Contains(out, l.Token()), "inspect shows the token")
+	assert.Equal(t, 0, r.Waiters, "report: %d waiters before anyone waits", r.Waiters)
 
 	// A waiter (of another client than the command's) marks the lock.
 	wctx, cancel := context.WithCancel(ctx)
@@ -71,15 +55,12 @@ func TestInspectJSON(t *testing.T) {
 	<-waited
 
 	code, out, _ = result(t, "--addr", srv.Addr(), "inspect", "report", "free")
-	if code != 0 || !strings.Contains(out, "billing-7:4242") || !strings.Contains(out, "HOLDER") {
-		t.Errorf("table: exit %d\n%s", code, out)
-	}
+	assert.False(t, code != 0 || !strings.Contains(out, "billing-7:4242") || !strings.Contains(out, "HOLDER"), "table: exit %d\n%s", code, out)
 	if code, _, _ := result(t, "--addr", srv.Addr(), "inspect"); code != 64 {
 		t.Errorf("inspect without keys: exit %d, want 64", code)
 	}
-	if _, err := srv.Do("SET", "redislock:{alien}", "not-a-grant"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = srv.Do("SET", "redislock:{alien}", "not-a-grant")
+	require.NoError(t, err)
 	if code, _, stderr := result(t, "--addr", srv.Addr(), "inspect", "alien"); code != 69 || !strings.Contains(stderr, "not written by redislock") {
 		t.Errorf("a foreign key: exit %d, %s", code, stderr)
 	}
@@ -87,25 +68,20 @@ func TestInspectJSON(t *testing.T) {
 
 func TestDemoEmbedded(t *testing.T) {
 	code, out, stderr := result(t, "demo")
-	if code != 0 {
-		t.Fatalf("exit %d: %s\n%s", code, out, stderr)
-	}
+	require.Equal(t, 0, code, "exit %d: %s\n%s", code, out, stderr)
 	for _, want := range []string{"embedded Redis", "Every job was done exactly once", "REFUSED: stale fence", "it cannot delete worker-B's lock", `"worker-B's report"`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out)
-		}
+		assert.True(t, strings.Contains(out, want), "demo output lacks %q:\n%s", want, out)
 	}
-	if strings.Contains(out, "UNEXPECTED") {
-		t.Errorf("demo:\n%s", out)
-	}
+	assert.False(t, strings.Contains(out, "UNEXPECTED"), "demo:\n%s", out)
 }
 
 func TestDemoRealRedis(t *testing.T) {
 	srv, _, rdb := server(t)
 	code, out, stderr := result(t, "--addr", srv.Addr(), "demo")
-	if code != 0 || strings.Contains(out, "UNEXPECTED") || strings.Contains(out, "embedded") || !strings.Contains(out, "REFUSED") {
-		t.Fatalf("exit %d:\n%s\n%s", code, out, stderr)
-	}
+	require.Equal(t, 0, code, "exit %d:\n%s\n%s", code, out, stderr)
+	require.False(t, strings.Contains(out, "UNEXPECTED"), "exit %d:\n%s\n%s", code, out, stderr)
+	require.False(t, strings.Contains(out, "embedded"), "exit %d:\n%s\n%s", code, out, stderr)
+	require.True(t, strings.Contains(out, "REFUSED"), "exit %d:\n%s\n%s", code, out, stderr)
 	if keys, err := rdb.Keys(context.Background(), "redislock-demo:*").Result(); err != nil || len(keys) != 0 {
 		t.Errorf("demo left records: %v %v", keys, err)
 	}
@@ -113,14 +89,10 @@ func TestDemoRealRedis(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	code, out, _ := result(t, "--help")
-	if code != 0 || !strings.Contains(out, "redislock run") || !strings.Contains(out, "inspect") || !strings.Contains(out, "demo") {
-		t.Errorf("--help: exit %d\n%s", code, out)
-	}
+	assert.False(t, code != 0 || !strings.Contains(out, "redislock run") || !strings.Contains(out, "inspect") || !strings.Contains(out, "demo"), "--help: exit %d\n%s", code, out)
 	code, out, _ = result(t, "run", "--help")
 	for _, want := range []string{"Exit codes:", "125", "--conflict-exit-code", "REDISLOCK_FENCE", "--grace"} {
-		if code != 0 || !strings.Contains(out, want) {
-			t.Errorf("run --help lacks %q (exit %d)", want, code)
-		}
+		assert.False(t, code != 0 || !strings.Contains(out, want), "run --help lacks %q (exit %d)", want, code)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/redislock-go/redislock"
@@ -94,9 +95,7 @@ func (l *lines) waitFor(t *testing.T, sub string) string {
 	for {
 		select {
 		case line, ok := <-l.ch:
-			if !ok {
-				t.Fatalf("stream ended before a line with %q; it had:\n%s", sub, l.buf.String())
-			}
+			require.True(t, ok, "stream ended before a line with %q; it had:\n%s", sub, l.buf.String())
 			l.buf.WriteString(line + "\n")
 			if strings.Contains(line, sub) {
 				return line
@@ -133,13 +132,9 @@ func startEnv(t *testing.T, env []string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p.stdout = bufio.NewReader(out)
 	p.stderr = newLines(errPipe)
 	p.start = time.Now()
@@ -236,9 +231,7 @@ func server(t *testing.T) (*redistest.Server, *redislock.Client, *redis.Client) 
 func inspect(t *testing.T, c *redislock.Client, key string) (held bool, holder string, fence int64) {
 	t.Helper()
 	info, err := c.Inspect(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return info.Held, info.Holder, info.Fence
 }
 

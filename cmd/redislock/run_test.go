@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -24,27 +23,23 @@ func TestRunEnvAndSameLock(t *testing.T) {
 	srv, c, rdb := server(t)
 	p := start(t, "--addr", srv.Addr(), "run", "deploy", "--", "sh", "-c", `echo "$REDISLOCK_KEY|$REDISLOCK_FENCE|$REDISLOCK_TOKEN"; read x || true`)
 	parts := strings.Split(p.line(), "|")
-	if len(parts) != 3 || parts[0] != "deploy" || parts[2] == "" {
-		t.Fatalf("child's environment: %q", parts)
-	}
+	require.Len(t, parts, 3, "child's environment: %q", parts)
+	require.Equal(t, "deploy", parts[0], "child's environment: %q", parts)
+	require.NotEqual(t, "", parts[2], "child's environment: %q", parts)
 	fence, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// The same lock as the library's Obtain of the key, default prefix.
 	ctx := context.Background()
-	if _, err := c.Obtain(ctx, "deploy", time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("library Obtain while run holds the lock: %v", err)
-	}
+	_, err = c.Obtain(ctx, "deploy", time.Second)
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "library Obtain while run holds the lock")
 	v, err := rdb.Get(ctx, "redislock:{deploy}").Result()
-	if err != nil || !strings.HasPrefix(v, parts[2]+":"+parts[1]) {
-		t.Fatalf("lock key holds %q (%v), want the token and fence the child saw", v, err)
-	}
+	require.NoError(t, err, "lock key holds %q (), want the token and fence the child saw", v)
+	require.True(t, strings.HasPrefix(v, parts[2]+":"+parts[1]), "lock key holds %q (%v), want the token and fence the child saw", v, err)
 	held, holder, f := inspect(t, c, "deploy")
 	host, _ := os.Hostname()
-	if !held || f != fence || holder != fmt.Sprintf("%s:%d", host, p.cmd.Process.Pid) {
-		t.Fatalf("inspect: held %v holder %q fence %d; want host:pid of redislock and fence %d", held, holder, f, fence)
-	}
+	require.True(t, held, "inspect: held %v holder %q fence %d; want host:pid of redislock and fence %d", held, holder, f, fence)
+	require.Equal(t, fence, f, "inspect: held %v holder %q fence %d; want host:pid of redislock and fence %d", held, holder, f, fence)
+	require.Equal(t, fmt.Sprintf("%s:%d", host, p.cmd.Process.Pid), holder, "inspect: held %v holder %q fence %d; want host:pid of redislock and fence %d", held, holder, f, fence)
 	p.stdin.Close() // the child's read returns: it exits 0
 	if code := p.wait(); code != 0 {
 		t.Fatalf("exit %d, want 0; stderr: %s", code, p.stderr.rest())
@@ -76,9 +71,7 @@ func TestRunSerializes(t *testing.T) {
 		t.Fatalf("b exited %d", code)
 	}
 	out, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var ev []string
 	var fences []int64
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -87,9 +80,10 @@ func TestRunSerializes(t *testing.T) {
 		fmt.Sscan(l, &what, &f)
 		ev, fences = append(ev, what), append(fences, f)
 	}
-	if strings.Join(ev, ",") != "start,end,start,end" || fences[0] != fences[1] || fences[2] != fences[3] || fences[2] <= fences[0] {
-		t.Fatalf("the two runs overlapped or fences did not grow:\n%s", out)
-	}
+	require.Equal(t, "start,end,start,end", strings.Join(ev, ","), "the two runs overlapped or fences did not grow:\n%s", out)
+	require.Equal(t, fences[1], fences[0], "the two runs overlapped or fences did not grow:\n%s", out)
+	require.Equal(t, fences[3], fences[2], "the two runs overlapped or fences did not grow:\n%s", out)
+	require.Greater(t, fences[2], fences[0], "the two runs overlapped or fences did not grow:\n%s", out)
 }
 
 func TestRunLossKillsProcessGroup(t *testing.T) {
@@ -99,36 +93,29 @@ func TestRunLossKillsProcessGroup(t *testing.T) {
 	p := start(t, "--addr", srv.Addr(), "run", "--ttl", ttl.String(), "--grace", grace.String(), "stolen", "--",
 		"sh", "-c", `trap "" TERM; sleep 1000 & echo $$ $!; wait; wait`)
 	var shell, grandchild int
-	if _, err := fmt.Sscan(p.line(), &shell, &grandchild); err != nil {
-		t.Fatal(err)
-	}
+	_, err := fmt.Sscan(p.line(), &shell, &grandchild)
+	require.NoError(t, err)
 	t.Cleanup(func() { // if the test failed, leave no process behind
 		_ = syscall.Kill(shell, syscall.SIGKILL)
 		_ = syscall.Kill(grandchild, syscall.SIGKILL)
 	})
 	// Another party takes the lock (an operator's DEL, a failover that lost it).
 	stolen := time.Now()
-	if _, err := srv.Do("SET", "redislock:{stolen}", "thief:1", "PX", 60000); err != nil {
-		t.Fatal(err)
-	}
+	_, err = srv.Do("SET", "redislock:{stolen}", "thief:1", "PX", 60000)
+	require.NoError(t, err)
 	code := p.wait()
 	took := time.Since(stolen)
 	stderr := p.stderr.rest()
-	if code != 125 {
-		t.Fatalf("exit %d, want 125 (lock lost); stderr: %s", code, stderr)
-	}
-	if !dead(shell) || !dead(grandchild) {
-		t.Fatalf("after the loss: shell dead %v, grandchild dead %v", dead(shell), dead(grandchild))
-	}
+	require.Equal(t, 125, code, "exit %d, want 125 (lock lost); stderr: %s", code, stderr)
+	require.True(t, dead(shell), "after the loss: shell dead %v, grandchild dead %v", dead(shell), dead(grandchild))
+	require.True(t, dead(grandchild), "after the loss: shell dead %v, grandchild dead %v", dead(shell), dead(grandchild))
 	m := regexp.MustCompile(`stopped (\S+) after the loss`).FindStringSubmatch(stderr)
 	if m == nil {
 		t.Fatalf("no stop time reported: %s", stderr)
 	}
 	stop, _ := time.ParseDuration(m[1])
 	t.Logf("lock stolen -> redislock exited: %v (renewal every %v finds the loss); loss -> job gone: %v (grace %v, target grace+100ms)", took, ttl/3, stop, grace)
-	if stop > grace+2*time.Second {
-		t.Errorf("the process group took %v after the loss to stop (grace %v)", stop, grace)
-	}
+	assert.LessOrEqual(t, stop, time.Duration(grace+2*time.Second), "the process group took %v after the loss to stop (grace %v)", stop, grace)
 	if v, _ := srv.Do("GET", "redislock:{stolen}"); v != "thief:1" {
 		t.Errorf("the new holder's lock was touched: %v", v)
 	}
@@ -148,9 +135,7 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"/dev/null"}, 126},
 	} {
 		code, _, stderr := result(t, append([]string{"--addr", addr, "run", "k", "--"}, tc.argv...)...)
-		if code != tc.want {
-			t.Errorf("%v: exit %d, want %d; stderr: %s", tc.argv, code, tc.want, stderr)
-		}
+		assert.Equal(t, tc.want, code, "%v: exit %d, want %d; stderr: %s", tc.argv, code, tc.want, stderr)
 		if held, _, _ := inspect(t, c, "k"); held {
 			t.Fatalf("%v: lock still held after exit", tc.argv)
 		}
@@ -161,22 +146,16 @@ func TestRunSIGTERM(t *testing.T) {
 	srv, c, _ := server(t)
 	p := start(t, "--addr", srv.Addr(), "run", "--grace", "5s", "svc", "--", "sh", "-c", `echo $$; exec sleep 1000`)
 	pid, err := strconv.Atoi(p.line())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	if held, _, _ := inspect(t, c, "svc"); !held {
 		t.Fatal("not held while the command runs")
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	if code := p.wait(); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("exit %d, want %d (the command, killed by the forwarded SIGTERM); stderr: %s", code, 128+int(syscall.SIGTERM), p.stderr.rest())
 	}
-	if !dead(pid) {
-		t.Fatal("the command survived SIGTERM to redislock")
-	}
+	require.True(t, dead(pid), "the command survived SIGTERM to redislock")
 	if held, _, _ := inspect(t, c, "svc"); held {
 		t.Fatal("lock still held after SIGTERM")
 	}
@@ -229,9 +208,7 @@ func TestRunConflictAndTimeout(t *testing.T) {
 func TestRunBadInput(t *testing.T) {
 	srv, _, _ := server(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	closed := l.Addr().String()
 	l.Close()
 	for _, tc := range []struct {
@@ -250,9 +227,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"--addr", srv.Addr(), "nosuchcommand"}, 64, "unknown command"},
 	} {
 		code, _, stderr := result(t, tc.args...)
-		if code != tc.want || !strings.Contains(stderr, tc.say) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, tc.want, tc.say)
-		}
+		assert.False(t, code != tc.want || !strings.Contains(stderr, tc.say), "%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, tc.want, tc.say)
 	}
 }
 
@@ -264,17 +239,14 @@ func TestRunLossRedisPaused(t *testing.T) {
 	p := start(t, "--addr", srv.Addr(), "run", "--ttl", ttl.String(), "--grace", grace.String(), "paused", "--",
 		"sh", "-c", `echo $$; exec sleep 1000`)
 	pid, err := strconv.Atoi(p.line())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	paused := time.Now()
 	srv.Pause()
 	defer srv.Resume()
 	code := p.wait()
 	stderr := p.stderr.rest()
-	if code != 125 || !dead(pid) {
-		t.Fatalf("exit %d, command dead %v; want 125 and dead; stderr: %s", code, dead(pid), stderr)
-	}
+	require.Equal(t, 125, code, "exit %d, command dead %v; want 125 and dead; stderr: %s", code, dead(pid), stderr)
+	require.True(t, dead(pid), "exit %d, command dead %v; want 125 and dead; stderr: %s", code, dead(pid), stderr)
 	t.Logf("Redis paused -> redislock exited: %v (ttl %v, grace %v)\n%s", time.Since(paused).Round(time.Millisecond), ttl, grace, stderr)
 }

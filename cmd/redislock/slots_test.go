@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/semaphore"
 )
 
@@ -19,18 +22,18 @@ func TestRunSlots(t *testing.T) {
 	var fenceA, fenceB, fenceC int64
 	fmt.Sscan(a.line(), &slotA, &fenceA)
 	fmt.Sscan(b.line(), &slotB, &fenceB)
-	if slotA == slotB || slotA < 0 || slotA > 1 || slotB < 0 || slotB > 1 || fenceA == fenceB {
-		t.Fatalf("two holders: slots %d, %d, fences %d, %d", slotA, slotB, fenceA, fenceB)
-	}
+	require.NotEqual(t, slotB, slotA, "two holders: slots %d, %d, fences %d, %d", slotA, slotB, fenceA, fenceB)
+	require.GreaterOrEqual(t, slotA, 0, "two holders: slots %d, %d, fences %d, %d", slotA, slotB, fenceA, fenceB)
+	require.LessOrEqual(t, slotA, 1, "two holders: slots %d, %d, fences %d, %d", slotA, slotB, fenceA, fenceB)
+	require.GreaterOrEqual(t, slotB, 0, "two holders: slots %d, %d, fences %d, %d", slotA, slotB, fenceA, fenceB)
+	require.LessOrEqual(t, slotB, 1, "two holders: slots %d, %d, fences %d, %d", slotA, slotB, fenceA, fenceB)
+	require.NotEqual(t, fenceB, fenceA, "two holders: slots %d, %d, fences %d, %d", slotA, slotB, fenceA, fenceB)
 	sem, err := semaphore.New(rdb, "transcoders", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sem.Close()
 	info, err := sem.Inspect(context.Background())
-	if err != nil || len(info.Holders) != 2 {
-		t.Fatalf("the library's semaphore sees %+v (%v), want the two runs", info, err)
-	}
+	require.NoError(t, err, "the library's semaphore sees %+v (), want the two runs", info)
+	require.Len(t, info.Holders, 2, "the library's semaphore sees %+v (%v), want the two runs", info, err)
 
 	// Full: --nonblock exits with the conflict code; a third run waits.
 	if code, _, stderr := result(t, "--addr", srv.Addr(), "run", "--slots", "2", "--nonblock", "transcoders", "--", "true"); code != 75 || !strings.Contains(stderr, "2 of 2 slots held") {
@@ -47,14 +50,11 @@ func TestRunSlots(t *testing.T) {
 	}
 	var slotC int
 	fmt.Sscan(c.line(), &slotC, &fenceC)
-	if slotC != slotA || fenceC <= max(fenceA, fenceB) {
-		t.Errorf("the third run got slot %d fence %d; want a's slot %d and a higher fence", slotC, fenceC, slotA)
-	}
+	assert.False(t, slotC != slotA || fenceC <= max(fenceA, fenceB), "the third run got slot %d fence %d; want a's slot %d and a higher fence", slotC, fenceC, slotA)
 	b.stdin.Close()
 	c.stdin.Close()
-	if b.wait() != 0 || c.wait() != 0 {
-		t.Fatal("b or c failed")
-	}
+	require.Equal(t, 0, b.wait(), "b or c failed")
+	require.Equal(t, 0, c.wait(), "b or c failed")
 	if code, _, _ := result(t, "--quorum", srv.Addr()+","+srv.Addr(), "run", "--slots", "2", "k", "--", "true"); code != 64 {
 		t.Errorf("--slots with --quorum: exit %d, want 64", code)
 	}

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/internal/redistest"
 )
 
@@ -26,9 +29,7 @@ type certs struct{ ca, serverCert, serverKey, clientCert, clientKey string }
 func makeCerts(t *testing.T, dir string) certs {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	now := time.Now()
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redislock test CA"},
@@ -36,25 +37,17 @@ func makeCerts(t *testing.T, dir string) certs {
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	write := func(name, typ string, der []byte) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
 		return p
 	}
 	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (certFile, keyFile string) {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
 			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
@@ -62,13 +55,9 @@ func makeCerts(t *testing.T, dir string) certs {
 			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		kder, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", kder)
 	}
 	c := certs{ca: write("ca.pem", "CERTIFICATE", caDER)}
@@ -80,9 +69,7 @@ func makeCerts(t *testing.T, dir string) certs {
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
@@ -111,15 +98,12 @@ func TestTLS(t *testing.T) {
 		{"missing CA file", []string{"--addr", "rediss://" + tlsAddr, "--tls-ca", "/nonexistent", "run", "k", "--", "true"}, 64, "--tls-ca"},
 	} {
 		code, _, stderr := result(t, tc.args...)
-		if code != tc.want || !strings.Contains(stderr, tc.say) {
-			t.Errorf("%s: exit %d, stderr %q; want %d and %q", tc.name, code, stderr, tc.want, tc.say)
-		}
+		assert.False(t, code != tc.want || !strings.Contains(stderr, tc.say), "%s: exit %d, stderr %q; want %d and %q", tc.name, code, stderr, tc.want, tc.say)
 	}
 
 	// Client certificates required.
-	if _, err := srv.Do("CONFIG", "SET", "tls-auth-clients", "yes"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := srv.Do("CONFIG", "SET", "tls-auth-clients", "yes")
+	require.NoError(t, err)
 	if code, _, stderr := result(t, "--addr", "rediss://"+tlsAddr, "--tls-ca", cs.ca, "run", "k", "--", "true"); code != 69 {
 		t.Errorf("no client certificate: exit %d (%s), want 69", code, stderr)
 	}

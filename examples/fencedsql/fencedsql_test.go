@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/redislock-go/redislock"
@@ -44,9 +46,7 @@ func postgres(t *testing.T) (*pgxpool.Pool, string) {
 		}
 	}
 	if err != nil {
-		if os.Getenv(requireEnv) == "1" {
-			t.Fatalf("PostgreSQL at %s: %v (%s=1)", databaseURL(), err, requireEnv)
-		}
+		require.NotEqual(t, "1", os.Getenv(requireEnv), "PostgreSQL at %s: %v (%s=1)", databaseURL(), err, requireEnv)
 		t.Skipf("no PostgreSQL at %s: %v; skipping (set %s=1 to make this a failure)", databaseURL(), err, requireEnv)
 	}
 	b := make([]byte, 6)
@@ -58,9 +58,7 @@ func postgres(t *testing.T) (*pgxpool.Pool, string) {
 	}
 	t.Cleanup(func() {
 		_, err := pool.Exec(context.Background(), `DROP TABLE `+pgx.Identifier{table}.Sanitize())
-		if err != nil {
-			t.Errorf("drop %s: %v", table, err)
-		}
+		assert.NoError(t, err, "drop %s", table)
 		pool.Close()
 	})
 	return pool, table
@@ -70,9 +68,7 @@ func postgres(t *testing.T) (*pgxpool.Pool, string) {
 func TestSetBalance(t *testing.T) {
 	db, table := postgres(t)
 	ctx := context.Background()
-	if err := OpenAccount(ctx, db, table, 1, 100); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, OpenAccount(ctx, db, table, 1, 100))
 	for _, step := range []struct {
 		fence   int64
 		balance int64
@@ -97,31 +93,19 @@ func TestStaleHolderRefused(t *testing.T) {
 	db, table := postgres(t)
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	if err := OpenAccount(ctx, db, table, 7, 100); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, OpenAccount(ctx, db, table, 7, 100))
 	a := redislock.New(srv.Client(nil))
 	defer a.Close()
 	b := redislock.New(srv.Client(nil))
 	defer b.Close()
 	old, err := a.Obtain(ctx, "account:7", 300*time.Millisecond) // never renewed: A stalls
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cur, err := b.Obtain(ctx, "account:7", 5*time.Second, redislock.WithRetry(redislock.LinearBackoff(50*time.Millisecond)))
-	if err != nil {
-		t.Fatalf("B waiting for A's lease to end: %v", err)
-	}
+	require.NoError(t, err, "B waiting for A's lease to end")
 	defer cur.Release(ctx)
-	if err := SetBalance(ctx, db, table, 7, 150, cur.Fence()); err != nil {
-		t.Fatal(err)
-	}
-	if err := SetBalance(ctx, db, table, 7, 90, old.Fence()); !errors.Is(err, redislock.ErrStaleFence) {
-		t.Errorf("A's write after B's: %v, want ErrStaleFence", err)
-	}
-	if err := old.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Errorf("A's Release: %v, want ErrNotHeld", err)
-	}
+	require.NoError(t, SetBalance(ctx, db, table, 7, 150, cur.Fence()))
+	assert.ErrorIs(t, SetBalance(ctx, db, table, 7, 90, old.Fence()), redislock.ErrStaleFence, "A's write after B's, want ErrStaleFence")
+	assert.ErrorIs(t, old.Release(ctx), redislock.ErrNotHeld, "A's Release, want ErrNotHeld")
 	if bal, f, _ := Balance(ctx, db, table, 7); bal != 150 || f != cur.Fence() {
 		t.Errorf("account = %d by fence %d, want 150 by B's %d", bal, f, cur.Fence())
 	}
@@ -133,9 +117,7 @@ func TestHoldersInTurn(t *testing.T) {
 	db, table := postgres(t)
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	if err := OpenAccount(ctx, db, table, 3, 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, OpenAccount(ctx, db, table, 3, 0))
 	const workers, rounds = 4, 10
 	var wg sync.WaitGroup
 	for range workers {
@@ -170,11 +152,7 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, databaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	if err := demo(ctx, conn, srv.Client(nil)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, demo(ctx, conn, srv.Client(nil)))
 }

@@ -8,6 +8,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/extra/redislockotel"
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -39,9 +41,7 @@ func BenchmarkObtainRelease(b *testing.B) {
 			var copts []redislock.ClientOption
 			if bc.opts != nil {
 				obs, err := redislockotel.New(bc.opts...)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				defer obs.Shutdown()
 				copts = append(copts, redislock.WithObserver(obs))
 			}
@@ -51,12 +51,8 @@ func BenchmarkObtainRelease(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				l, err := c.Obtain(ctx, "bench", time.Second)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
+				require.NoError(b, l.Release(ctx))
 			}
 		})
 	}
@@ -79,9 +75,7 @@ func BenchmarkEvents(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			obs, err := redislockotel.New(bc.opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer obs.Shutdown()
 			ctx := context.Background()
 			b.ReportAllocs()

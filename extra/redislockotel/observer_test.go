@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -41,9 +43,7 @@ func setup(t *testing.T, opts ...redislockotel.Option) *env {
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()); _ = e.tp.Shutdown(context.Background()) })
 	var err error
 	e.obs, err = redislockotel.New(append([]redislockotel.Option{redislockotel.WithMeterProvider(mp), redislockotel.WithTracerProvider(e.tp)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.srv = redistest.Start(t)
 	e.c = redislock.New(e.srv.Client(func(o *redis.Options) { o.ReadTimeout = 200 * time.Millisecond }), redislock.WithObserver(e.obs))
 	t.Cleanup(func() { _ = e.c.Close() })
@@ -128,25 +128,15 @@ func TestSpansJoinCallersTrace(t *testing.T) {
 	e := setup(t)
 	ctx, parent := e.tp.Tracer("test").Start(context.Background(), "caller")
 	l, err := e.c.Obtain(ctx, "job", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Refresh(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, l.Refresh(ctx, time.Minute))
+	require.NoError(t, l.Release(ctx))
 	parent.End()
 	for _, name := range []string{redislockotel.SpanObtain, redislockotel.SpanRefresh, redislockotel.SpanRelease} {
 		spans := e.ended(name)
-		if len(spans) != 1 {
-			t.Fatalf("%d %s spans, want 1", len(spans), name)
-		}
+		require.Len(t, spans, 1, "%d %s spans, want 1", len(spans), name)
 		s := spans[0]
-		if s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
-			t.Errorf("%s: parent %v, want the caller's span %v", name, s.Parent().SpanID(), parent.SpanContext().SpanID())
-		}
+		assert.False(t, s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanContext().TraceID() != parent.SpanContext().TraceID(), "%s: parent %v, want the caller's span %v", name, s.Parent().SpanID(), parent.SpanContext().SpanID())
 		attrs := attribute.NewSet(s.Attributes()...)
 		if v, _ := attrs.Value(redislockotel.AttrKey); v.AsString() != "job" {
 			t.Errorf("%s: key attribute %q", name, v.AsString())
@@ -155,9 +145,7 @@ func TestSpansJoinCallersTrace(t *testing.T) {
 			t.Errorf("%s: fence %d, want %d", name, v.AsInt64(), l.Fence())
 		}
 		for _, kv := range s.Attributes() {
-			if strings.Contains(kv.Value.Emit(), l.Token()) {
-				t.Errorf("%s: attribute %s carries the token", name, kv.Key)
-			}
+			assert.False(t, strings.Contains(kv.Value.Emit(), l.Token()), "%s: attribute %s carries the token", name, kv.Key)
 		}
 	}
 	oattrs := attribute.NewSet(e.ended(redislockotel.SpanObtain)[0].Attributes()...)
@@ -191,9 +179,7 @@ func TestWaitAndContention(t *testing.T) {
 	defer mp.Shutdown(context.Background())
 	defer tp.Shutdown(context.Background())
 	obs, err := redislockotel.New(redislockotel.WithMeterProvider(mp), redislockotel.WithTracerProvider(tp))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e := &env{t: t, obs: obs, reader: reader, spans: rec, tp: tp, srv: redistest.Start(t)}
 	sig := make(waitSignal, 1)
 	e.c = redislock.New(e.srv.Client(nil), redislock.WithObserver(obs), redislock.WithObserver(sig))
@@ -203,9 +189,7 @@ func TestWaitAndContention(t *testing.T) {
 
 	ctx := context.Background()
 	hl, err := holder.Obtain(ctx, "hot", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
 		l, err := e.c.Obtain(ctx, "hot", time.Minute, redislock.WithRetry(redislock.LinearBackoff(time.Second)), redislock.WithMaxWait(time.Minute))
@@ -217,28 +201,22 @@ func TestWaitAndContention(t *testing.T) {
 	<-sig
 	e.want(1, redislockotel.MetricWaits)
 	e.want(1, redislockotel.MetricWaiting)
-	if err := hl.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, hl.Release(ctx))
+	require.NoError(t, <-got)
 	e.want(0, redislockotel.MetricWaiting)
 	e.want(1, redislockotel.MetricWaitDur, obtained)
 	spans := e.ended(redislockotel.SpanObtain)
-	if len(spans) != 1 || len(spans[0].Events()) != 1 || spans[0].Events()[0].Name != "redislock.wait" {
-		t.Fatalf("obtain spans %v: want one with a wait event", spans)
-	}
+	require.Len(t, spans, 1, "obtain spans %v: want one with a wait event", spans)
+	require.Len(t, spans[0].Events(), 1, "obtain spans %v: want one with a wait event", spans)
+	require.Equal(t, "redislock.wait", spans[0].Events()[0].Name, "obtain spans %v: want one with a wait event", spans)
 
 	// Contended until the wait ends.
-	if _, err := holder.Obtain(ctx, "hot", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	_, err = holder.Obtain(ctx, "hot", time.Minute)
+	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
-	if _, err := e.c.Obtain(wctx, "hot", time.Minute, redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond))); !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("Obtain: %v", err)
-	}
+	_, err = e.c.Obtain(wctx, "hot", time.Minute, redislock.WithRetry(redislock.LinearBackoff(5*time.Millisecond)))
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain")
 	e.want(1, redislockotel.MetricAcquisitions, contended)
 	e.want(1, redislockotel.MetricWaitDur, contended)
 }
@@ -248,17 +226,13 @@ func TestExpirationsAndLoss(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 50 * time.Millisecond
 	l, err := e.c.Obtain(ctx, "late", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	obtainedAt := time.Now()
 	e.want(1, redislockotel.MetricHeld)
 	time.Sleep(time.Until(obtainedAt.Add(ttl + time.Millisecond))) // the lease running out is the event
 	e.want(0, redislockotel.MetricHeld)
 	e.want(1, redislockotel.MetricExpirations)
-	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("Release: %v", err)
-	}
+	require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld, "Release")
 	e.want(1, redislockotel.MetricReleases, notHeld)
 	e.want(1, redislockotel.MetricStaleOwner, redislockotel.AttrOp.String("release"))
 	e.want(1, redislockotel.MetricExpirations)
@@ -270,9 +244,7 @@ func TestExpirationsAndLoss(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	if !errors.Is(err, redislock.ErrLockLost) {
-		t.Fatalf("Run: %v", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrLockLost, "Run")
 	e.want(1, redislockotel.MetricLosses, redislockotel.AttrReason.String("not_held"))
 	e.want(1, redislockotel.MetricRefreshes, redislockotel.AttrKind.String("renewal"), notHeld)
 	e.want(2, redislockotel.MetricExpirations)
@@ -287,12 +259,8 @@ func TestNodeAndStore(t *testing.T) {
 	e := setup(t)
 	ctx, parent := e.tp.Tracer("test").Start(context.Background(), "caller")
 	st := e.c.Store()
-	if err := st.Put(ctx, "rec", []byte("new"), 10, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Put(ctx, "rec", []byte("old"), 9, 0); !errors.Is(err, redislock.ErrStaleFence) {
-		t.Fatalf("stale Put: %v", err)
-	}
+	require.NoError(t, st.Put(ctx, "rec", []byte("new"), 10, 0))
+	require.ErrorIs(t, st.Put(ctx, "rec", []byte("old"), 9, 0), redislock.ErrStaleFence, "stale Put")
 	e.want(1, redislockotel.MetricStaleOwner, redislockotel.AttrOp.String("write"))
 
 	e.srv.Kill()
@@ -303,9 +271,9 @@ func TestNodeAndStore(t *testing.T) {
 	e.want(1, redislockotel.MetricAcquisitions, redislockotel.AttrOutcome.String("error"))
 	e.want(1, redislockotel.MetricNodeFailures, redislockotel.AttrNode.Int(0), redislockotel.AttrOp.String("obtain"))
 	spans := e.ended(redislockotel.SpanObtain)
-	if len(spans) != 1 || spans[0].Status().Code.String() != "Error" || len(spans[0].Events()) == 0 {
-		t.Fatalf("obtain span on a dead server: %+v", spans)
-	}
+	require.Len(t, spans, 1, "obtain span on a dead server: %+v", spans)
+	require.Equal(t, "Error", spans[0].Status().Code.String(), "obtain span on a dead server: %+v", spans)
+	require.NotEqual(t, 0, len(spans[0].Events()), "obtain span on a dead server: %+v", spans)
 
 	e.obs.CleanupFailed(ctx, observe.CleanupEvent{Key: "k", Err: errors.New("x")})
 	e.want(1, redislockotel.MetricCleanupFailed)
@@ -317,9 +285,7 @@ func TestKeyAttribute(t *testing.T) {
 	e := setup(t, redislockotel.WithKeyAttribute(), redislockotel.WithoutSpans())
 	ctx := context.Background()
 	l, err := e.c.Obtain(ctx, "nightly", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.want(1, redislockotel.MetricAcquisitions, obtained, redislockotel.AttrKey.String("nightly"))
 	e.want(1, redislockotel.MetricHeld, redislockotel.AttrKey.String("nightly"))
 	_ = l.Release(ctx)
@@ -333,18 +299,12 @@ func TestNoKeyByDefault(t *testing.T) {
 	e := setup(t, redislockotel.WithoutSpanKeys())
 	ctx := context.Background()
 	l, err := e.c.Obtain(ctx, "secret-key", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = l.Release(ctx)
-	if e.value(redislockotel.MetricAcquisitions, redislockotel.AttrKey.String("secret-key")) != 0 {
-		t.Error("the key is a metric attribute without WithKeyAttribute")
-	}
+	assert.False(t, e.value(redislockotel.MetricAcquisitions, redislockotel.AttrKey.String("secret-key")) != 0, "the key is a metric attribute without WithKeyAttribute")
 	for _, s := range e.spans.Ended() {
 		for _, kv := range s.Attributes() {
-			if kv.Key == redislockotel.AttrKey {
-				t.Errorf("%s carries the key with WithoutSpanKeys", s.Name())
-			}
+			assert.NotEqual(t, redislockotel.AttrKey, kv.Key, "%s carries the key with WithoutSpanKeys", s.Name())
 		}
 	}
 }
@@ -356,8 +316,7 @@ func TestInvalidOptions(t *testing.T) {
 		"no buckets": redislockotel.WithLatencyBuckets(),
 		"unsorted":   redislockotel.WithHoldBuckets(2, 1),
 	} {
-		if _, err := redislockotel.New(o); !errors.Is(err, redislock.ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		_, err := redislockotel.New(o)
+		assert.ErrorIs(t, err, redislock.ErrInvalidArgument, "%s, want ErrInvalidArgument", name)
 	}
 }

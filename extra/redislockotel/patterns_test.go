@@ -8,6 +8,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/dedup"
 	"github.com/redislock-go/redislock/extra/redislockotel"
 	"github.com/redislock-go/redislock/leader"
@@ -33,34 +36,24 @@ func TestSemaphore(t *testing.T) {
 	ctx := context.Background()
 	queued := make(queuedSignal, 1)
 	sem, err := semaphore.New(e.srv.Client(nil), "pool", 1, semaphore.WithObserver(e.obs), semaphore.WithObserver(queued))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sem.Close()
 	p, err := sem.TryAcquire(ctx, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.want(1, redislockotel.MetricSemAcquisitions, outcome("obtained"))
 	e.want(1, redislockotel.MetricSemHeld)
 	got := make(chan *semaphore.Permit, 1)
 	go func() {
 		w, err := sem.Acquire(ctx, time.Minute)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		got <- w
 	}()
 	<-queued
 	e.want(1, redislockotel.MetricSemWaiting)
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Release(ctx))
 	w := <-got
 	e.want(0, redislockotel.MetricSemWaiting)
-	if err := w.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.Release(ctx))
 	e.want(2, redislockotel.MetricSemReleases, result("ok"))
 	e.want(0, redislockotel.MetricSemHeld)
 	if n := len(e.ended(redislockotel.SpanSemAcquire)); n != 2 {
@@ -74,53 +67,40 @@ func TestLeaderDedupStampede(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	el, err := leader.New(e.c.Locker(), "boss", leader.WithObserver(e.obs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	term, err := el.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.want(1, redislockotel.MetricLeading)
-	if err := term.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, term.Resign(ctx))
 	e.want(1, redislockotel.MetricTerms)
 	e.want(1, redislockotel.MetricTermEnds, redislockotel.AttrReason.String("resigned"))
 	e.want(0, redislockotel.MetricLeading)
 
 	g, err := dedup.New(e.c.Locker(), e.c.Store(), dedup.WithObserver(e.obs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	job := func(context.Context, int64) ([]byte, error) { return nil, nil }
 	for range 2 {
-		if _, err := g.Do(ctx, "job-1", job); err != nil {
-			t.Fatal(err)
-		}
+		_, err := g.Do(ctx, "job-1", job)
+		require.NoError(t, err)
 	}
 	e.want(1, redislockotel.MetricJobs, outcome("ran"))
 	e.want(1, redislockotel.MetricJobs, outcome("duplicate"))
 
 	sg, err := stampede.New(e.c.Locker(), e.c.Store(), stampede.WithObserver(e.obs))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sg.Close()
 	var inFill trace.SpanContext
 	fill := func(ctx context.Context) ([]byte, error) {
 		inFill = trace.SpanContextFromContext(ctx)
 		return nil, errors.New("no value")
 	}
-	if _, err := sg.Do(ctx, "page", time.Minute, fill); !errors.Is(err, stampede.ErrFillFailed) {
-		t.Fatalf("Do: %v", err)
-	}
+	_, err = sg.Do(ctx, "page", time.Minute, fill)
+	require.ErrorIs(t, err, stampede.ErrFillFailed, "Do")
 	e.want(1, redislockotel.MetricCacheRequests, result("error"))
 	e.want(1, redislockotel.MetricFills, redislockotel.AttrKind.String("fill"), result("error"))
 	spans := e.ended(redislockotel.SpanFill)
-	if len(spans) != 1 || spans[0].SpanContext().SpanID() != inFill.SpanID() {
-		t.Fatalf("fill spans %v; the fill ran in span %v", spans, inFill.SpanID())
-	}
+	require.Len(t, spans, 1, "fill spans %v; the fill ran in span %v", spans, inFill.SpanID())
+	require.False(t, spans[0].SpanContext().SpanID() != inFill.SpanID(), "fill spans %v; the fill ran in span %v", spans, inFill.SpanID())
 	if spans[0].Status().Description != "no value" {
 		t.Errorf("fill span status %v, want the fill's error", spans[0].Status())
 	}

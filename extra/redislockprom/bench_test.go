@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/extra/redislockprom"
@@ -26,9 +27,7 @@ func BenchmarkObtainRelease(b *testing.B) {
 		{"observer=none", func(*testing.B) []redislock.ClientOption { return nil }},
 		{"observer=prometheus", func(b *testing.B) []redislock.ClientOption {
 			col, err := redislockprom.New()
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(col)
 			b.Cleanup(func() { reportResolution(b, reg) })
@@ -42,12 +41,8 @@ func BenchmarkObtainRelease(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				l, err := c.Obtain(ctx, "bench", time.Second)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
+				require.NoError(b, l.Release(ctx))
 			}
 		})
 	}
@@ -58,9 +53,7 @@ func BenchmarkObtainRelease(b *testing.B) {
 // numerator of its overhead on BenchmarkObtainRelease.
 func BenchmarkEvents(b *testing.B) {
 	col, err := redislockprom.New()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	prometheus.NewRegistry().MustRegister(col)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -80,9 +73,7 @@ func BenchmarkEvents(b *testing.B) {
 // (p50-bucket-µs).
 func reportResolution(b *testing.B, reg *prometheus.Registry) {
 	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	for _, mf := range mfs {
 		if mf.GetName() != "redislock_acquire_duration_seconds" {
 			continue

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/redislock-go/redislock"
@@ -26,9 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func setup(t *testing.T, opts ...redislockprom.Option) (*redislockprom.Collector, *prometheus.Registry, *redislock.Client, *redistest.Server) {
 	t.Helper()
 	col, err := redislockprom.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
 	srv := redistest.Start(t)
@@ -42,9 +42,7 @@ func setup(t *testing.T, opts ...redislockprom.Option) (*redislockprom.Collector
 func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -89,14 +87,10 @@ func TestLint(t *testing.T) {
 	col, _, c, _ := setup(t)
 	ctx := context.Background()
 	l, err := c.Obtain(ctx, "lint", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = l.Release(ctx)
 	problems, err := testutil.CollectAndLint(col)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
@@ -106,28 +100,21 @@ func TestObtainRelease(t *testing.T) {
 	_, reg, c, _ := setup(t)
 	ctx := context.Background()
 	l, err := c.Obtain(ctx, "job", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want(t, reg, 1, "redislock_acquisitions_total", "outcome", "obtained")
 	want(t, reg, 1, "redislock_acquire_duration_seconds", "outcome", "obtained")
 	want(t, reg, 1, "redislock_held_locks")
 	want(t, reg, 0, "redislock_waits_total")
 
-	if _, err := c.Obtain(ctx, "job", time.Minute); !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("second Obtain: %v", err)
-	}
+	_, err = c.Obtain(ctx, "job", time.Minute)
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "second Obtain")
 	want(t, reg, 1, "redislock_acquisitions_total", "outcome", "contended")
 
-	if err := l.Refresh(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Refresh(ctx, time.Minute))
 	want(t, reg, 1, "redislock_refreshes_total", "kind", "call", "result", "ok")
 	want(t, reg, 1, "redislock_refresh_duration_seconds", "kind", "call")
 
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Release(ctx))
 	want(t, reg, 1, "redislock_releases_total", "result", "ok")
 	want(t, reg, 1, "redislock_hold_duration_seconds", "result", "ok")
 	want(t, reg, 0, "redislock_held_locks")
@@ -146,9 +133,7 @@ func (w waitSignal) Resubscribed(observe.SubscriptionEvent)       { w.resub <- s
 
 func TestWait(t *testing.T) {
 	col, err := redislockprom.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
 	srv := redistest.Start(t)
@@ -160,9 +145,7 @@ func TestWait(t *testing.T) {
 
 	ctx := context.Background()
 	l, err := holder.Obtain(ctx, "hot", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
 		wl, err := c.Obtain(ctx, "hot", time.Minute, redislock.WithRetry(redislock.LinearBackoff(time.Second)), redislock.WithMaxWait(time.Minute))
@@ -177,20 +160,15 @@ func TestWait(t *testing.T) {
 
 	// The subscription of the waiter is cut: the Client replaces it.
 	srv.WaitSubscribed(t, "redislock:{hot}:wake", 1)
-	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = srv.Do("CLIENT", "KILL", "TYPE", "pubsub")
+	require.NoError(t, err)
 	<-sig.resub
 	if v := value(t, reg, "redislock_resubscriptions_total"); v < 1 {
 		t.Errorf("resubscriptions = %v, want >= 1", v)
 	}
 
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, <-got)
 	want(t, reg, 0, "redislock_waiting_calls")
 	want(t, reg, 1, "redislock_wait_duration_seconds", "outcome", "obtained")
 	want(t, reg, 1, "redislock_acquisitions_total", "outcome", "obtained")
@@ -201,15 +179,12 @@ func TestContendedWait(t *testing.T) {
 	holder := redislock.New(srv.Client(nil))
 	defer holder.Close()
 	ctx := context.Background()
-	if _, err := holder.Obtain(ctx, "busy", time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	_, err := holder.Obtain(ctx, "busy", time.Minute)
+	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	_, err := c.Obtain(wctx, "busy", time.Minute, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
-	if !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("Obtain: %v", err)
-	}
+	_, err = c.Obtain(wctx, "busy", time.Minute, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain")
 	want(t, reg, 1, "redislock_acquisitions_total", "outcome", "contended")
 	want(t, reg, 1, "redislock_wait_duration_seconds", "outcome", "contended")
 	want(t, reg, 0, "redislock_waiting_calls")
@@ -222,26 +197,19 @@ func TestExpiration(t *testing.T) {
 
 	// Released after its lease: Release finds it gone.
 	l, err := c.Obtain(ctx, "late", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	time.Sleep(ttl + 10*time.Millisecond) // the lease running out is the event
-	if err := l.Refresh(ctx, ttl); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("Refresh: %v", err)
-	}
+	require.ErrorIs(t, l.Refresh(ctx, ttl), redislock.ErrNotHeld, "Refresh")
 	want(t, reg, 1, "redislock_refreshes_total", "kind", "call", "result", "not_held")
 	want(t, reg, 1, "redislock_stale_owner_total", "op", "refresh")
 	want(t, reg, 1, "redislock_expirations_total")
-	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("Release: %v", err)
-	}
+	require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld, "Release")
 	want(t, reg, 1, "redislock_releases_total", "result", "not_held")
 	want(t, reg, 1, "redislock_expirations_total") // counted once
 
 	// Never released: a scrape after its lease counts it.
-	if _, err := c.Obtain(ctx, "forgotten", ttl); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.Obtain(ctx, "forgotten", ttl)
+	require.NoError(t, err)
 	obtained := time.Now()
 	want(t, reg, 1, "redislock_held_locks")
 	time.Sleep(time.Until(obtained.Add(ttl + time.Millisecond)))
@@ -261,9 +229,7 @@ func TestLoss(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	if !errors.Is(err, redislock.ErrLockLost) {
-		t.Fatalf("Run: %v", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrLockLost, "Run")
 	_ = c.Close() // Run released the lost lock in the background
 	want(t, reg, 1, "redislock_locks_lost_total", "reason", "not_held")
 	want(t, reg, 1, "redislock_refreshes_total", "kind", "renewal", "result", "not_held")
@@ -289,9 +255,7 @@ func TestLoss(t *testing.T) {
 	})
 	srv.Resume()
 	_ = c.Close()
-	if !errors.Is(err, redislock.ErrLockLost) {
-		t.Fatalf("Run: %v", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrLockLost, "Run")
 	want(t, reg, 1, "redislock_locks_lost_total", "reason", "lease_expired")
 	if v := value(t, reg, "redislock_refreshes_total", "kind", "renewal", "result", "error"); v < 1 {
 		t.Errorf("failed renewals = %v, want >= 1", v)
@@ -304,9 +268,7 @@ func TestLoss(t *testing.T) {
 
 func TestNodeFailures(t *testing.T) {
 	col, err := redislockprom.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(col)
 	srvs := redistest.StartN(t, 3)
@@ -315,19 +277,13 @@ func TestNodeFailures(t *testing.T) {
 		rdbs = append(rdbs, s.Client(func(o *redis.Options) { o.MaxRetries, o.DialerRetries = -1, 1 }))
 	}
 	c, err := redislock.NewQuorum(rdbs, redislock.WithObserver(col))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	srvs[2].Kill()
 	ctx := context.Background()
 	l, err := c.Obtain(ctx, "q", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
 	if err := c.Close(); err != nil { // waits for the dead node's calls
 		t.Fatal(err)
 	}
@@ -344,12 +300,8 @@ func TestStaleFenceAndCleanup(t *testing.T) {
 	col, reg, c, _ := setup(t)
 	ctx := context.Background()
 	st := c.Store()
-	if err := st.Put(ctx, "rec", []byte("new"), 10, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Put(ctx, "rec", []byte("old"), 9, 0); !errors.Is(err, redislock.ErrStaleFence) {
-		t.Fatalf("stale Put: %v", err)
-	}
+	require.NoError(t, st.Put(ctx, "rec", []byte("new"), 10, 0))
+	require.ErrorIs(t, st.Put(ctx, "rec", []byte("old"), 9, 0), redislock.ErrStaleFence, "stale Put")
 	want(t, reg, 1, "redislock_stale_owner_total", "op", "write")
 
 	// A failed background clean-up cannot be caused on demand: the event
@@ -362,9 +314,7 @@ func TestKeyLabel(t *testing.T) {
 	_, reg, c, _ := setup(t, redislockprom.WithKeyLabel())
 	ctx := context.Background()
 	l, err := c.Obtain(ctx, "nightly", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want(t, reg, 1, "redislock_acquisitions_total", "outcome", "obtained", "key", "nightly")
 	want(t, reg, 1, "redislock_held_locks", "key", "nightly")
 	_ = l.Release(ctx)
@@ -376,21 +326,15 @@ func TestNoKeyNoToken(t *testing.T) {
 	_, reg, c, _ := setup(t)
 	ctx := context.Background()
 	l, err := c.Obtain(ctx, "secret-key", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	token := l.Token()
 	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = l.Release(ctx)
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "key" || strings.Contains(lp.GetValue(), "secret-key") || strings.Contains(lp.GetValue(), token) {
-					t.Errorf("%s has label %s=%q", mf.GetName(), lp.GetName(), lp.GetValue())
-				}
+				assert.False(t, lp.GetName() == "key" || strings.Contains(lp.GetValue(), "secret-key") || strings.Contains(lp.GetValue(), token), "%s has label %s=%q", mf.GetName(), lp.GetName(), lp.GetValue())
 			}
 		}
 	}
@@ -404,8 +348,7 @@ func TestInvalidOptions(t *testing.T) {
 		"duplicate":   redislockprom.WithHoldBuckets(1, 1),
 		"const label": redislockprom.WithConstLabels(prometheus.Labels{"key": "x"}),
 	} {
-		if _, err := redislockprom.New(o); !errors.Is(err, redislock.ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		_, err := redislockprom.New(o)
+		assert.ErrorIs(t, err, redislock.ErrInvalidArgument, "%s, want ErrInvalidArgument", name)
 	}
 }

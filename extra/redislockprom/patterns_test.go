@@ -2,9 +2,11 @@ package redislockprom_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/dedup"
 	"github.com/redislock-go/redislock/leader"
@@ -26,50 +28,35 @@ func TestSemaphore(t *testing.T) {
 	ctx := context.Background()
 	queued := make(queuedSignal, 1)
 	sem, err := semaphore.New(srv.Client(nil), "pool", 1, semaphore.WithObserver(col), semaphore.WithObserver(queued))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sem.Close()
 	p, err := sem.TryAcquire(ctx, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want(t, reg, 1, "redislock_semaphore_acquisitions_total", "outcome", "obtained")
 	want(t, reg, 1, "redislock_semaphore_held_permits")
-	if _, err := sem.TryAcquire(ctx, time.Minute); !errors.Is(err, lease.ErrNotObtained) {
-		t.Fatalf("TryAcquire of a taken slot: %v", err)
-	}
+	_, err = sem.TryAcquire(ctx, time.Minute)
+	require.ErrorIs(t, err, lease.ErrNotObtained, "TryAcquire of a taken slot")
 	want(t, reg, 1, "redislock_semaphore_acquisitions_total", "outcome", "contended")
-	if err := p.Refresh(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Refresh(ctx, time.Minute))
 	want(t, reg, 1, "redislock_semaphore_refreshes_total", "result", "ok")
 
 	got := make(chan *semaphore.Permit, 1)
 	go func() {
 		w, err := sem.Acquire(ctx, time.Minute)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		got <- w
 	}()
 	<-queued
 	want(t, reg, 1, "redislock_semaphore_waiting_calls")
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Release(ctx))
 	w := <-got
 	want(t, reg, 0, "redislock_semaphore_waiting_calls")
 	want(t, reg, 2, "redislock_semaphore_acquisitions_total", "outcome", "obtained")
 	want(t, reg, 1, "redislock_semaphore_held_permits")
-	if err := w.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.Release(ctx))
 	want(t, reg, 2, "redislock_semaphore_releases_total", "result", "ok")
 	want(t, reg, 0, "redislock_semaphore_held_permits")
-	if err := w.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
-		t.Fatalf("second Release: %v", err)
-	}
+	require.ErrorIs(t, w.Release(ctx), lease.ErrNotHeld, "second Release")
 	want(t, reg, 1, "redislock_semaphore_releases_total", "result", "not_held")
 }
 
@@ -78,18 +65,12 @@ func TestLeader(t *testing.T) {
 	col, reg, c, _ := setup(t)
 	ctx := context.Background()
 	e, err := leader.New(c.Locker(), "boss", leader.WithObserver(col))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	term, err := e.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want(t, reg, 1, "redislock_leader_terms_total")
 	want(t, reg, 1, "redislock_leader_leading")
-	if err := term.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, term.Resign(ctx))
 	want(t, reg, 1, "redislock_leader_term_ends_total", "reason", "resigned")
 	want(t, reg, 1, "redislock_leader_term_duration_seconds", "reason", "resigned")
 	want(t, reg, 0, "redislock_leader_leading")
@@ -100,29 +81,23 @@ func TestDedupAndStampede(t *testing.T) {
 	col, reg, c, _ := setup(t)
 	ctx := context.Background()
 	g, err := dedup.New(c.Locker(), c.Store(), dedup.WithObserver(col))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	job := func(context.Context, int64) ([]byte, error) { return []byte("done"), nil }
 	for range 2 {
-		if _, err := g.Do(ctx, "job-1", job); err != nil {
-			t.Fatal(err)
-		}
+		_, err := g.Do(ctx, "job-1", job)
+		require.NoError(t, err)
 	}
 	want(t, reg, 1, "redislock_dedup_jobs_total", "outcome", "ran")
 	want(t, reg, 1, "redislock_dedup_jobs_total", "outcome", "duplicate")
 	want(t, reg, 1, "redislock_dedup_job_duration_seconds", "outcome", "duplicate")
 
 	sg, err := stampede.New(c.Locker(), c.Store(), stampede.WithObserver(col))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer sg.Close()
 	fill := func(context.Context) ([]byte, error) { return []byte("v"), nil }
 	for range 2 {
-		if _, err := sg.Do(ctx, "page", time.Minute, fill); err != nil {
-			t.Fatal(err)
-		}
+		_, err := sg.Do(ctx, "page", time.Minute, fill)
+		require.NoError(t, err)
 	}
 	want(t, reg, 1, "redislock_stampede_requests_total", "result", "filled")
 	want(t, reg, 1, "redislock_stampede_requests_total", "result", "hit")

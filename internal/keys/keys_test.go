@@ -1,27 +1,26 @@
 package keys
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 func TestNew(t *testing.T) {
 	t.Parallel()
 	k := New("p:", "a}b%")
 	const l = "p:{a%7Db%25}"
 	want := Lock{Lock: l, Wake: l + ":wake", Boxed: [1]any{l}}
-	if k != want {
-		t.Fatalf("New = %+v, want %+v", k, want)
-	}
-	if k.Queue() != l+":queue" || k.QExp() != l+":qexp" {
-		t.Fatalf("fair keys %q, %q", k.Queue(), k.QExp())
-	}
+	require.False(t, k != want, "New = %+v, want %+v", k, want)
+	require.Equal(t, l+":queue", k.Queue(), "fair keys %q, %q", k.Queue(), k.QExp())
+	require.Equal(t, l+":qexp", k.QExp(), "fair keys %q, %q", k.Queue(), k.QExp())
 	if p := New("p:", "plain"); p.Lock != "p:{plain}" || p.Wake != "p:{plain}:wake" {
 		t.Fatalf("New = %+v", p)
 	}
 	if r := Record("p:", "a}b%"); r != l+":rec" {
 		t.Fatalf("Record = %q", r)
 	}
-	if New("p:", "a}").Lock == New("p:", "a%7D").Lock {
-		t.Fatal("distinct keys share a lock key")
-	}
+	require.NotEqual(t, New("p:", "a%7D").Lock, New("p:", "a}").Lock, "distinct keys share a lock key")
 }
 
 func TestSlot(t *testing.T) {

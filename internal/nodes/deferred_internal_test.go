@@ -2,9 +2,10 @@ package nodes
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/script"
 )
@@ -26,37 +27,25 @@ func TestWaiter(t *testing.T) {
 
 	w.arm(bg, time.Nanosecond) // a timeout that passes at once
 	<-w.Done()
-	if err := w.Err(); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("after its timeout: %v, want context.DeadlineExceeded", err)
-	}
+	require.ErrorIs(t, w.Err(), context.DeadlineExceeded, "after its timeout, want context.DeadlineExceeded")
 	if v := w.Value(waiterKey{}); v != "v" {
 		t.Fatalf("Value = %v, want the parent's", v)
 	}
-	if !w.disarm() {
-		t.Fatal("not reusable after its timer ran")
-	}
+	require.True(t, w.disarm(), "not reusable after its timer ran")
 
 	parent, cancel := context.WithCancel(bg)
 	w.arm(parent, time.Hour)
-	if w.Err() != nil {
-		t.Fatal("done before its parent ended or its timeout passed")
-	}
+	require.False(t, w.Err() != nil, "done before its parent ended or its timeout passed")
 	cancel()
 	<-w.Done()
-	if err := w.Err(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("after its parent ended: %v, want context.Canceled", err)
-	}
-	if !w.disarm() {
-		t.Fatal("not reusable after its parent's callback ran")
-	}
+	require.ErrorIs(t, w.Err(), context.Canceled, "after its parent ended, want context.Canceled")
+	require.True(t, w.disarm(), "not reusable after its parent's callback ran")
 
 	for range 3 { // neither comes: the same channel, open, every time
 		parent, cancel := context.WithCancel(bg)
 		w.arm(parent, time.Hour)
 		ch := w.Done()
-		if !w.disarm() {
-			t.Fatal("not reusable after a use that ended first")
-		}
+		require.True(t, w.disarm(), "not reusable after a use that ended first")
 		cancel()
 		select {
 		case <-ch:
@@ -64,9 +53,7 @@ func TestWaiter(t *testing.T) {
 		default:
 		}
 		w.arm(bg, 0) // no timeout, a parent that cannot end
-		if w.Done() != ch {
-			t.Fatal("a new channel for a use after one that was never closed")
-		}
+		require.False(t, w.Done() != ch, "a new channel for a use after one that was never closed")
 		if w.disarm(); w.Err() != nil {
 			t.Fatal("done without a cause")
 		}

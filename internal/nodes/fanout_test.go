@@ -1,13 +1,13 @@
 package nodes_test
 
 import (
-	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/nodes"
 )
@@ -51,9 +51,8 @@ func TestGatherEveryReply(t *testing.T) {
 		t.Fatalf("replies of %v, missing %v; want all three", indexes(rs), missing)
 	}
 	for _, rep := range rs {
-		if rep.Val != 10*rep.Node || rep.Err != nil {
-			t.Fatalf("node %d replied %d %v", rep.Node, rep.Val, rep.Err)
-		}
+		require.Equal(t, 10*rep.Node, rep.Val, "node %d replied %d %v", rep.Node, rep.Val, rep.Err)
+		require.False(t, rep.Err != nil, "node %d replied %d %v", rep.Node, rep.Val, rep.Err)
 	}
 }
 
@@ -73,17 +72,14 @@ func TestStopHandsLateReplies(t *testing.T) {
 		return n.Index, nil
 	})
 	rs, missing := r.Gather(time.Minute, func(nodes.Reply[int]) bool { return true })
-	if !slices.Equal(indexes(rs), []int{0}) || !slices.Equal(missing, []int{1, 2}) {
-		t.Fatalf("gathered %v, missing %v; want [0], [1 2]", indexes(rs), missing)
-	}
+	require.True(t, slices.Equal(indexes(rs), []int{0}), "gathered %v, missing %v; want [0], [1 2]", indexes(rs), missing)
+	require.True(t, slices.Equal(missing, []int{1, 2}), "gathered %v, missing %v; want [0], [1 2]", indexes(rs), missing)
 	late := make(chan nodes.Reply[int], 3)
 	r.Stop(func(rep nodes.Reply[int]) { late <- rep })
 	let()
 	got := []int{(<-late).Node, (<-late).Node}
 	slices.Sort(got)
-	if !slices.Equal(got, []int{1, 2}) {
-		t.Fatalf("late replies of %v, want [1 2]", got)
-	}
+	require.True(t, slices.Equal(got, []int{1, 2}), "late replies of %v, want [1 2]", got)
 
 	// With one worker, nodes 1 and 2 are answered ErrBusy within Fanout:
 	// node 2's reply waits, not gathered, when Stop comes.
@@ -96,14 +92,11 @@ func TestStopHandsLateReplies(t *testing.T) {
 		return n.Index, nil
 	})
 	rs, _ = r.Gather(time.Minute, func(nodes.Reply[int]) bool { return true })
-	if len(rs) != 1 || rs[0].Node != 1 {
-		t.Fatalf("gathered %+v, want node 1's ErrBusy", rs)
-	}
+	require.Len(t, rs, 1, "gathered %+v, want node 1's ErrBusy", rs)
+	require.Equal(t, 1, rs[0].Node, "gathered %+v, want node 1's ErrBusy", rs)
 	var now []int
 	r.Stop(func(rep nodes.Reply[int]) { now = append(now, rep.Node); late <- rep })
-	if !slices.Equal(now, []int{2}) {
-		t.Fatalf("Stop handed %v at once, want the waiting reply of node 2", now)
-	}
+	require.True(t, slices.Equal(now, []int{2}), "Stop handed %v at once, want the waiting reply of node 2", now)
 	<-late
 	let2()
 	if rep := <-late; rep.Node != 0 {
@@ -132,9 +125,8 @@ func TestGatherTimeout(t *testing.T) {
 	})
 	answering.Wait() // nodes 0 and 2 are answering: the timeout is node 1's
 	rs, missing := r.Gather(100*time.Millisecond, nil)
-	if !slices.Equal(indexes(rs), []int{0, 2}) || !slices.Equal(missing, []int{1}) {
-		t.Fatalf("gathered %v, missing %v; want [0 2], [1]", indexes(rs), missing)
-	}
+	require.True(t, slices.Equal(indexes(rs), []int{0, 2}), "gathered %v, missing %v; want [0 2], [1]", indexes(rs), missing)
+	require.True(t, slices.Equal(missing, []int{1}), "gathered %v, missing %v; want [0 2], [1]", indexes(rs), missing)
 	late := make(chan nodes.Reply[int], 1)
 	r.Stop(func(rep nodes.Reply[int]) { late <- rep })
 	let()
@@ -156,9 +148,9 @@ func TestFanoutBusy(t *testing.T) {
 	})
 	rs, _ := r.Gather(time.Millisecond, nil)
 	r.Stop(nil)
-	if len(rs) != 1 || rs[0].Node != 1 || !errors.Is(rs[0].Err, nodes.ErrBusy) {
-		t.Fatalf("with one worker, busy with node 0: %+v, want node 1 ErrBusy", rs)
-	}
+	require.Len(t, rs, 1, "with one worker, busy with node 0: %+v, want node 1 ErrBusy", rs)
+	require.Equal(t, 1, rs[0].Node, "with one worker, busy with node 0: %+v, want node 1 ErrBusy", rs)
+	require.ErrorIs(t, rs[0].Err, nodes.ErrBusy, "with one worker, busy with node 0: %+v, want node 1 ErrBusy", rs)
 
 	n := ns[1:]
 	pool := newPool(t, nodes.MaxLive+1)
@@ -171,7 +163,6 @@ func TestFanoutBusy(t *testing.T) {
 	r = nodes.Fanout(pool, n, func(*nodes.Node) (int, error) { return 0, nil })
 	rs, _ = r.Gather(time.Minute, nil)
 	r.Stop(nil)
-	if len(rs) != 1 || !errors.Is(rs[0].Err, nodes.ErrBusy) {
-		t.Fatalf("call %d on a node: %+v, want ErrBusy", nodes.MaxLive+1, rs)
-	}
+	require.Len(t, rs, 1, "call %d on a node: %+v, want ErrBusy", nodes.MaxLive+1, rs)
+	require.ErrorIs(t, rs[0].Err, nodes.ErrBusy, "call %d on a node: %+v, want ErrBusy", nodes.MaxLive+1, rs)
 }

@@ -2,12 +2,12 @@ package nodes_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/nodes"
 )
@@ -50,9 +50,9 @@ func TestCallNotSentOnEndedContext(t *testing.T) {
 		t.Error("a call on an ended ctx was sent")
 		return nil
 	}, nil)
-	if !nodes.NotSent(err) || !errors.Is(err, context.Canceled) || nodes.IsAbandoned(err) {
-		t.Fatalf("Call on an ended ctx: %v, want not sent, context.Canceled", err)
-	}
+	require.True(t, nodes.NotSent(err), "Call on an ended ctx: %v, want not sent, context.Canceled", err)
+	require.ErrorIs(t, err, context.Canceled, "Call on an ended ctx, want not sent, context.Canceled")
+	require.False(t, nodes.IsAbandoned(err), "Call on an ended ctx: %v, want not sent, context.Canceled", err)
 }
 
 // The caller stops waiting at the call's timeout (or when its ctx ends):
@@ -62,9 +62,7 @@ func TestCallNotSentOnEndedContext(t *testing.T) {
 func TestCallAbandonedThenSettled(t *testing.T) {
 	t.Parallel()
 	n := newNodes(t, 1)[0]
-	if n.Deadlines {
-		t.Fatal("a client without ContextTimeoutEnabled said to apply deadlines")
-	}
+	require.False(t, n.Deadlines, "a client without ContextTimeoutEnabled said to apply deadlines")
 	for _, c := range []struct {
 		name    string
 		timeout time.Duration
@@ -85,23 +83,16 @@ func TestCallAbandonedThenSettled(t *testing.T) {
 		}()
 		err := n.Call(ctx, c.timeout, false, b.call, func(ctx context.Context, err error) { settles <- settled{ctx, err} })
 		cancel()
-		if !nodes.IsAbandoned(err) || !errors.Is(err, c.cause) || nodes.NotSent(err) {
-			t.Fatalf("%s: %v, want abandoned with %v", c.name, err, c.cause)
-		}
-		if c.cause == context.DeadlineExceeded && !n.Down() {
-			t.Fatalf("%s: a node that did not answer in time is not Down", c.name)
-		}
-		if n.Guarded.Wait(time.Now()) {
-			t.Fatalf("%s: Wait reported no abandoned call while one runs", c.name)
-		}
+		require.True(t, nodes.IsAbandoned(err), "%s: %v, want abandoned with %v", c.name, err, c.cause)
+		require.ErrorIs(t, err, c.cause, "%s, want abandoned with %v", c.name, c.cause)
+		require.False(t, nodes.NotSent(err), "%s: %v, want abandoned with %v", c.name, err, c.cause)
+		require.False(t, c.cause == context.DeadlineExceeded && !n.Down(), "%s: a node that did not answer in time is not Down", c.name)
+		require.False(t, n.Guarded.Wait(time.Now()), "%s: Wait reported no abandoned call while one runs", c.name)
 		close(b.release)
 		s := <-settles
-		if s.err != io.EOF || s.ctx.Err() != nil {
-			t.Fatalf("%s: settled with %v on a ctx ended %v; want io.EOF on a live ctx", c.name, s.err, s.ctx.Err())
-		}
-		if !n.Guarded.Wait(time.Now().Add(time.Minute)) {
-			t.Fatalf("%s: the settled call is still counted", c.name)
-		}
+		require.False(t, s.err != io.EOF, "%s: settled with %v on a ctx ended %v; want io.EOF on a live ctx", c.name, s.err, s.ctx.Err())
+		require.False(t, s.ctx.Err() != nil, "%s: settled with %v on a ctx ended %v; want io.EOF on a live ctx", c.name, s.err, s.ctx.Err())
+		require.True(t, n.Guarded.Wait(time.Now().Add(time.Minute)), "%s: the settled call is still counted", c.name)
 	}
 }
 
@@ -116,9 +107,7 @@ func TestCallInTime(t *testing.T) {
 	err := n.Call(ctx, time.Hour, false, func(context.Context, redis.Scripter) error { return want }, func(context.Context, error) {
 		t.Error("a call that returned in time was settled")
 	})
-	if err != want {
-		t.Fatalf("Call: %v, want %v", err, want)
-	}
+	require.False(t, err != want, "Call: %v, want %v", err, want)
 }
 
 // With MaxAbandoned abandoned calls, a further guarded call waits for one
@@ -145,18 +134,15 @@ func TestCallWaitsForAbandoned(t *testing.T) {
 		t.Error("a call sent past MaxAbandoned abandoned calls")
 		return nil
 	}, nil)
-	if !nodes.NotSent(err) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("call past MaxAbandoned: %v, want not sent, deadline exceeded", err)
-	}
+	require.True(t, nodes.NotSent(err), "call past MaxAbandoned: %v, want not sent, deadline exceeded", err)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "call past MaxAbandoned, want not sent, deadline exceeded")
 
 	sent := make(chan error, 1)
 	go func() {
 		sent <- n.Call(ctx, time.Hour, false, func(context.Context, redis.Scripter) error { return nil }, nil)
 	}()
 	close(held[0].release) // one abandoned call returns: room for the waiting one
-	if err := <-sent; err != nil {
-		t.Fatalf("the waiting call, once there was room: %v", err)
-	}
+	require.NoError(t, <-sent, "the waiting call, once there was room")
 }
 
 // Down follows the last call that ended: a network error or a timeout
@@ -180,9 +166,7 @@ func TestDown(t *testing.T) {
 		{redis.Nil, false}, // a reply
 	} {
 		call(step.err)
-		if n.Down() != step.down {
-			t.Fatalf("after a call that ended with %v: Down %v, want %v", step.err, n.Down(), step.down)
-		}
+		require.False(t, n.Down() != step.down, "after a call that ended with %v: Down %v, want %v", step.err, n.Down(), step.down)
 	}
 }
 
@@ -203,9 +187,8 @@ func TestOnce(t *testing.T) {
 	defer close(b.release)
 	go func() { <-b.started; cancel() }()
 	err := nodes.Once(ctx, rdb, func(ctx context.Context) error { return b.call(ctx, nil) })
-	if !nodes.IsAbandoned(err) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Once whose ctx ended first: %v, want abandoned, context.Canceled", err)
-	}
+	require.True(t, nodes.IsAbandoned(err), "Once whose ctx ended first: %v, want abandoned, context.Canceled", err)
+	require.ErrorIs(t, err, context.Canceled, "Once whose ctx ended first, want abandoned, context.Canceled")
 	if err := nodes.Once(context.Background(), rdb, func(context.Context) error { return io.EOF }); err != io.EOF {
 		t.Fatalf("Once on a ctx that cannot end: %v, want the call's error", err)
 	}

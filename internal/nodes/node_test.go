@@ -2,11 +2,12 @@ package nodes_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/redistest"
@@ -31,9 +32,7 @@ func TestNewKinds(t *testing.T) {
 		{ring, nodes.Ring, false},
 	} {
 		n := nodes.New(0, c.rdb, nil)
-		if n.Kind != c.kind || n.Deadlines != c.deadlines {
-			t.Errorf("%T: kind %d deadlines %v, want %d %v", c.rdb, n.Kind, n.Deadlines, c.kind, c.deadlines)
-		}
+		assert.False(t, n.Kind != c.kind || n.Deadlines != c.deadlines, "%T: kind %d deadlines %v, want %d %v", c.rdb, n.Kind, n.Deadlines, c.kind, c.deadlines)
 		if own := c.kind == nodes.Standalone || c.kind == nodes.Cluster; n.OwnConns() != own {
 			t.Errorf("%T: OwnConns %v, want %v", c.rdb, n.OwnConns(), own)
 		}
@@ -41,9 +40,9 @@ func TestNewKinds(t *testing.T) {
 		_ = c.rdb.Close()
 	}
 	var nilClient *redis.Client
-	if !nodes.IsNil(nil) || !nodes.IsNil(redis.UniversalClient(nilClient)) || nodes.IsNil(plain) {
-		t.Fatal("IsNil: wrong for nil, a nil *redis.Client in an interface, or a client")
-	}
+	require.True(t, nodes.IsNil(nil), "IsNil: wrong for nil, a nil *redis.Client in an interface, or a client")
+	require.True(t, nodes.IsNil(redis.UniversalClient(nilClient)), "IsNil: wrong for nil, a nil *redis.Client in an interface, or a client")
+	require.False(t, nodes.IsNil(plain), "IsNil: wrong for nil, a nil *redis.Client in an interface, or a client")
 }
 
 // OnConn runs a script and its WAIT on one connection of the key's
@@ -61,26 +60,19 @@ func TestOnConnWait(t *testing.T) {
 			return err
 		}
 		acked, err := nodes.Wait(ctx, conn, 0, 0)
-		if err == nil && acked != 0 {
-			t.Errorf("WAIT on a server without replicas: %d acknowledged", acked)
-		}
+		assert.False(t, err == nil && acked != 0, "WAIT on a server without replicas: %d acknowledged", acked)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var calls [][]int
 	errs := n.OnConns(ctx, []string{"a", "b", "c"}, func(conn *redis.Conn, is []int) error {
 		calls = append(calls, is)
 		return redis.Nil
 	})
-	if len(calls) != 1 || !slices.Equal(calls[0], []int{0, 1, 2}) {
-		t.Fatalf("OnConns on one server ran for %v, want once for [0 1 2]", calls)
-	}
+	require.Len(t, calls, 1, "OnConns on one server ran for %v, want once for [0 1 2]", calls)
+	require.True(t, slices.Equal(calls[0], []int{0, 1, 2}), "OnConns on one server ran for %v, want once for [0 1 2]", calls)
 	for i, err := range errs {
-		if err != redis.Nil {
-			t.Fatalf("key %d: %v, want its server's error", i, err)
-		}
+		require.False(t, err != redis.Nil, "key %d: %v, want its server's error", i, err)
 	}
 	if _, ok := n.MasterAddr(ctx, "k"); ok {
 		t.Fatal("MasterAddr answered for a client that is not a Cluster")
@@ -90,7 +82,5 @@ func TestOnConnWait(t *testing.T) {
 	defer ring.Close()
 	r := nodes.New(0, ring, nil)
 	defer r.Close()
-	if err := r.OnConn(ctx, "k", func(*redis.Conn) error { return nil }); !errors.Is(err, nodes.ErrNoConn) {
-		t.Fatalf("OnConn on a Ring: %v, want ErrNoConn", err)
-	}
+	require.ErrorIs(t, r.OnConn(ctx, "k", func(*redis.Conn) error { return nil }), nodes.ErrNoConn, "OnConn on a Ring, want ErrNoConn")
 }

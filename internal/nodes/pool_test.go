@@ -3,6 +3,8 @@ package nodes_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/redislock-go/redislock/internal/nodes"
 )
 
@@ -15,15 +17,11 @@ func TestPoolBounds(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 2)
 	for range 2 {
-		if !p.TryGo(func() { started <- struct{}{}; <-release }) {
-			t.Fatal("a pool with a free worker refused a task")
-		}
+		require.True(t, p.TryGo(func() { started <- struct{}{}; <-release }), "a pool with a free worker refused a task")
 	}
 	<-started
 	<-started
-	if p.TryGo(func() { t.Error("a task ran beyond the pool's bound") }) {
-		t.Fatal("a pool with every worker busy took a task")
-	}
+	require.False(t, p.TryGo(func() { t.Error("a task ran beyond the pool's bound") }), "a pool with every worker busy took a task")
 	closed := make(chan struct{})
 	go func() { p.Close(); close(closed) }()
 	select {
@@ -34,15 +32,12 @@ func TestPoolBounds(t *testing.T) {
 	close(release)
 	<-closed
 	ran := false
-	if !p.TryGo(func() { ran = true }) || !ran {
-		t.Fatal("after Close, a task did not run on the caller's goroutine")
-	}
+	require.True(t, p.TryGo(func() { ran = true }), "after Close, a task did not run on the caller's goroutine")
+	require.True(t, ran, "after Close, a task did not run on the caller's goroutine")
 
 	s := nodes.NewPool(2)
 	s.Stop()
-	if s.TryGo(func() { t.Error("a task ran after Stop") }) {
-		t.Fatal("a stopped pool took a task")
-	}
+	require.False(t, s.TryGo(func() { t.Error("a task ran after Stop") }), "a stopped pool took a task")
 }
 
 // The clean-up calls of a node are bounded by MaxCleanup, and by the pool.
@@ -53,16 +48,12 @@ func TestBackgroundBounds(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	for i := range nodes.MaxCleanup {
-		if !n.Background(pool, func() { <-release }) {
-			t.Fatalf("clean-up %d refused", i+1)
-		}
+		require.True(t, n.Background(pool, func() { <-release }), "clean-up %d refused", i+1)
 	}
 	if _, cleaning := n.InFlight(); cleaning != nodes.MaxCleanup {
 		t.Fatalf("%d clean-ups in flight, want %d", cleaning, nodes.MaxCleanup)
 	}
-	if n.Background(pool, func() { t.Error("a clean-up ran past MaxCleanup") }) {
-		t.Fatal("a clean-up past MaxCleanup was taken")
-	}
+	require.False(t, n.Background(pool, func() { t.Error("a clean-up ran past MaxCleanup") }), "a clean-up past MaxCleanup was taken")
 	full := newPool(t, 0)
 	if n2 := newNodes(t, 1)[0]; n2.Background(full, func() {}) {
 		t.Fatal("a clean-up was taken by a pool without a free worker")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,28 +22,20 @@ func TestBatchRefreshScript(t *testing.T) {
 		key := func(s string) string { return "redislock:{batch}:" + s }
 		set := func(k, v string) {
 			t.Helper()
-			if err := rdb.Set(ctx, key(k), v, 10*time.Second).Err(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, rdb.Set(ctx, key(k), v, 10*time.Second).Err())
 		}
 		set("held", "tok1:7")
 		set("other", "tok2:8")
 		set("prefix", "tok3x:9") // "tok3" is a prefix of its holder's token
 		set("twice", "tok4:10")
 		set("released", "~:11: tok5") // a released record lists tok5: not held
-		if err := rdb.RPush(ctx, key("list"), "x").Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rdb.RPush(ctx, key("list"), "x").Err())
 		keys := []string{key("held"), key("other"), key("absent"), key("prefix"), key("list"), key("twice"), key("released")}
 		tokens := []string{"tok1", "tok1", "tok1", "tok3", "tok1", "tok4", "tok5"}
 		got, err := BatchRefresh(ctx, rdb, keys, tokens, 60000, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		want := []BatchStatus{BatchRenewed, BatchNotHeld, BatchNotHeld, BatchNotHeld, BatchWrongType, BatchRenewed, BatchNotHeld}
-		if !slices.Equal(got, want) {
-			t.Fatalf("statuses %v, want %v", got, want)
-		}
+		require.True(t, slices.Equal(got, want), "statuses %v, want %v", got, want)
 		for k, long := range map[string]bool{"held": true, "twice": true, "other": false, "prefix": false} {
 			if d := rdb.PTTL(ctx, key(k)).Val(); (d > 30*time.Second) != long {
 				t.Errorf("%s: PTTL %v after the batch (extended: %v)", k, d, long)
@@ -64,9 +57,7 @@ func TestBatchRefreshScript(t *testing.T) {
 			"extra token":   {1000, "tok1", "tok1"},
 		} {
 			before := rdb.PTTL(ctx, key("held")).Val()
-			if err := batchRefresh.Run(ctx, rdb, []string{key("held")}, args...).Err(); err == nil {
-				t.Errorf("%s: accepted", name)
-			}
+			assert.Error(t, batchRefresh.Run(ctx, rdb, []string{key("held")}, args...).Err(), "%s: accepted", name)
 			if after := rdb.PTTL(ctx, key("held")).Val(); after > before {
 				t.Errorf("%s: refused, but the key was extended", name)
 			}
@@ -95,13 +86,9 @@ func TestBatchRefreshScript500(t *testing.T) {
 		_, err := pipe.Exec(ctx)
 		require.NoError(t, err)
 		got, err := BatchRefresh(ctx, rdb, keys, tokens, 60000, make([]BatchStatus, 0, 500))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for i, s := range got {
-			if s != BatchRenewed {
-				t.Fatalf("key %d: %v", i, s)
-			}
+			require.Equal(t, BatchStatus(BatchRenewed), s, "key %d: %v", i, s)
 		}
 		for _, k := range []string{keys[0], keys[499]} {
 			d := rdb.PTTL(ctx, k).Val()
@@ -115,14 +102,12 @@ func TestSlotBatches(t *testing.T) {
 	ks := []string{"{a}", "{b}", "{a}x", "{c}", "{b}y"}
 	toks := []string{"ta", "tb", "tax", "tc", "tby"}
 	one, index := SlotBatches(ks, toks, false)
-	if len(one) != 1 || len(one[0].Keys) != 5 || len(index) != 1 {
-		t.Fatalf("not on a Cluster: %d batches %v, want one of all keys", len(one), one)
-	}
+	require.Len(t, one, 1, "not on a Cluster: %d batches %v, want one of all keys", len(one), one)
+	require.Len(t, one[0].Keys, 5, "not on a Cluster: %d batches %v, want one of all keys", len(one), one)
+	require.Len(t, index, 1, "not on a Cluster: %d batches %v, want one of all keys", len(one), one)
 	batches, index := SlotBatches(ks, toks, true)
 	want := [][]int{{0, 2}, {1, 4}, {3}} // by slot, in the order of first appearance
-	if len(batches) != len(want) {
-		t.Fatalf("%d batches, want %d: %v", len(batches), len(want), batches)
-	}
+	require.Len(t, batches, len(want), "%d batches, want %d: %v", len(batches), len(want), batches)
 	for bi, is := range want {
 		for j, i := range is {
 			if index[bi][j] != i || batches[bi].Keys[j] != ks[i] || batches[bi].Tokens[j] != toks[i] {

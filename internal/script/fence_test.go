@@ -26,9 +26,7 @@ func TestObtainScriptFenceBoundaries(t *testing.T) {
 		k := keys.New("redislock:", "boundary")
 		released := func(last int64) {
 			t.Helper()
-			if err := rdb.Set(ctx, k.Lock, "~:"+strconv.FormatInt(last, 10)+": 0123456789ab", time.Minute).Err(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, rdb.Set(ctx, k.Lock, "~:"+strconv.FormatInt(last, 10)+": 0123456789ab", time.Minute).Err())
 		}
 		stored := func(fence int64, rel ...string) {
 			t.Helper()
@@ -41,9 +39,9 @@ func TestObtainScriptFenceBoundaries(t *testing.T) {
 		for _, last := range []int64{9, 99, 999999999999999, 9999999999999999, b - 3, b - 2, b - 1, b, b + 1} {
 			released(last)
 			r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000}.Run(ctx, rdb)
-			if err != nil || r.Status != Granted || r.Fence != last+1 {
-				t.Fatalf("after %d: %+v, %v; want fence %d", last, r, err, last+1)
-			}
+			require.NoError(t, err, "after %d: %+v; want fence %d", last, r, last+1)
+			require.Equal(t, Status(Granted), r.Status, "after %d: %+v, %v; want fence %d", last, r, err, last+1)
+			require.Equal(t, last+1, r.Fence, "after %d: %+v, %v; want fence %d", last, r, err, last+1)
 			stored(last + 1)
 		}
 		for _, c := range []struct{ last, proposal int64 }{
@@ -52,23 +50,24 @@ func TestObtainScriptFenceBoundaries(t *testing.T) {
 			for _, low := range []int64{c.last, c.last - 1} {
 				released(c.last)
 				r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000, Proposal: low, Holder: ""}.Run(ctx, rdb)
-				if err != nil || r.Status != LowProposal || r.Counter != c.last {
-					t.Fatalf("proposal %d after %d: %+v, %v; want refused with %d", low, c.last, r, err, c.last)
-				}
+				require.NoError(t, err, "proposal %d after %d: %+v; want refused with %d", low, c.last, r, c.last)
+				require.Equal(t, Status(LowProposal), r.Status, "proposal %d after %d: %+v, %v; want refused with %d", low, c.last, r, err, c.last)
+				require.Equal(t, c.last, r.Counter, "proposal %d after %d: %+v, %v; want refused with %d", low, c.last, r, err, c.last)
 			}
 			r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000, Proposal: c.proposal, Holder: ""}.Run(ctx, rdb)
-			if err != nil || r.Status != Granted || r.Fence != c.proposal {
-				t.Fatalf("proposal %d after %d: %+v, %v; want granted", c.proposal, c.last, r, err)
-			}
+			require.NoError(t, err, "proposal %d after %d: %+v; want granted", c.proposal, c.last, r)
+			require.Equal(t, Status(Granted), r.Status, "proposal %d after %d: %+v, %v; want granted", c.proposal, c.last, r, err)
+			require.Equal(t, c.proposal, r.Fence, "proposal %d after %d: %+v, %v; want granted", c.proposal, c.last, r, err)
 			stored(c.proposal)
 		}
 		// A fresh key: the server clock in µs; a proposal is taken as is.
 		rdb.Del(ctx, k.Lock)
 		before := time.Now().Add(-time.Minute).UnixMicro()
 		r, err := Obtain{Keys: k.Boxed[:1], Token: "tok", TTL: 10000}.Run(ctx, rdb)
-		if err != nil || r.Status != Granted || r.Fence < before || r.Fence > math.MaxInt64/2 {
-			t.Fatalf("fresh key: %+v, %v; want a fence from the clock", r, err)
-		}
+		require.NoError(t, err, "fresh key: %+v; want a fence from the clock", r)
+		require.Equal(t, Status(Granted), r.Status, "fresh key: %+v, %v; want a fence from the clock", r, err)
+		require.GreaterOrEqual(t, r.Fence, before, "fresh key: %+v, %v; want a fence from the clock", r, err)
+		require.LessOrEqual(t, r.Fence, int64(math.MaxInt64/2), "fresh key: %+v, %v; want a fence from the clock", r, err)
 		stored(r.Fence, "")
 	})
 }

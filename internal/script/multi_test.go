@@ -2,10 +2,12 @@ package script
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // multi_obtain.lua and multi_release.lua keep the single-key format: the
@@ -19,9 +21,9 @@ func TestMultiScripts(t *testing.T) {
 		locks := []string{"redislock:{m}a", "redislock:{m}b"}
 		rel := []string{locks[0], "redislock:{m}a:wake", "redislock:{m}a:queue", locks[1], "redislock:{m}b:wake", "redislock:{m}b:queue"}
 		first, err := MultiObtain(ctx, rdb, locks, "tok", 10000, "")
-		if err != nil || !first.Granted || len(first.Fences) != 2 {
-			t.Fatal(first, err)
-		}
+		require.NoError(t, err, fmt.Sprint(first, err))
+		require.True(t, first.Granted, fmt.Sprint(first, err))
+		require.Len(t, first.Fences, 2, fmt.Sprint(first, err))
 		if again, err := MultiObtain(ctx, rdb, locks, "tok", 10000, ""); err != nil || !again.Granted || again.Fences[1] != first.Fences[1] {
 			t.Fatalf("replay = %+v, %v, want the same fences %v", again, err, first.Fences)
 		}
@@ -31,9 +33,7 @@ func TestMultiScripts(t *testing.T) {
 		release := func(tok string) int {
 			t.Helper()
 			n, err := MultiRelease(ctx, rdb, rel, tok, PublishPlain, 3000)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return n
 		}
 		if n, replay := release("tok"), release("tok"); n != 2 || replay != 2 {
@@ -45,12 +45,12 @@ func TestMultiScripts(t *testing.T) {
 			}
 		}
 		next, err := MultiObtain(ctx, rdb, locks, "tok3", 10000, "")
-		if err != nil || !next.Granted || next.Fences[0] != first.Fences[0]+1 || next.Fences[1] != first.Fences[1]+1 {
-			t.Fatalf("next = %+v, %v after %v, want each fence + 1", next, err, first.Fences)
-		}
-		if release("tok") != 2 || release("nope") != 0 {
-			t.Fatal("a replay after the next grant, or another token, answered wrong")
-		}
+		require.NoError(t, err, "next = %+v after %v, want each fence + 1", next, first.Fences)
+		require.True(t, next.Granted, "next = %+v, %v after %v, want each fence + 1", next, err, first.Fences)
+		require.Equal(t, first.Fences[0]+1, next.Fences[0], "next = %+v, %v after %v, want each fence + 1", next, err, first.Fences)
+		require.Equal(t, first.Fences[1]+1, next.Fences[1], "next = %+v, %v after %v, want each fence + 1", next, err, first.Fences)
+		require.Equal(t, 2, release("tok"), "a replay after the next grant, or another token, answered wrong")
+		require.Equal(t, 0, release("nope"), "a replay after the next grant, or another token, answered wrong")
 		if n, _ := rdb.DBSize(ctx).Result(); n != 2 {
 			t.Fatalf("%d keys, want the two lock keys", n)
 		}

@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,16 +32,13 @@ func TestObtainScriptReplay(t *testing.T) {
 		run := func(token string, proposal int64) ObtainReply {
 			t.Helper()
 			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Proposal: proposal, Holder: ""}.Run(ctx, rdb)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return r
 		}
 		first := run("tok", 0)
 		again := run("tok", 0)
-		if first.Status != Granted || again != first {
-			t.Fatalf("replay = %+v after %+v, want the same grant", again, first)
-		}
+		require.Equal(t, Status(Granted), first.Status, "replay = %+v after %+v, want the same grant", again, first)
+		require.False(t, again != first, "replay = %+v after %+v, want the same grant", again, first)
 		if other := run("tok2", 0); other.Status != Held || other.PTTL <= 0 || other.PTTL > 10000 {
 			t.Fatalf("other token = %+v, want held with its PTTL", other)
 		}
@@ -65,12 +63,8 @@ func TestObtainScriptReplay(t *testing.T) {
 		}
 		// Zero or negative TTLs are refused by the script itself.
 		rdb.Del(ctx, k.Lock)
-		if err := obtainScript.Run(ctx, rdb, []string{k.Lock}, "t", 0, 0, "").Err(); err == nil {
-			t.Fatal("obtain with TTL 0 accepted")
-		}
-		if err := refreshScript.Run(ctx, rdb, []string{k.Lock}, "t", -1).Err(); err == nil {
-			t.Fatal("refresh with TTL -1 accepted")
-		}
+		require.Error(t, obtainScript.Run(ctx, rdb, []string{k.Lock}, "t", 0, 0, "").Err(), "obtain with TTL 0 accepted")
+		require.Error(t, refreshScript.Run(ctx, rdb, []string{k.Lock}, "t", -1).Err(), "refresh with TTL -1 accepted")
 		if n := rdb.Exists(ctx, k.Lock).Val(); n != 0 {
 			t.Fatal("a refused obtain wrote the lock")
 		}
@@ -94,26 +88,22 @@ func TestReleaseScriptReplay(t *testing.T) {
 		obtain := func(tok string) int64 {
 			t.Helper()
 			r, err := Obtain{Keys: k.Boxed[:1], Token: tok, TTL: 10000, Holder: ""}.Run(ctx, rdb)
-			if err != nil || r.Status != Granted {
-				t.Fatal(r, err)
-			}
+			require.NoError(t, err, fmt.Sprint(r, err))
+			require.Equal(t, Status(Granted), r.Status, fmt.Sprint(r, err))
 			return r.Fence
 		}
 		release := func(token string) bool {
 			t.Helper()
 			ok, err := Release(ctx, rdb, k.Boxed[:1], token, 5000, PublishPlain, false)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return ok
 		}
 		first := obtain("tok")
 		if a, b := release("tok"), release("tok"); !a || !b {
 			t.Fatalf("release = %v, its replay = %v, want true and true", a, b)
 		}
-		if release("other") || release("to") {
-			t.Fatal("another token's release answered released")
-		}
+		require.False(t, release("other"), "another token's release answered released")
+		require.False(t, release("to"), "another token's release answered released")
 		if ttl := rdb.PTTL(ctx, k.Lock).Val(); ttl <= 0 || ttl > 5*time.Second {
 			t.Fatalf("released record's TTL %v, want in (0, 5s]", ttl)
 		}
@@ -122,39 +112,27 @@ func TestReleaseScriptReplay(t *testing.T) {
 		}
 		// A replay after a later grant (and more releases) still finds its
 		// own release, up to 8 releases back.
-		if !release("tok") {
-			t.Fatal("a replay after the next grant answered not held")
-		}
-		if !release("tok2") {
-			t.Fatal("release tok2")
-		}
+		require.True(t, release("tok"), "a replay after the next grant answered not held")
+		require.True(t, release("tok2"), "release tok2")
 		// Real tokens have one length (rand.Text), by which the list is cut.
 		toks := make([]string, 40)
 		last := first + 1
 		for i := range toks {
 			toks[i] = rand.Text()
 			f := obtain(toks[i])
-			if f != last+1 {
-				t.Fatalf("fence %d after %d", f, last)
-			}
+			require.Equal(t, last+1, f, "fence %d after %d", f, last)
 			last = f
 			// Every release within the last 8 is remembered, also while
 			// the next grant holds the lock.
 			for _, back := range toks[max(0, i-7):i] {
-				if !release(back) {
-					t.Fatalf("grant %d: a replay of %d answered not held: %q", i, i-slices.Index(toks, back), rdb.Get(ctx, k.Lock).Val())
-				}
+				require.True(t, release(back), "grant %d: a replay of %d answered not held: %q", i, i-slices.Index(toks, back), rdb.Get(ctx, k.Lock).Val())
 			}
-			if !release(toks[i]) {
-				t.Fatal("release", i)
-			}
+			require.True(t, release(toks[i]), fmt.Sprint("release", i))
 		}
 		if v := rdb.Get(ctx, k.Lock).Val(); len(v) > len("~:1796122479709531:")+8*27 {
 			t.Fatalf("released record %q grows without bound", v)
 		}
-		if release(toks[0]) {
-			t.Fatal("a release 40 back is still remembered")
-		}
+		require.False(t, release(toks[0]), "a release 40 back is still remembered")
 		if n, _ := rdb.DBSize(ctx).Result(); n != 1 {
 			t.Fatalf("%d keys after releases, want the lock key alone", n)
 		}
@@ -269,15 +247,12 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		k := keys.New("redislock:", "mark")
 		ps := rdb.Subscribe(ctx, k.Wake)
 		defer ps.Close()
-		if _, err := ps.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
+		_, err := ps.Receive(ctx)
+		require.NoError(t, err)
 		obtain := func(token string) int64 {
 			t.Helper()
 			r, err := Obtain{Keys: k.Boxed[:1], Token: token, TTL: 10000, Holder: ""}.Run(ctx, rdb)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return int64(r.Status)
 		}
 		release := func(token string) {
@@ -293,26 +268,18 @@ func TestReleaseWakesOnlyWaiters(t *testing.T) {
 		}
 		obtain("a")
 		release("a")
-		if woken() {
-			t.Fatal("a release nobody waited for published a wake-up")
-		}
+		require.False(t, woken(), "a release nobody waited for published a wake-up")
 		obtain("b")
-		if obtain("c") != 0 {
-			t.Fatal("c granted while b holds")
-		}
+		require.Equal(t, int64(0), obtain("c"), "c granted while b holds")
 		if v := rdb.Get(ctx, k.Lock).Val(); !strings.HasPrefix(v, "b:") || !strings.HasSuffix(v, ";*") {
 			t.Fatalf("lock after a failed attempt = %q, want b's grant marked", v)
 		}
 		if _, fence, err := (Handoff{Keys: k.Boxed[:1], Token: "b", RecordTTL: 60000, Publish: PublishPlain, To: "d", TTL: 10000}).Run(ctx, rdb); fence == 0 || err != nil {
 			t.Fatal("handoff b -> d", err)
 		}
-		if woken() {
-			t.Fatal("a handoff published a wake-up")
-		}
+		require.False(t, woken(), "a handoff published a wake-up")
 		release("d")
-		if !woken() {
-			t.Fatal("the release after a handoff woke no one, though c waits")
-		}
+		require.True(t, woken(), "the release after a handoff woke no one, though c waits")
 	})
 }
 
@@ -327,9 +294,9 @@ func TestObtainScriptUnknownValue(t *testing.T) {
 		for _, v := range []string{"TOKA:123", "TOKA:123:holder;*", "garbage", "~", "~:x:", "~:0123: x", "~:12", "~:1e5: x", "~:-5: x", "~:0x10: x"} {
 			rdb.Set(ctx, k.Lock, v, time.Hour)
 			r, err := Obtain{Keys: k.Boxed[:1], Token: "t", TTL: 10000, Holder: ""}.Run(ctx, rdb)
-			if err != nil || r.Status != Held || r.PTTL <= 0 {
-				t.Fatalf("value %q: obtain = %+v, %v, want held", v, r, err)
-			}
+			require.NoError(t, err, "value %q: obtain = %+v, want held", v, r)
+			require.Equal(t, Status(Held), r.Status, "value %q: obtain = %+v, %v, want held", v, r, err)
+			require.Greater(t, r.PTTL, int64(0), "value %q: obtain = %+v, %v, want held", v, r, err)
 			if ok, err := Release(ctx, rdb, k.Boxed[:1], "t", 1000, PublishPlain, false); ok || err != nil {
 				t.Fatalf("value %q: release = %v, %v", v, ok, err)
 			}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestGrants(t *testing.T) {
@@ -27,17 +30,16 @@ func TestGrants(t *testing.T) {
 	if n := g.Sweep(nil); n != 0 || len(expired) != 1 {
 		t.Fatalf("past the refreshed lease: held %d, expired %v", n, expired)
 	}
-	if !g.Gone("b", 2) || len(expired) != 1 {
-		t.Fatalf("a late Release after the sweep: stale owner, counted once (%v)", expired)
-	}
+	require.True(t, g.Gone("b", 2), "a late Release after the sweep: stale owner, counted once (%v)", expired)
+	require.Len(t, expired, 1, "a late Release after the sweep: stale owner, counted once (%v)", expired)
 
 	// A loss, then the Release after it: one expiration, no stale owner.
 	g.Obtained("c", 3, time.Second)
 	g.Lost("c", 3)
 	g.Lost("c", 3)
-	if g.Gone("c", 3) || len(expired) != 2 || g.Sweep(nil) != 0 {
-		t.Fatalf("loss then release: expired %v", expired)
-	}
+	require.False(t, g.Gone("c", 3), "loss then release: expired %v", expired)
+	require.Len(t, expired, 2, "loss then release: expired %v", expired)
+	require.Equal(t, 0, g.Sweep(nil), "loss then release: expired %v", expired)
 }
 
 func TestCall(t *testing.T) {
@@ -48,12 +50,11 @@ func TestCall(t *testing.T) {
 	if c1 == nil || c2 == nil || c1 == c2 {
 		t.Fatal("each key finds its own call")
 	}
-	if !c1.Waited() || c1.Waited() || c1.WaitStart().IsZero() || !c2.WaitStart().IsZero() {
-		t.Fatal("Waited records the first wait of its call only")
-	}
-	if NewKey().From(ctx) != nil {
-		t.Fatal("a third key finds nothing")
-	}
+	require.True(t, c1.Waited(), "Waited records the first wait of its call only")
+	require.False(t, c1.Waited(), "Waited records the first wait of its call only")
+	require.False(t, c1.WaitStart().IsZero(), "Waited records the first wait of its call only")
+	require.True(t, c2.WaitStart().IsZero(), "Waited records the first wait of its call only")
+	require.False(t, NewKey().From(ctx) != nil, "a third key finds nothing")
 }
 
 // The latency buckets resolve the calls to a Redis nearby: the lowest is at
@@ -61,9 +62,7 @@ func TestCall(t *testing.T) {
 // several buckets, so that a histogram of them does not sit in one.
 func TestLatencyBucketsResolveLocalRedis(t *testing.T) {
 	t.Parallel()
-	if !Increasing(LatencyBuckets) {
-		t.Fatalf("latency buckets %v are not increasing", LatencyBuckets)
-	}
+	require.True(t, Increasing(LatencyBuckets), "latency buckets %v are not increasing", LatencyBuckets)
 	if LatencyBuckets[0] > 25e-6 {
 		t.Errorf("lowest latency bucket %v s, want at most 25 µs", LatencyBuckets[0])
 	}
@@ -73,7 +72,5 @@ func TestLatencyBucketsResolveLocalRedis(t *testing.T) {
 			local++
 		}
 	}
-	if local < 4 {
-		t.Errorf("%d latency buckets between 50 µs and 0.5 ms, want at least 4: %v", local, LatencyBuckets)
-	}
+	assert.GreaterOrEqual(t, local, 4, "%d latency buckets between 50 µs and 0.5 ms, want at least 4: %v", local, LatencyBuckets)
 }
