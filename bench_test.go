@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/stretchr/testify/require"
 )
 
 // Benchmarks run against redis-server processes they start themselves:
@@ -33,9 +34,7 @@ func benchQuorum(b *testing.B, nodes int, fn func(*redis.Options)) *redislock.Cl
 		rdbs = append(rdbs, s.Client(fn))
 	}
 	c, err := redislock.NewQuorum(rdbs)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -48,12 +47,8 @@ func loopObtainRelease(b *testing.B, c *redislock.Client, ctx context.Context) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l, err := c.Obtain(ctx, "bench", time.Second)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
+		require.NoError(b, l.Release(ctx))
 	}
 }
 
@@ -111,15 +106,11 @@ func BenchmarkRefresh(b *testing.B) {
 	c := benchClient(b, 1)
 	ctx := context.Background()
 	l, err := c.Obtain(ctx, "refresh", time.Minute)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer l.Release(ctx)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := l.Refresh(ctx, time.Minute); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, l.Refresh(ctx, time.Minute))
 	}
 }
 
@@ -130,8 +121,6 @@ func BenchmarkRun(b *testing.B) {
 	fn := func(context.Context, *redislock.Lock) error { return nil }
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.Run(ctx, "run", time.Second, fn); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, c.Run(ctx, "run", time.Second, fn))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // The fair queue under server clock steps (docs/limitations.md, Clocks).
@@ -57,7 +58,7 @@ func TestClockServerStepBackFairQueue(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartClock(t)
 	rdb := srv.Client(nil)
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testkit.Context(t)
 	const key, qttl = "fairback", 3 * time.Second
 	opts := []redislock.ClientOption{redislock.WithFair(true), redislock.WithQueueTTL(qttl)}
 	a, b := newClient(t, rdb, opts...), newClient(t, rdb, opts...)
@@ -78,19 +79,19 @@ func TestClockServerStepBackFairQueue(t *testing.T) {
 		l, err := b.Obtain(bctx, key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(100*time.Millisecond)))
 		got <- result{l, err, time.Now()}
 	}()
-	eventually(t, 10*time.Second, "live waiter queued behind the dead one", func() bool { return queueLen(t, rdb, key) == 2 })
+	require.Eventually(t, func() bool { return queueLen(t, rdb, key) == 2 }, 10*time.Second, 5*time.Millisecond, "live waiter queued behind the dead one")
 
 	srv.Step(-time.Hour)
 	// The live waiter's next attempt renews its entry from the stepped
 	// clock: then the script has seen the step.
-	eventually(t, 20*time.Second, "live waiter tried after the step", func() bool {
+	require.Eventually(t, func() bool {
 		for m, left := range queueDeadlines(t, ctx, rdb, key) {
 			if m != "dead" && left <= qttl {
 				return true
 			}
 		}
 		return false
-	})
+	}, 20*time.Second, 5*time.Millisecond, "live waiter tried after the step")
 	left, ok := queueDeadlines(t, ctx, rdb, key)["dead"]
 	if ok {
 		assert.LessOrEqual(t, left, qttl, "dead waiter's entry outlives the queue TTL after a step back")
@@ -114,7 +115,7 @@ func TestClockServerStepForwardFairQueue(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartClock(t)
 	rdb := srv.Client(nil)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	const key, qttl = "fairfwd", 3 * time.Second
 	a := newClient(t, rdb, redislock.WithFair(true))
 	la := mustObtain(t, ctx, a, key, time.Minute)
@@ -145,7 +146,7 @@ func TestClockServerStepForwardFairQueue(t *testing.T) {
 func TestFairQueueKeysGo(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := ctxT(t, 20*time.Second)
+		ctx := testkit.Context(t)
 		const key = "fairkeys"
 		c := newClient(t, b.rdb, redislock.WithFair(true))
 		gone := func(when string) {
@@ -162,7 +163,7 @@ func TestFairQueueKeysGo(t *testing.T) {
 			_, err := c.Obtain(wctx, key, time.Second, redislock.WithRetry(redislock.LinearBackoff(50*time.Millisecond)))
 			done <- err
 		}()
-		eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, b.rdb, key) == 1 })
+		require.Eventually(t, func() bool { return queueLen(t, b.rdb, key) == 1 }, 5*time.Second, 5*time.Millisecond, "waiter queued")
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
 		gone("after the last waiter left")

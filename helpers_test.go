@@ -14,6 +14,8 @@ import (
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/observe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // backend is one kind of Redis the behaviour tests run against.
@@ -55,15 +57,6 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	}
 }
 
-// skipShort skips t under -short: a Redis Cluster or Sentinel deployment
-// of its own, or a soak, takes seconds to start or to run.
-func skipShort(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("a topology or soak test: skipped under -short")
-	}
-}
-
 // newClient returns a redislock client that is closed when the test ends.
 func newClient(t testing.TB, rdb redis.UniversalClient, opts ...redislock.ClientOption) *redislock.Client {
 	c := redislock.New(rdb, opts...)
@@ -71,24 +64,11 @@ func newClient(t testing.TB, rdb redis.UniversalClient, opts ...redislock.Client
 	return c
 }
 
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // held reports whether the lock key lockKey holds a grant: a released
 // record ("~:...", scripts/release.lua) or no key at all is free.
 func held(ctx context.Context, rdb redis.Cmdable, lockKey string) bool {
 	v, err := rdb.Get(ctx, lockKey).Result()
 	return err == nil && !strings.HasPrefix(v, "~:")
-}
-
-// eventually polls cond until it holds, failing t after d: for a state
-// that no event announces (a server's subscription count, a key).
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	redistest.Eventually(t, d, what, cond)
 }
 
 // scriptCalls counts the scripts a server ran (a real server's
@@ -174,7 +154,7 @@ func (w *waitStarts) await(t *testing.T, n int) {
 		select {
 		case <-w.ch:
 		case <-time.After(10 * time.Second):
-			t.Fatal("no WaitStart event")
+			require.Fail(t, "no WaitStart event")
 		}
 	}
 }
@@ -207,15 +187,11 @@ func exclusion(t *testing.T, workers, rounds int, obtain func(ctx context.Contex
 		fences = append(fences, fence)
 		mu.Unlock()
 		return func() {
-			if err := release(); err != nil {
-				t.Errorf("release: %v", err)
-			}
+			assert.NoError(t, release(), "release")
 		}, nil
 	})
 	for i := 1; i < len(fences); i++ {
-		if fences[i] <= fences[i-1] {
-			t.Fatalf("grant %d: fence %d after %d: fences out of grant order", i, fences[i], fences[i-1])
-		}
+		require.Greater(t, fences[i], fences[i-1], "grant %d: fence after %d: fences out of grant order", i, fences[i-1])
 	}
 }
 

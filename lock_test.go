@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // A holder whose lease expired cannot refresh, shorten or release the lock of
@@ -21,37 +23,23 @@ func TestStaleHolder(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 10*time.Second)
+		ctx := testkit.Context(t)
 		old, err := c.Obtain(ctx, "stale", 200*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		b.elapse(250 * time.Millisecond)
-		if _, err := old.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("expired TTL = %v, want ErrNotHeld", err)
-		}
+		_, err = old.TTL(ctx)
+		require.ErrorIs(t, err, redislock.ErrNotHeld, "expired TTL, want ErrNotHeld")
 		cur, err := c.Obtain(ctx, "stale", 10*time.Second)
-		if err != nil {
-			t.Fatalf("Obtain after expiry: %v", err)
-		}
-		if cur.Fence() <= old.Fence() {
-			t.Fatalf("fence %d not above the expired grant's %d", cur.Fence(), old.Fence())
-		}
+		require.NoError(t, err, "Obtain after expiry")
+		require.Greater(t, cur.Fence(), old.Fence(), "fence not above the expired grant's %d", old.Fence())
 		// (A TTL whose validity fits a round trip on a loaded machine: a
 		// call is bounded by its validity.)
-		if err := old.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("stale Refresh = %v", err)
-		}
-		if err := old.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("stale Release = %v", err)
-		}
+		require.ErrorIs(t, old.Refresh(ctx, time.Second), redislock.ErrNotHeld, "stale Refresh")
+		require.ErrorIs(t, old.Release(ctx), redislock.ErrNotHeld, "stale Release")
 		ttl, err := cur.TTL(ctx)
-		if err != nil || ttl < 9*time.Second {
-			t.Fatalf("new holder's lock touched: TTL %v, %v", ttl, err)
-		}
-		if err := cur.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "new holder's lock touched: TTL %v", ttl)
+		require.GreaterOrEqual(t, ttl, 9*time.Second, "new holder's lock touched: TTL, %v", err)
+		require.NoError(t, cur.Release(ctx))
 	})
 }
 
@@ -61,39 +49,28 @@ func TestStaleHolder(t *testing.T) {
 func TestStaleHolderAfterNewerGrant(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := ctxT(t, 10*time.Second)
+		ctx := testkit.Context(t)
 		c := newClient(t, b.rdb)
 		stale, err := c.Obtain(ctx, "stale", 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		// Its lease ends (as if expired: the key is gone), and a newer
 		// grant, with a much longer lease, takes the key.
 		b.rdb.Del(ctx, redislock.DefaultPrefix+"{stale}")
 		fresh, err := c.Obtain(ctx, "stale", time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if d, err := stale.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("stale holder's TTL = %v, %v, want ErrNotHeld (not the newer lease)", d, err)
+			require.Fail(t, fmt.Sprintf("stale holder's TTL = %v, %v, want ErrNotHeld (not the newer lease)", d, err))
 		}
-		if err := stale.Refresh(ctx, time.Minute); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("stale holder's Refresh = %v, want ErrNotHeld", err)
-		}
-		if err := stale.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("stale holder's Release = %v, want ErrNotHeld", err)
-		}
+		require.ErrorIs(t, stale.Refresh(ctx, time.Minute), redislock.ErrNotHeld, "stale holder's Refresh, want ErrNotHeld")
+		require.ErrorIs(t, stale.Release(ctx), redislock.ErrNotHeld, "stale holder's Release, want ErrNotHeld")
 		if d, err := fresh.TTL(ctx); err != nil || d <= 10*time.Second {
-			t.Fatalf("newer holder's TTL = %v, %v, want its hour", d, err)
+			require.Fail(t, fmt.Sprintf("newer holder's TTL = %v, %v, want its hour", d, err))
 		}
 		// And once the newer grant is released, the stale one still
 		// reads nothing from the released record.
-		if err := fresh.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if d, err := stale.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("stale holder's TTL after the release = %v, %v, want ErrNotHeld", d, err)
-		}
+		require.NoError(t, fresh.Release(ctx))
+		d, err := stale.TTL(ctx)
+		require.ErrorIs(t, err, redislock.ErrNotHeld, "stale holder's TTL after the release = %v,, want ErrNotHeld", d)
 	})
 }
 
@@ -104,16 +81,10 @@ func TestReleaseAfterCancel(t *testing.T) {
 		c := newClient(t, b.rdb)
 		ctx, cancel := context.WithCancel(context.Background())
 		l, err := c.Obtain(ctx, "cancel", 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		cancel()
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release on cancelled ctx: %v", err)
-		}
-		if held(context.Background(), b.rdb, redislock.DefaultPrefix+"{cancel}") {
-			t.Fatal("lock key still there")
-		}
+		require.NoError(t, l.Release(ctx), "Release on cancelled ctx")
+		require.False(t, held(context.Background(), b.rdb, redislock.DefaultPrefix+"{cancel}"), "lock key still there")
 	})
 }
 
@@ -121,18 +92,14 @@ func TestNilLock(t *testing.T) {
 	t.Parallel()
 	var l *redislock.Lock
 	ctx := context.Background()
-	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatal(err)
-	}
-	if err := l.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatal(err)
-	}
-	if _, err := l.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatal(err)
-	}
-	if l.Key() != "" || l.Token() != "" || l.Fence() != 0 || !l.ValidUntil().IsZero() {
-		t.Fatal("nil lock accessors not zero")
-	}
+	require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld)
+	require.ErrorIs(t, l.Refresh(ctx, time.Second), redislock.ErrNotHeld)
+	_, err := l.TTL(ctx)
+	require.ErrorIs(t, err, redislock.ErrNotHeld)
+	require.Equal(t, "", l.Key(), "nil lock accessors not zero")
+	require.Equal(t, "", l.Token(), "nil lock accessors not zero")
+	require.Equal(t, int64(0), l.Fence(), "nil lock accessors not zero")
+	require.True(t, l.ValidUntil().IsZero(), "nil lock accessors not zero")
 }
 
 // After Release returned nil, ValidUntil is zero, whatever ran on the Lock
@@ -142,7 +109,7 @@ func TestNilLock(t *testing.T) {
 func TestReleaseRacingRefresh(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := ctxT(t, 10*time.Second)
+		ctx := testkit.Context(t)
 		hook := &pauseHook{}
 		rdb := redis.NewClient(b.rdb.Options())
 		t.Cleanup(func() { _ = rdb.Close() })
