@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,16 +76,14 @@ func TestErrorTexts(t *testing.T) {
 	cancel()
 	checkErrText(t, "wait ended by ctx", err, true)
 
-	// A call cut short by its ctx while the server sleeps.
-	pause := make(chan struct{})
-	go func() {
-		defer close(pause)
-		admin.Do(context.Background(), "CLIENT", "PAUSE", "300", "WRITE")
-	}()
-	<-pause
+	// A call cut short by its ctx while the server sleeps: paused for
+	// writes until the call returned (however long the machine takes to
+	// send it).
+	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", strconv.Itoa(int(testkit.Bound.Milliseconds())), "WRITE").Err())
 	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err = c.Obtain(sctx, "paused", time.Second)
 	cancel()
+	require.NoError(t, admin.Do(ctx, "CLIENT", "UNPAUSE").Err())
 	checkErrText(t, "ctx ended during the call", err, true)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

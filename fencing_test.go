@@ -226,7 +226,7 @@ func TestLockFencesExactAboveDoubles(t *testing.T) {
 			key := "lf-" + strconv.FormatInt(last, 10)
 			released(t, rdb, key, last)
 			l, err := c.Obtain(ctx, key, time.Minute)
-			require.NoError(t, err, "Obtain after %d: fence %d,; want %d", last, l.Fence(), last+1)
+			require.NoError(t, err, "Obtain after %d: fence %d; want %d", last, l.Fence(), last+1)
 			require.Equal(t, last+1, l.Fence(), "Obtain after %d: fence, %v; want %d", last, err, last+1)
 			require.Contains(t, rdb.Get(ctx, redislock.LockKey(key)).Val(), ":"+strconv.FormatInt(last+1, 10)+":", "lock key, want fence %d", last+1)
 			// A handoff to a waiting caller of the same Client: the next fence.
@@ -237,8 +237,14 @@ func TestLockFencesExactAboveDoubles(t *testing.T) {
 				got <- l
 			}()
 			testkit.Recv(t, ws.ch, "WaitStart")
+			// WaitStart comes before the waiter queues with the Client: a
+			// Release before that finds no one to hand the lock to.
+			require.Eventually(t, func() bool {
+				n, ready := redislock.LocalWaiters(c, key)
+				return n == 1 && ready
+			}, 10*time.Second, 5*time.Millisecond, "the waiter queued")
 			require.NoError(t, l.Release(ctx))
-			h := <-got
+			h := testkit.Recv(t, got, "the handed lock")
 			require.NotNil(t, h, "handed over after %d, want fence %d by a handoff", last+1, last+2)
 			require.Equal(t, last+2, h.Fence(), "handed over after %d: %v, want fence %d by a handoff", last+1, h, last+2)
 			require.Equal(t, 1, redislock.Handoffs(h), "handed over after %d: %v, want fence %d by a handoff", last+1, h, last+2)
@@ -257,7 +263,7 @@ func TestLockFencesExactAboveDoubles(t *testing.T) {
 				return
 			}
 			f, err := c.Obtain(ctx, key, time.Minute, redislock.WithFair(true))
-			require.NoError(t, err, "fair Obtain after %d: fence %d,; want %d", last+2, f.Fence(), last+3)
+			require.NoError(t, err, "fair Obtain after %d: fence %d; want %d", last+2, f.Fence(), last+3)
 			require.Equal(t, last+3, f.Fence(), "fair Obtain after %d: fence, %v; want %d", last+2, err, last+3)
 			require.NoError(t, f.Release(ctx))
 			other := key + "-other"
@@ -265,7 +271,7 @@ func TestLockFencesExactAboveDoubles(t *testing.T) {
 			m, err := c.ObtainMulti(ctx, []string{key, other}, time.Minute)
 			require.NoError(t, err, "ObtainMulti after %d and %d: fences %d, %d", last+3, last, m.Fence(key), m.Fence(other))
 			require.Equal(t, last+4, m.Fence(key), "ObtainMulti after %d and %d: fences, %d, %v", last+3, last, m.Fence(other), err)
-			require.Equal(t, last+1, m.Fence(other), "ObtainMulti after %d and %d: fences %d,, %v", last+3, last, m.Fence(key), err)
+			require.Equal(t, last+1, m.Fence(other), "ObtainMulti after %d and %d: fences %d, %v", last+3, last, m.Fence(key), err)
 			require.NoError(t, m.Release(ctx))
 		})
 	}
@@ -290,7 +296,7 @@ func TestQuorumFencesExactAboveDoubles(t *testing.T) {
 			assert.False(t, err == nil || errors.Is(err, redislock.ErrNotObtained) || !strings.Contains(err.Error(), "no fence is left"), "quorum Obtain after fence MaxInt64: %v, want the error that no fence is left", err)
 			continue
 		}
-		require.NoError(t, err, "quorum Obtain after %d: fence %d,; want %d", last, l.Fence(), last+1)
+		require.NoError(t, err, "quorum Obtain after %d: fence %d; want %d", last, l.Fence(), last+1)
 		require.Equal(t, last+1, l.Fence(), "quorum Obtain after %d: fence, %v; want %d", last, err, last+1)
 		require.Eventually(t, func() bool { return q.holders(t, key, l.Token()) == 3 }, 10*time.Second, 5*time.Millisecond, "every node holds the grant")
 		require.NoError(t, l.Release(ctx))

@@ -175,15 +175,19 @@ func TestHandoffQueue(t *testing.T) {
 		var mu sync.Mutex
 		var order, handoffs []int
 		var wg sync.WaitGroup
+		turns := make([]countedRetry, waiters)
+		for i := range turns {
+			turns[i] = newCountedRetry(redislock.LinearBackoff(10 * time.Millisecond))
+		}
 		for i := range waiters {
 			wg.Go(func() {
 				// The first waiter polls rarely, the others often: an
 				// attempt by any of those would show in the count.
-				backoff := 10 * time.Millisecond
+				var retry redislock.RetryStrategy = turns[i]
 				if i == 0 {
-					backoff = 10 * time.Second
+					retry = redislock.LinearBackoff(10 * time.Second)
 				}
-				l, err := c.Obtain(ctx, "queue", time.Minute, redislock.WithRetry(redislock.LinearBackoff(backoff)))
+				l, err := c.Obtain(ctx, "queue", time.Minute, redislock.WithRetry(retry))
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -200,9 +204,12 @@ func TestHandoffQueue(t *testing.T) {
 				return n == i+1 && ready && scripts.calls.Load()-before >= 3
 			}, 5*time.Second, 5*time.Millisecond, "the waiter queued")
 		}
-		// A window in which the others' 10 ms backoff passes ten times:
-		// an attempt by any of them would show in the count.
-		time.Sleep(100 * time.Millisecond)
+		// A window in which each of the others' 10 ms backoff passes ten
+		// times (ten turns of its wait loop, each where an attempt would
+		// be): an attempt by any of them would show in the count.
+		for _, r := range turns[1:] {
+			r.await(t, 10)
+		}
 		// 1 obtain + 2 attempts of the first waiter.
 		require.Equal(t, int32(3), scripts.calls.Load()-before, "script calls while callers queued, want 3: waiters behind the first made attempts")
 		require.NoError(t, held.Release(ctx))
@@ -279,12 +286,16 @@ func TestQuorumLocalQueue(t *testing.T) {
 	var mu sync.Mutex
 	var order []int
 	var wg sync.WaitGroup
+	turns := make([]countedRetry, waiters)
+	for i := range turns {
+		turns[i] = newCountedRetry(redislock.LinearBackoff(5 * time.Millisecond))
+	}
 	for i := range waiters {
 		wg.Go(func() {
 			// The first waiter's backoff outlasts the test: only the
 			// release's wake-up gets it the lock in time. The others
 			// would poll often, were they not queued behind it.
-			retry := redislock.LinearBackoff(5 * time.Millisecond)
+			var retry redislock.RetryStrategy = turns[i]
 			if i == 0 {
 				retry = redislock.LinearBackoff(time.Minute)
 			}
@@ -302,9 +313,12 @@ func TestQuorumLocalQueue(t *testing.T) {
 			return n == i+1
 		}, 5*time.Second, 5*time.Millisecond, "the waiter queued")
 	}
-	// A window in which the others' 5 ms backoff passes twenty times: an
-	// attempt by any of them would show in the count.
-	time.Sleep(100 * time.Millisecond)
+	// A window in which each of the others' 5 ms backoff passes twenty
+	// times (twenty turns of its wait loop, each where an attempt would
+	// be): an attempt by any of them would show in the count.
+	for _, r := range turns[1:] {
+		r.await(t, 20)
+	}
 	require.Equal(t, 1, calls()-before, "attempts on node 0 while %d callers waited, want 1 (the first one's): waiters behind it made attempts", waiters)
 	require.NoError(t, held.Release(ctx))
 	wg.Wait()

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/observe"
 	"github.com/stretchr/testify/assert"
@@ -248,5 +249,37 @@ func (r renewals) RefreshDone(_ context.Context, e observe.RefreshDoneEvent) {
 	select {
 	case ch <- struct{}{}:
 	default:
+	}
+}
+
+// countedRetry is a RetryStrategy that signals each wait it hands out: each
+// is one turn of its caller's wait loop, where an attempt would be made
+// (a waiter queued behind another takes its turns without attempting).
+type countedRetry struct {
+	redislock.RetryStrategy
+	turns chan struct{}
+}
+
+func newCountedRetry(r redislock.RetryStrategy) countedRetry {
+	return countedRetry{RetryStrategy: r, turns: make(chan struct{}, 1)}
+}
+
+func (r countedRetry) Backoff(attempt int) (time.Duration, bool) {
+	select {
+	case r.turns <- struct{}{}:
+	default: // one signal pending is enough: await counts turns since it began
+	}
+	return r.RetryStrategy.Backoff(attempt)
+}
+
+// await waits until the caller took n more turns, counted from now.
+func (r countedRetry) await(t *testing.T, n int) {
+	t.Helper()
+	select {
+	case <-r.turns: // a turn before now
+	default:
+	}
+	for range n {
+		testkit.Recv(t, r.turns, "a turn of the wait loop")
 	}
 }

@@ -157,7 +157,7 @@ func TestKeyHygiene(t *testing.T) {
 		}
 		m.FastForward(longest)
 		left := m.Keys()
-		require.Equal(t, 0, len(left), "keys left after the longest stated bound (%v), e.g. %q", longest, left[0])
+		require.Empty(t, left, "keys left after the longest stated bound (%v)", longest)
 	})
 }
 

@@ -70,7 +70,7 @@ func TestStaleHolderAfterNewerGrant(t *testing.T) {
 		// reads nothing from the released record.
 		require.NoError(t, fresh.Release(ctx))
 		d, err := stale.TTL(ctx)
-		require.ErrorIs(t, err, redislock.ErrNotHeld, "stale holder's TTL after the release = %v,, want ErrNotHeld", d)
+		require.ErrorIs(t, err, redislock.ErrNotHeld, "stale holder's TTL after the release = %v, want ErrNotHeld", d)
 	})
 }
 

@@ -138,13 +138,14 @@ func TestObserverEvents(t *testing.T) {
 	e, _ = last[observe.ObtainDoneEvent](rec)
 	require.Equal(t, observe.Contended, e.Outcome(), "ObtainDone = %+v, want contended", e)
 	require.Equal(t, int64(0), e.Fence, "ObtainDone = %+v, want contended", e)
-	waited := make(chan error, 1)
+	type obtained struct {
+		l   *redislock.Lock
+		err error
+	}
+	handed := make(chan obtained, 1)
 	go func() {
 		w, err := c.Obtain(ctx, "obs", 10*time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
-		if err == nil {
-			err = w.Release(ctx)
-		}
-		waited <- err
+		handed <- obtained{w, err}
 	}()
 	rec.wait(t, "wait")
 	if e, _ := last[observe.WaitEvent](rec); e.Key != "obs" || e.Waiters < 1 {
@@ -159,7 +160,11 @@ func TestObserverEvents(t *testing.T) {
 	if e, _ := last[observe.ReleaseDoneEvent](rec); e.Err != nil || e.Held <= 0 || e.Fence != l.Fence() {
 		require.Fail(t, fmt.Sprintf("ReleaseDone = %+v", e))
 	}
-	require.NoError(t, <-waited)
+	// The waiter releases only now, so that its ReleaseDone is not the
+	// last one above.
+	w := testkit.Recv(t, handed, "the waiter's grant")
+	require.NoError(t, w.err)
+	require.NoError(t, w.l.Release(ctx))
 
 	// A grant found gone: on refresh, on release, and by Run's renewal.
 	gone, err := c.Obtain(ctx, "gone", 10*time.Second)
@@ -198,6 +203,7 @@ func TestObserverEvents(t *testing.T) {
 	// is replaced, and said so.
 	busy, err := c.Obtain(ctx, "busy", 10*time.Second)
 	require.NoError(t, err)
+	waited := make(chan error, 1)
 	go func() {
 		w, err := c.Obtain(ctx, "busy", 10*time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Minute)))
 		if err == nil {

@@ -210,7 +210,7 @@ func TestLateReplyRefused(t *testing.T) {
 		l, err = c.Obtain(ctx, "late", ttl)
 		return err
 	})
-	require.ErrorIs(t, err, redislock.ErrGrantExpired, "Obtain with a late reply = %v,, want ErrGrantExpired", l)
+	require.ErrorIs(t, err, redislock.ErrGrantExpired, "Obtain with a late reply = %v, want ErrGrantExpired", l)
 	require.Nil(t, l, "Obtain with a late reply, %v, want ErrGrantExpired", err)
 	// The error says why: how long the call took, and that a longer TTL
 	// leaves room for it.

@@ -136,8 +136,8 @@ func TestWaitLimitError(t *testing.T) {
 	check := func(err error, ttlAbove time.Duration) {
 		t.Helper()
 		var wl *redislock.WaitLimitError
-		require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain (), want a *WaitLimitError matching ErrNotObtained with the TTL seen")
-		require.ErrorAs(t, err, &wl, "Obtain (), want a *WaitLimitError matching ErrNotObtained with the TTL seen")
+		require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain, want a *WaitLimitError matching ErrNotObtained with the TTL seen")
+		require.ErrorAs(t, err, &wl, "Obtain, want a *WaitLimitError matching ErrNotObtained with the TTL seen")
 		require.Equal(t, 50*time.Millisecond, wl.Limit, "Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the TTL seen", err, err)
 		require.Greater(t, wl.TTL, ttlAbove, "Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the TTL seen", err, err)
 	}
