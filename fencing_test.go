@@ -17,86 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestFencesIncreaseAcrossClients(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, b backend) {
-		clients := []*redislock.Client{newClient(t, b.rdb), newClient(t, b.rdb), newClient(t, b.rdb)}
-		ctx := testkit.Context(t)
-		var last int64
-		for i := range 60 {
-			l, err := clients[i%3].Obtain(ctx, "fences", time.Second)
-			require.NoError(t, err)
-			require.Greater(t, l.Fence(), last, "grant %d: fence after %d", i, last)
-			last = l.Fence()
-			if i%2 == 0 {
-				require.NoError(t, l.Release(ctx))
-			} else { // the key vanishes without a release (expiry, eviction)
-				b.rdb.Del(ctx, redislock.DefaultPrefix+"{fences}")
-			}
-		}
-	})
-}
-
-// Fences increase strictly per key across releases, expiries of the lock
-// and of its released record, a handed-over grant, and the loss of all
-// data (FLUSHALL): the next fence comes from the record, or from the
-// server clock when there is none.
-func TestFenceIncreasesAcrossLoss(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := testkit.Context(t) // a safety bound only
-		// The release timeout only bounds each Release (a safety bound that
-		// never decides the test); the expiries below are made by PEXPIRE,
-		// so no grant has to be confirmed within a short TTL.
-		const rt = 10 * time.Second
-		c := newClient(t, b.rdb, redislock.WithReleaseTimeout(rt))
-		// expire makes the lock key expire the way Redis expires keys, soon:
-		// its TTL is cut to 1 ms, then 2 ms pass (miniredis fast-forwards;
-		// a real server is judged by its own clock, set by the PEXPIRE reply).
-		expire := func() {
-			t.Helper()
-			require.NoError(t, b.rdb.PExpire(ctx, redislock.DefaultPrefix+"{f}", time.Millisecond).Err())
-			b.elapse(2 * time.Millisecond)
-			n, err := b.rdb.Exists(ctx, redislock.DefaultPrefix+"{f}").Result()
-			require.NoError(t, err, "the key did not expire: %d", n)
-			require.Equal(t, int64(0), n, "the key did not expire, %v", err)
-		}
-		var last int64
-		next := func(how string, ttl time.Duration, opts ...redislock.Option) *redislock.Lock {
-			t.Helper()
-			l, err := c.Obtain(ctx, "f", ttl, opts...)
-			require.NoError(t, err, how)
-			require.Greater(t, l.Fence(), last, "fence after %d (%s): fences must increase", last, how)
-			last = l.Fence()
-			return l
-		}
-		release := func(l *redislock.Lock) {
-			t.Helper()
-			require.NoError(t, l.Release(ctx))
-		}
-		release(next("first", 5*time.Second))
-		first := last
-		release(next("after a release", 5*time.Second))
-		require.Equal(t, first+1, last, "fence after a release of %d, want +1", first)
-		release(next("fair, after a release", 5*time.Second, redislock.WithFair(true)))
-		next("before an expiry", 5*time.Second)
-		expire() // the lock expires
-		release(next("after the lock expired", 5*time.Second))
-		expire() // the record expires too
-		l := next("after the record expired", 5*time.Second)
-		require.NoError(t, b.rdb.FlushAll(ctx).Err())
-		_ = l.Release(ctx)
-		release(next("after FLUSHALL", 5*time.Second))
-		b.rdb.FlushAll(ctx)
-		m, err := c.ObtainMulti(ctx, []string{"f", "g"}, 5*time.Second)
-		require.NoError(t, err)
-		require.Greater(t, m.Fence("f"), last, "multi fence after %d", last)
-		last = m.Fence("f")
-		require.NoError(t, m.Release(ctx))
-		release(next("after a multi release", 5*time.Second))
-	})
-}
-
 // Fences keep increasing when the server restarts without persistence and
 // when its data is flushed.
 func TestFencesSurviveDataLoss(t *testing.T) {
@@ -301,4 +221,64 @@ func TestQuorumFencesExactAboveDoubles(t *testing.T) {
 		require.Eventually(t, func() bool { return q.holders(t, key, l.Token()) == 3 }, 10*time.Second, 5*time.Millisecond, "every node holds the grant")
 		require.NoError(t, l.Release(ctx))
 	}
+}
+
+// Fences increase strictly per key across releases, expiries of the lock
+// and of its released record, a handed-over grant, and the loss of all
+// data (FLUSHALL): the next fence comes from the record, or from the
+// server clock when there is none.
+func TestFenceIncreasesAcrossLoss(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := testkit.Context(t) // a safety bound only
+		// The release timeout only bounds each Release (a safety bound that
+		// never decides the test); the expiries below are made by PEXPIRE,
+		// so no grant has to be confirmed within a short TTL.
+		const rt = 10 * time.Second
+		c := newClient(t, b.rdb, redislock.WithReleaseTimeout(rt))
+		// expire makes the lock key expire the way Redis expires keys, soon:
+		// its TTL is cut to 1 ms, then 2 ms pass (miniredis fast-forwards;
+		// a real server is judged by its own clock, set by the PEXPIRE reply).
+		expire := func() {
+			t.Helper()
+			require.NoError(t, b.rdb.PExpire(ctx, redislock.DefaultPrefix+"{f}", time.Millisecond).Err())
+			b.elapse(2 * time.Millisecond)
+			n, err := b.rdb.Exists(ctx, redislock.DefaultPrefix+"{f}").Result()
+			require.NoError(t, err, "the key did not expire: %d", n)
+			require.Equal(t, int64(0), n, "the key did not expire, %v", err)
+		}
+		var last int64
+		next := func(how string, ttl time.Duration, opts ...redislock.Option) *redislock.Lock {
+			t.Helper()
+			l, err := c.Obtain(ctx, "f", ttl, opts...)
+			require.NoError(t, err, how)
+			require.Greater(t, l.Fence(), last, "fence after %d (%s): fences must increase", last, how)
+			last = l.Fence()
+			return l
+		}
+		release := func(l *redislock.Lock) {
+			t.Helper()
+			require.NoError(t, l.Release(ctx))
+		}
+		release(next("first", 5*time.Second))
+		first := last
+		release(next("after a release", 5*time.Second))
+		require.Equal(t, first+1, last, "fence after a release of %d, want +1", first)
+		release(next("fair, after a release", 5*time.Second, redislock.WithFair(true)))
+		next("before an expiry", 5*time.Second)
+		expire() // the lock expires
+		release(next("after the lock expired", 5*time.Second))
+		expire() // the record expires too
+		l := next("after the record expired", 5*time.Second)
+		require.NoError(t, b.rdb.FlushAll(ctx).Err())
+		_ = l.Release(ctx)
+		release(next("after FLUSHALL", 5*time.Second))
+		b.rdb.FlushAll(ctx)
+		m, err := c.ObtainMulti(ctx, []string{"f", "g"}, 5*time.Second)
+		require.NoError(t, err)
+		require.Greater(t, m.Fence("f"), last, "multi fence after %d", last)
+		last = m.Fence("f")
+		require.NoError(t, m.Release(ctx))
+		release(next("after a multi release", 5*time.Second))
+	})
 }

@@ -13,46 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestObtainReleaseCycle(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, b backend) {
-		c := newClient(t, b.rdb)
-		ctx := testkit.Context(t)
-		start := time.Now()
-		l, err := c.Obtain(ctx, "cycle", time.Second)
-		require.NoError(t, err)
-		end := time.Now()
-		require.Equal(t, "cycle", l.Key(), "bad grant: key token %q fence %d", l.Token(), l.Fence())
-		require.GreaterOrEqual(t, len(l.Token()), 22, "bad grant: key %q token %q fence %d", l.Key(), l.Token(), l.Fence())
-		require.Greater(t, l.Fence(), int64(0), "bad grant: key %q token %q fence", l.Key(), l.Token())
-		// ValidUntil = request start + TTL - (TTL*0.01 + 2ms).
-		v := l.ValidUntil()
-		require.False(t, v.Before(start.Add(988*time.Millisecond)), "ValidUntil %v not start+TTL-drift (start %v, end %v)", v, start, end)
-		require.False(t, v.After(end.Add(988*time.Millisecond)), "ValidUntil %v not start+TTL-drift (start %v, end %v)", v, start, end)
-		_, err = c.Obtain(ctx, "cycle", time.Second)
-		require.ErrorIs(t, err, redislock.ErrNotObtained, "second Obtain, want ErrNotObtained")
-		ttl, err := l.TTL(ctx)
-		require.NoError(t, err, "TTL = %v", ttl)
-		require.Greater(t, ttl, time.Duration(0), "TTL, %v", err)
-		require.LessOrEqual(t, ttl, time.Second, "TTL, %v", err)
-		require.NoError(t, l.Refresh(ctx, 5*time.Second))
-		ttl, err = l.TTL(ctx)
-		require.NoError(t, err, "TTL after Refresh = %v", ttl)
-		require.Greater(t, ttl, time.Second, "TTL after Refresh, %v", err)
-		require.NoError(t, l.Release(ctx))
-		require.True(t, l.ValidUntil().IsZero(), "ValidUntil not reset after Release")
-		require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld, "second Release, want ErrNotHeld")
-		_, err = l.TTL(ctx)
-		require.ErrorIs(t, err, redislock.ErrNotHeld, "TTL after Release")
-		require.ErrorIs(t, l.Refresh(ctx, time.Second), redislock.ErrNotHeld, "Refresh after Release")
-		l2, err := c.Obtain(ctx, "cycle", time.Second)
-		require.NoError(t, err)
-		defer l2.Release(ctx)
-		require.NotEqual(t, l.Token(), l2.Token(), "second grant: token fence %d after %q %d", l2.Fence(), l.Token(), l.Fence())
-		require.Greater(t, l2.Fence(), l.Fence(), "second grant: token %q fence after %q %d", l2.Token(), l.Token(), l.Fence())
-	})
-}
-
 // Keys are binary-safe and namespaced; a lock's keys share a hash tag.
 func TestKeys(t *testing.T) {
 	t.Parallel()
@@ -101,23 +61,6 @@ func hashTag(key string) string {
 	return key[i+1 : i+1+j]
 }
 
-// 16 goroutines take the lock in turn, and the grants' fences increase
-// in grant order (exclusion).
-func TestMutualExclusion(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, b backend) {
-		c := newClient(t, b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
-		rounds := 15
-		if b.real == nil {
-			rounds = 3 // miniredis serialises everything: keep it short
-		}
-		exclusion(t, 16, rounds, func(ctx context.Context, _ int) (int64, func() error, error) {
-			l, err := c.Obtain(ctx, "mutex", 5*time.Second, redislock.WithMaxWait(30*time.Second))
-			return obtained(ctx, l, err)
-		})
-	})
-}
-
 // The retry loop ends with the ctx, reporting both causes.
 func TestRetryBoundedByContext(t *testing.T) {
 	t.Parallel()
@@ -150,21 +93,6 @@ func TestRetryBoundedByContext(t *testing.T) {
 		_, err = c.Obtain(ctx, "busy", time.Second, redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 3)))
 		require.ErrorIs(t, err, redislock.ErrNotObtained, "got, want plain ErrNotObtained")
 		require.NotErrorIs(t, err, context.DeadlineExceeded, "got, want plain ErrNotObtained")
-	})
-}
-
-// A retrying waiter gets the lock once the holder releases it.
-func TestRetryObtainsAfterRelease(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := testkit.Context(t)
-		l, err := newClient(t, b.rdb).Obtain(ctx, "handoff", 10*time.Second)
-		require.NoError(t, err)
-		// Released once the waiter waits.
-		c := newClient(t, b.rdb, redislock.WithObserver(onWait(func() { go l.Release(ctx) })))
-		l2, err := c.Obtain(ctx, "handoff", time.Second, redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 10*time.Millisecond)))
-		require.NoError(t, err)
-		_ = l2.Release(ctx)
 	})
 }
 
@@ -226,4 +154,19 @@ func TestLateReplyRefused(t *testing.T) {
 	require.True(t, l.ValidUntil().IsZero(), "after a late refresh ValidUntil = %v, want zero (not held)", l.ValidUntil())
 	v = admin.Get(ctx, redislock.DefaultPrefix+"{late}").Val()
 	require.True(t, strings.HasPrefix(v, "~:"), "after the late refresh the lock key holds %q, want it released", v)
+}
+
+// A retrying waiter gets the lock once the holder releases it.
+func TestRetryObtainsAfterRelease(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := testkit.Context(t)
+		l, err := newClient(t, b.rdb).Obtain(ctx, "handoff", 10*time.Second)
+		require.NoError(t, err)
+		// Released once the waiter waits.
+		c := newClient(t, b.rdb, redislock.WithObserver(onWait(func() { go l.Release(ctx) })))
+		l2, err := c.Obtain(ctx, "handoff", time.Second, redislock.WithRetry(redislock.ExponentialBackoff(time.Millisecond, 10*time.Millisecond)))
+		require.NoError(t, err)
+		_ = l2.Release(ctx)
+	})
 }

@@ -46,41 +46,6 @@ func TestRunRenews(t *testing.T) {
 	})
 }
 
-// A renewal that finds the lock taken cancels fn at once.
-func TestRunDetectsStolenLock(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, b backend) {
-		c := newClient(t, b.rdb)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
-		defer cancel()
-		fnErr := errors.New("fn failed")
-		// A lease far longer than the renewal interval: only a renewal's
-		// finding can end it, however loaded the machine.
-		err := c.Run(ctx, "stolen", 30*time.Second, func(fnCtx context.Context, l *redislock.Lock) error {
-			validUntil := l.ValidUntil()
-			// Someone deletes the lock and takes it (an operator, a bug).
-			// On the test's ctx, not fn's: a renewal between the two calls
-			// already cancels fn's.
-			b.rdb.Del(ctx, redislock.DefaultPrefix+"{stolen}")
-			if _, err := c.Obtain(ctx, "stolen", 10*time.Second); err != nil {
-				return err
-			}
-			select {
-			case <-fnCtx.Done():
-				assert.ErrorIs(t, context.Cause(fnCtx), redislock.ErrLockLost, "cause")
-				assert.False(t, time.Now().After(validUntil), "loss noticed only after the validity ended")
-				assert.True(t, l.ValidUntil().IsZero(), "ValidUntil still set after the loss")
-				return fnErr
-			case <-ctx.Done():
-				return errors.New("fn's ctx not cancelled")
-			}
-		}, redislock.WithRefreshInterval(20*time.Millisecond))
-		require.ErrorIs(t, err, redislock.ErrLockLost, "Run, want ErrLockLost and fn's error")
-		require.ErrorIs(t, err, fnErr, "Run, want ErrLockLost and fn's error")
-		require.True(t, held(ctx, b.rdb, redislock.DefaultPrefix+"{stolen}"), "Run released the new holder's lock")
-	})
-}
-
 // Run ends fn before the lease ends while the server is paused: loss
 // detection does not wait for a stuck Redis call.
 func TestRunStopsWhileServerPaused(t *testing.T) {
@@ -176,29 +141,6 @@ func deadServer(t *testing.T) (srv *redistest.Server, rdb *redis.Client, w *watc
 		}
 	})
 	return srv, rdb, w, func() { gated.Store(true) }
-}
-
-// Redis killed while fn runs: fn's ctx is cancelled at ValidUntil, and Run
-// returns ErrLockLost once fn returns, without waiting for a release on the
-// dead server (that goes to the background; Close waits for it).
-func TestRunReturnsWhenLockLost(t *testing.T) {
-	t.Parallel()
-	srv, rdb, w, slow := deadServer(t)
-	c := redislock.New(rdb, redislock.WithReleaseTimeout(patience))
-	t.Cleanup(func() {
-		w.release()
-		_ = c.Close()
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
-	defer cancel()
-	err := c.Run(ctx, "dead", 500*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
-		srv.Kill()
-		<-ctx.Done() // at ValidUntil at the latest
-		slow()
-		return nil
-	})
-	require.ErrorIs(t, err, redislock.ErrLockLost, "Run, want ErrLockLost")
-	require.False(t, w.fired.Load(), "Run waited for a release on the dead server")
 }
 
 // Redis unreachable when fn returns, the lock still valid: Run returns

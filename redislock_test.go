@@ -1,3 +1,9 @@
+// The core contract (DESIGN.md): Obtain grants a key to one holder at a
+// time, Refresh, TTL and Release act only for the current holder, every
+// grant's fence is above the last one, and Run reports a lost lock. The
+// features around it (waiting, handoff, quorum, topologies) have files
+// of their own.
+
 package redislock_test
 
 import (
@@ -16,6 +22,66 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/testkit"
 )
+
+// One grant's life: Obtain, a contender refused, TTL, Refresh, Release,
+// and then nothing more for it; the next grant has a new token and a
+// higher fence.
+func TestObtainReleaseCycle(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newClient(t, b.rdb)
+		ctx := testkit.Context(t)
+		start := time.Now()
+		l, err := c.Obtain(ctx, "cycle", time.Second)
+		require.NoError(t, err)
+		end := time.Now()
+		require.Equal(t, "cycle", l.Key())
+		require.GreaterOrEqual(t, len(l.Token()), 22, "token %q", l.Token())
+		require.Greater(t, l.Fence(), int64(0), "fence")
+		// ValidUntil = request start + TTL - (TTL*0.01 + 2ms).
+		v := l.ValidUntil()
+		require.False(t, v.Before(start.Add(988*time.Millisecond)), "ValidUntil %v not start+TTL-drift (start %v, end %v)", v, start, end)
+		require.False(t, v.After(end.Add(988*time.Millisecond)), "ValidUntil %v not start+TTL-drift (start %v, end %v)", v, start, end)
+		_, err = c.Obtain(ctx, "cycle", time.Second)
+		require.ErrorIs(t, err, redislock.ErrNotObtained, "second Obtain, want ErrNotObtained")
+		ttl, err := l.TTL(ctx)
+		require.NoError(t, err, "TTL")
+		require.Greater(t, ttl, time.Duration(0), "TTL")
+		require.LessOrEqual(t, ttl, time.Second, "TTL")
+		require.NoError(t, l.Refresh(ctx, 5*time.Second))
+		ttl, err = l.TTL(ctx)
+		require.NoError(t, err, "TTL after Refresh")
+		require.Greater(t, ttl, time.Second, "TTL after Refresh")
+		require.NoError(t, l.Release(ctx))
+		require.True(t, l.ValidUntil().IsZero(), "ValidUntil not reset after Release")
+		require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld, "second Release, want ErrNotHeld")
+		_, err = l.TTL(ctx)
+		require.ErrorIs(t, err, redislock.ErrNotHeld, "TTL after Release")
+		require.ErrorIs(t, l.Refresh(ctx, time.Second), redislock.ErrNotHeld, "Refresh after Release")
+		l2, err := c.Obtain(ctx, "cycle", time.Second)
+		require.NoError(t, err)
+		defer l2.Release(ctx)
+		require.NotEqual(t, l.Token(), l2.Token(), "second grant's token")
+		require.Greater(t, l2.Fence(), l.Fence(), "second grant's fence")
+	})
+}
+
+// 16 goroutines take the lock in turn, and the grants' fences increase
+// in grant order (exclusion).
+func TestMutualExclusion(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newClient(t, b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
+		rounds := 15
+		if b.real == nil {
+			rounds = 3 // miniredis serialises everything: keep it short
+		}
+		exclusion(t, 16, rounds, func(ctx context.Context, _ int) (int64, func() error, error) {
+			l, err := c.Obtain(ctx, "mutex", 5*time.Second, redislock.WithMaxWait(30*time.Second))
+			return obtained(ctx, l, err)
+		})
+	})
+}
 
 // A holder whose lease expired cannot refresh, shorten or release the lock of
 // the next holder.
@@ -88,6 +154,7 @@ func TestReleaseAfterCancel(t *testing.T) {
 	})
 }
 
+// A nil *Lock is not held, and its accessors are zero.
 func TestNilLock(t *testing.T) {
 	t.Parallel()
 	var l *redislock.Lock
@@ -175,4 +242,83 @@ func (h *pauseHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *pauseHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// Grants by different Clients on one key get increasing fences.
+func TestFencesIncreaseAcrossClients(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		clients := []*redislock.Client{newClient(t, b.rdb), newClient(t, b.rdb), newClient(t, b.rdb)}
+		ctx := testkit.Context(t)
+		var last int64
+		for i := range 60 {
+			l, err := clients[i%3].Obtain(ctx, "fences", time.Second)
+			require.NoError(t, err)
+			require.Greater(t, l.Fence(), last, "grant %d: fence after %d", i, last)
+			last = l.Fence()
+			if i%2 == 0 {
+				require.NoError(t, l.Release(ctx))
+			} else { // the key vanishes without a release (expiry, eviction)
+				b.rdb.Del(ctx, redislock.DefaultPrefix+"{fences}")
+			}
+		}
+	})
+}
+
+// A renewal that finds the lock taken cancels fn at once.
+func TestRunDetectsStolenLock(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := newClient(t, b.rdb)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
+		defer cancel()
+		fnErr := errors.New("fn failed")
+		// A lease far longer than the renewal interval: only a renewal's
+		// finding can end it, however loaded the machine.
+		err := c.Run(ctx, "stolen", 30*time.Second, func(fnCtx context.Context, l *redislock.Lock) error {
+			validUntil := l.ValidUntil()
+			// Someone deletes the lock and takes it (an operator, a bug).
+			// On the test's ctx, not fn's: a renewal between the two calls
+			// already cancels fn's.
+			b.rdb.Del(ctx, redislock.DefaultPrefix+"{stolen}")
+			if _, err := c.Obtain(ctx, "stolen", 10*time.Second); err != nil {
+				return err
+			}
+			select {
+			case <-fnCtx.Done():
+				assert.ErrorIs(t, context.Cause(fnCtx), redislock.ErrLockLost, "cause")
+				assert.False(t, time.Now().After(validUntil), "loss noticed only after the validity ended")
+				assert.True(t, l.ValidUntil().IsZero(), "ValidUntil still set after the loss")
+				return fnErr
+			case <-ctx.Done():
+				return errors.New("fn's ctx not cancelled")
+			}
+		}, redislock.WithRefreshInterval(20*time.Millisecond))
+		require.ErrorIs(t, err, redislock.ErrLockLost, "Run, want ErrLockLost and fn's error")
+		require.ErrorIs(t, err, fnErr, "Run, want ErrLockLost and fn's error")
+		require.True(t, held(ctx, b.rdb, redislock.DefaultPrefix+"{stolen}"), "Run released the new holder's lock")
+	})
+}
+
+// Redis killed while fn runs: fn's ctx is cancelled at ValidUntil, and Run
+// returns ErrLockLost once fn returns, without waiting for a release on the
+// dead server (that goes to the background; Close waits for it).
+func TestRunReturnsWhenLockLost(t *testing.T) {
+	t.Parallel()
+	srv, rdb, w, slow := deadServer(t)
+	c := redislock.New(rdb, redislock.WithReleaseTimeout(patience))
+	t.Cleanup(func() {
+		w.release()
+		_ = c.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
+	defer cancel()
+	err := c.Run(ctx, "dead", 500*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
+		srv.Kill()
+		<-ctx.Done() // at ValidUntil at the latest
+		slow()
+		return nil
+	})
+	require.ErrorIs(t, err, redislock.ErrLockLost, "Run, want ErrLockLost")
+	require.False(t, w.fired.Load(), "Run waited for a release on the dead server")
 }
