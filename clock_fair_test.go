@@ -62,7 +62,7 @@ func TestClockServerStepBackFairQueue(t *testing.T) {
 	const key, qttl = "fairback", 3 * time.Second
 	opts := []redislock.ClientOption{redislock.WithFair(true), redislock.WithQueueTTL(qttl)}
 	a, b := newClient(t, rdb, opts...), newClient(t, rdb, opts...)
-	la := mustObtain(t, ctx, a, key, time.Minute)
+	la := obtainInValidity(t, ctx, a, key, time.Minute)
 	// A waiter's attempt, after which it died: its entry heads the queue.
 	require.False(t, fairAttempt(t, ctx, rdb, key, "dead", qttl))
 
@@ -98,12 +98,12 @@ func TestClockServerStepBackFairQueue(t *testing.T) {
 	}
 
 	released := time.Now()
-	mustRelease(t, ctx, la)
+	require.NoError(t, la.Release(ctx))
 	r := <-got
 	require.NoError(t, r.err, "live waiter behind a dead one after a step back")
 	t.Logf("the live waiter got the lock %v after the release", r.at.Sub(released).Round(time.Millisecond))
 	assert.Greater(t, r.l.Fence(), la.Fence())
-	mustRelease(t, ctx, r.l)
+	require.NoError(t, r.l.Release(ctx))
 	assert.Zero(t, queueLen(t, rdb, key), "queue left behind")
 }
 
@@ -118,7 +118,7 @@ func TestClockServerStepForwardFairQueue(t *testing.T) {
 	ctx := testkit.Context(t)
 	const key, qttl = "fairfwd", 3 * time.Second
 	a := newClient(t, rdb, redislock.WithFair(true))
-	la := mustObtain(t, ctx, a, key, time.Minute)
+	la := obtainInValidity(t, ctx, a, key, time.Minute)
 	require.False(t, fairAttempt(t, ctx, rdb, key, "w1", qttl))
 	require.False(t, fairAttempt(t, ctx, rdb, key, "w2", qttl))
 
@@ -132,7 +132,7 @@ func TestClockServerStepForwardFairQueue(t *testing.T) {
 	assert.Equal(t, []string{"w2", "w1"}, q, "queue after the step")
 
 	require.NoError(t, la.Refresh(ctx, time.Minute), "holder's refresh after a step shorter than its TTL")
-	mustRelease(t, ctx, la)
+	require.NoError(t, la.Release(ctx))
 	assert.False(t, fairAttempt(t, ctx, rdb, key, "w1", qttl), "w1 granted ahead of the new head")
 	assert.True(t, fairAttempt(t, ctx, rdb, key, "w2", qttl), "the head after the step")
 	assert.False(t, fairAttempt(t, ctx, rdb, key, "w1", qttl), "w1 granted while w2 holds the lock")
@@ -155,7 +155,7 @@ func TestFairQueueKeysGo(t *testing.T) {
 			require.NoError(t, err)
 			assert.Zero(t, n, "queue keys left %s", when)
 		}
-		l := mustObtain(t, ctx, c, key, time.Minute)
+		l := obtainInValidity(t, ctx, c, key, time.Minute)
 		// A waiter that gives up.
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -169,7 +169,7 @@ func TestFairQueueKeysGo(t *testing.T) {
 		gone("after the last waiter left")
 		// A waiter granted the lock.
 		require.False(t, fairAttempt(t, ctx, b.rdb, key, "w", 3*time.Second))
-		mustRelease(t, ctx, l)
+		require.NoError(t, l.Release(ctx))
 		require.True(t, fairAttempt(t, ctx, b.rdb, key, "w", 3*time.Second))
 		gone("after the last waiter was granted the lock")
 	})

@@ -43,7 +43,7 @@ func TestClockQuorumServerStepForward(t *testing.T) {
 	q := startClockQuorum(t)
 	ctx := testkit.Context(t)
 	a, b := q.client(t), q.client(t)
-	la := mustObtain(t, ctx, a, "qf", 10*time.Second)
+	la := obtainInValidity(t, ctx, a, "qf", 10*time.Second)
 	// Obtain returns at a majority; the third node's grant may still be on
 	// its way, and a contender that reached it first would win the node
 	// whose clock jumps and that one: wait until all three hold la.
@@ -60,7 +60,7 @@ func TestClockQuorumServerStepForward(t *testing.T) {
 	// The refused attempt's grant on node 0 may still be being released in
 	// the background (it answered after the refusal was certain).
 	require.Eventually(t, func() bool { return !held(ctx, q.rdbs[0], redislock.LockKey("qf")) }, 10*time.Second, 5*time.Millisecond, "node 0 free")
-	lb := mustObtain(t, ctx, b, "qf", 10*time.Second)
+	lb := obtainInValidity(t, ctx, b, "qf", 10*time.Second)
 	if !time.Now().Before(la.ValidUntil()) {
 		t.Skip("the machine took 10 s: the first grant's validity ended anyway")
 	}
@@ -98,7 +98,7 @@ func TestClockQuorumStepBareMajority(t *testing.T) {
 	bare := func(key string) *redislock.Lock {
 		t.Helper()
 		proxy.Cut(redistest.Both)
-		l := mustObtain(t, ctx, a, key, 10*time.Second)
+		l := obtainInValidity(t, ctx, a, key, 10*time.Second)
 		require.Eventually(t, func() bool { return redislock.NodeSettled(l, 2) }, 10*time.Second, 5*time.Millisecond, "node 2's call to fail")
 		proxy.Restore()
 		require.Eventually(t, func() bool { return via[2].Ping(ctx).Err() == nil }, 10*time.Second, 5*time.Millisecond, "node 2 back")
@@ -135,7 +135,7 @@ func TestClockQuorumServerStepBack(t *testing.T) {
 	q := startClockQuorum(t)
 	ctx := testkit.Context(t)
 	a, b := q.client(t), q.client(t)
-	la := mustObtain(t, ctx, a, "qb", 2*time.Second)
+	la := obtainInValidity(t, ctx, a, "qb", 2*time.Second)
 	for _, s := range q.clocks {
 		s.Step(-time.Hour)
 	}
@@ -143,7 +143,7 @@ func TestClockQuorumServerStepBack(t *testing.T) {
 	require.ErrorIs(t, err, redislock.ErrNotObtained, "contender, want ErrNotObtained")
 	require.NoError(t, la.Refresh(ctx, 2*time.Second))
 	require.NoError(t, la.Release(ctx))
-	lb := mustObtain(t, ctx, b, "qb", time.Second)
+	lb := obtainInValidity(t, ctx, b, "qb", time.Second)
 	require.Greater(t, lb.Fence(), la.Fence(), "fence after %d", la.Fence())
 }
 
@@ -182,26 +182,26 @@ func TestClockQuorumClientSkew(t *testing.T) {
 	cb.set(t0 - time.Hour.Microseconds())
 	a, b := q.client(t, ca.option(), opt), q.client(t, cb.option(), opt)
 
-	la := mustObtain(t, ctx, a, "skew", ttl)
+	la := obtainInValidity(t, ctx, a, "skew", ttl)
 	require.Equal(t, t0, la.Fence(), "fence, want the proposer's clock %d", t0)
-	mustRelease(t, ctx, la)
-	lb := mustObtain(t, ctx, b, "skew", ttl) // an hour behind, the record remembers
+	require.NoError(t, la.Release(ctx))
+	lb := obtainInValidity(t, ctx, b, "skew", ttl) // an hour behind, the record remembers
 	require.Greater(t, lb.Fence(), la.Fence(), "clock an hour behind, record alive: fence after %d", la.Fence())
-	mustRelease(t, ctx, lb)
+	require.NoError(t, lb.Release(ctx))
 	forget()
 
 	// No node remembers the key. A clock that reads the last fence exactly
 	// proposes it again: the same fence, not a higher one.
 	cc.set(lb.Fence())
 	c := q.client(t, cc.option(), opt)
-	lc := mustObtain(t, ctx, c, "skew", ttl)
+	lc := obtainInValidity(t, ctx, c, "skew", ttl)
 	require.Equal(t, lb.Fence(), lc.Fence(), "clock at the last fence: fence, want the same %d", lb.Fence())
-	mustRelease(t, ctx, lc)
+	require.NoError(t, lc.Release(ctx))
 	forget()
 	// One µs later, and the fence is above it.
 	cd.set(lc.Fence() + 1)
 	d := q.client(t, cd.option(), opt)
-	ld := mustObtain(t, ctx, d, "skew", ttl)
+	ld := obtainInValidity(t, ctx, d, "skew", ttl)
 	require.Greater(t, ld.Fence(), lc.Fence(), "clock 1µs past the last fence: fence after %d", lc.Fence())
-	mustRelease(t, ctx, ld)
+	require.NoError(t, ld.Release(ctx))
 }

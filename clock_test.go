@@ -15,21 +15,15 @@ import (
 // wall clocks (redistest.StartClock); the README's Guarantees, Clocks,
 // state each outcome they show.
 
-// mustObtain obtains key and checks that the grant came back within its
+// obtainInValidity obtains key and checks that the grant came back within its
 // validity.
-func mustObtain(t *testing.T, ctx context.Context, c *redislock.Client, key string, ttl time.Duration) *redislock.Lock {
+func obtainInValidity(t *testing.T, ctx context.Context, c *redislock.Client, key string, ttl time.Duration) *redislock.Lock {
 	t.Helper()
 	l, err := c.Obtain(ctx, key, ttl)
 	require.NoError(t, err)
 	now := time.Now()
 	require.True(t, now.Before(l.ValidUntil()), "grant returned at %v, after its validity %v", now, l.ValidUntil())
 	return l
-}
-
-// mustRelease releases l.
-func mustRelease(t *testing.T, ctx context.Context, l *redislock.Lock) {
-	t.Helper()
-	require.NoError(t, l.Release(ctx))
 }
 
 // A server clock stepped back while a lock is held keeps the lock longer
@@ -41,14 +35,14 @@ func TestClockServerStepBackHeld(t *testing.T) {
 	rdb := srv.Client(nil)
 	ctx := testkit.Context(t)
 	a, b := newClient(t, rdb), newClient(t, rdb)
-	la := mustObtain(t, ctx, a, "back", 2*time.Second)
+	la := obtainInValidity(t, ctx, a, "back", 2*time.Second)
 	srv.Step(-time.Hour)
 	require.GreaterOrEqual(t, rdb.PTTL(ctx, redislock.LockKey("back")).Val(), time.Hour, "PTTL after the step back: the key's expiry should have moved an hour away")
 	_, err := b.Obtain(ctx, "back", time.Second)
 	require.ErrorIs(t, err, redislock.ErrNotObtained, "contender, want ErrNotObtained")
 	require.NoError(t, la.Refresh(ctx, 2*time.Second), "holder's refresh")
 	require.NoError(t, la.Release(ctx))
-	lb := mustObtain(t, ctx, b, "back", time.Second)
+	lb := obtainInValidity(t, ctx, b, "back", time.Second)
 	require.Greater(t, lb.Fence(), la.Fence(), "fence after %d", la.Fence())
 }
 
@@ -62,9 +56,9 @@ func TestClockServerStepForwardHeld(t *testing.T) {
 	rdb := srv.Client(nil)
 	ctx := testkit.Context(t)
 	a, b := newClient(t, rdb), newClient(t, rdb)
-	la := mustObtain(t, ctx, a, "fwd", 10*time.Second)
+	la := obtainInValidity(t, ctx, a, "fwd", 10*time.Second)
 	srv.Step(time.Hour)
-	lb := mustObtain(t, ctx, b, "fwd", 10*time.Second)
+	lb := obtainInValidity(t, ctx, b, "fwd", 10*time.Second)
 	if !time.Now().Before(la.ValidUntil()) {
 		t.Skip("the machine took 10 s: the first grant's validity ended anyway")
 	}
@@ -102,7 +96,7 @@ func TestClockServerDataLoss(t *testing.T) {
 	ctx := testkit.Context(t)
 	c := newClient(t, rdb)
 
-	la := mustObtain(t, ctx, c, "loss", time.Second)
+	la := obtainInValidity(t, ctx, c, "loss", time.Second)
 	_ = la.Release(ctx)
 	// Two hours pass on the server's clock; it restarts without its data
 	// and comes back with its clock stepped back by 1h59m: still a minute
@@ -110,7 +104,7 @@ func TestClockServerDataLoss(t *testing.T) {
 	srv.Step(2 * time.Hour)
 	srv.Restart()
 	srv.Step(-2*time.Hour + time.Minute)
-	lb := mustObtain(t, ctx, c, "loss", time.Second)
+	lb := obtainInValidity(t, ctx, c, "loss", time.Second)
 	require.Greater(t, lb.Fence(), la.Fence(), "clock a minute past the last grant: fence after %d", la.Fence())
 	_ = lb.Release(ctx)
 
@@ -119,7 +113,7 @@ func TestClockServerDataLoss(t *testing.T) {
 	srv.Restart()
 	before := time.Now()
 	srv.Step(-2 * time.Minute)
-	lc := mustObtain(t, ctx, c, "loss", time.Second)
+	lc := obtainInValidity(t, ctx, c, "loss", time.Second)
 	require.Less(t, lc.Fence(), lb.Fence(), "clock a minute before the last grant: fence not below %d", lb.Fence())
 	// And it is the server's clock: a minute before the true time.
 	want := before.Add(-time.Minute).UnixMicro()

@@ -24,7 +24,8 @@ type backend struct {
 	name string
 	rdb  *redis.Client
 	// elapse lets d pass for key expiry (miniredis fast-forwards; a real
-	// server sleeps).
+	// server expires keys on its own clock, which no test controls, so
+	// there it is a sleep).
 	elapse func(d time.Duration)
 	real   *redistest.Server
 }

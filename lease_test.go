@@ -96,6 +96,7 @@ func miniSleep(m *miniredis.Miniredis) func(time.Duration) {
 	return func(d time.Duration) {
 		const step = 10 * time.Millisecond
 		for ; d > 0; d -= step {
+			// A sleep: the client renews on the wall clock.
 			time.Sleep(min(step, d))
 			m.FastForward(min(step, d))
 		}

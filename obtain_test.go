@@ -125,6 +125,8 @@ func TestLateReplyRefused(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- op() }()
 		at := <-sent // the call started before its request got here
+		// A sleep: the client measures the validity on the wall clock,
+		// and the point is that it has passed when the reply comes.
 		time.Sleep(time.Until(at.Add(validity + time.Millisecond)))
 		p.Let()
 		return <-done

@@ -256,7 +256,8 @@ func TestQuorumLapsedRefreshTakesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return redislock.NodeSettled(l, 2) }, 10*time.Second, 5*time.Millisecond, "node 2's call to fail")
 	q.up(t, ctx, 2)
-	// No event marks the end of a validity.
+	// A sleep: no event marks the end of a validity, which the client
+	// measures on the wall clock.
 	time.Sleep(time.Until(l.ValidUntil()))
 	require.NoError(t, q.rdbs[1].Del(ctx, redislock.LockKey("lapsed")).Err())
 	if q.holders(t, "lapsed", l.Token()) != 1 {

@@ -247,7 +247,7 @@ func TestSimChild(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// go-redis probes a node it failed to dial once a second until its
 		// pool is closed: let the last probes end before the bubble does.
-		defer time.Sleep(2 * time.Second)
+		defer pass(2 * time.Second)
 		run := func(seed int64, c sim.Config, fs []sim.Fault) *sim.History {
 			return runSeed(seed, c, fs, spec.mutate)
 		}

@@ -73,6 +73,8 @@ func benchHandoff(b *testing.B, rdb *redis.Client, goroutines int, opts []redisl
 						lat = append(lat, got-time.Duration(r))
 						mu.Unlock()
 					}
+					// Sleeps: the holder's work and the caller's pause
+					// before it asks again, the workload being measured.
 					time.Sleep(200 * time.Microsecond)
 					lastRelease.Store(int64(time.Since(start)))
 					_ = l.Release(ctx)
