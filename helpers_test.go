@@ -149,18 +149,6 @@ func (w *waitStarts) WaitStart(context.Context, observe.WaitEvent) {
 	w.ch <- struct{}{}
 }
 
-// await waits for n more WaitStart events (failing t after 10 s).
-func (w *waitStarts) await(t *testing.T, n int) {
-	t.Helper()
-	for range n {
-		select {
-		case <-w.ch:
-		case <-time.After(10 * time.Second):
-			require.Fail(t, "no WaitStart event")
-		}
-	}
-}
-
 // onWait is a WaitObserver that runs f at each WaitStart, on the waiting
 // caller's goroutine, before it waits.
 type onWait func()
