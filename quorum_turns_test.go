@@ -39,7 +39,7 @@ func TestQuorumPausedInTurn(t *testing.T) {
 	defer q.srvs[2].Resume() // SIGCONT to a running server does nothing
 	l, err := c.Obtain(ctx, "turns", 10*time.Second)
 	require.NoError(t, err)
-	awaitClosed(t, ctx, timedOut.ch, "node 2's obtain to time out")
+	testkit.Recv(t, timedOut.ch, "node 2's obtain to time out")
 	q.srvs[2].Resume()
 	require.Eventually(t, func() bool { return redislock.NodeSettled(l, 2) }, 10*time.Second, 5*time.Millisecond, "node 2's late answer")
 	// Node 2 holds the late grant; or, when go-redis gave up on the call
