@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -90,12 +91,7 @@ func BenchmarkObtainReleaseParallel(b *testing.B) {
 		key := "par:" + strconv.FormatInt(id.Add(1), 10)
 		for pb.Next() {
 			l, err := c.Obtain(ctx, key, time.Second)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if err := l.Release(ctx); err != nil {
-				b.Error(err)
+			if !assert.NoError(b, err) || !assert.NoError(b, l.Release(ctx)) {
 				return
 			}
 		}
