@@ -1,7 +1,6 @@
 package redislock_test
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -36,24 +35,6 @@ func (e *evictions) list() []observe.EvictionEvent {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]observe.EvictionEvent(nil), e.events...)
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // evictionWarning is the slog adapter's message for a server that can

@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -271,4 +272,22 @@ func (r countedRetry) await(t *testing.T, n int) {
 	for range n {
 		testkit.Recv(t, r.turns, "a turn of the wait loop")
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
