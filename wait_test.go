@@ -100,24 +100,27 @@ func TestNotifyExpiryWakes(t *testing.T) {
 	defer l.Release(context.Background())
 }
 
-// TestWaitMutualExclusion: 32 goroutines take the lock by Run in turn
-// (exclusion), in every waiting mode.
+// TestWaitMutualExclusion: 32 goroutines (8 on miniredis) take the lock by
+// Run in turn (exclusion), in every waiting mode.
 func TestWaitMutualExclusion(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		for _, m := range waitModes {
 			t.Run(m.name, func(t *testing.T) {
-				// miniredis runs one script at a time, in Go: the modes
-				// take turns on it, so that 32 callers of one mode, not
-				// 96, queue there (a call that queues past its lease's
-				// validity fails, as in TestKeyHygiene).
+				// miniredis runs one script at a time, in Go (slow under
+				// -race): there the modes take turns, with 8 callers of
+				// 16 rounds (the same 128 grants), so that no call queues
+				// there past its lease's validity (as soakMiniWorkers).
+				workers, rounds := 32, 4
 				if b.real != nil {
 					t.Parallel()
+				} else {
+					workers, rounds = 8, 16
 				}
 				c := newClient(t, b.rdb, m.opts...)
 				key := t.Name()
 				retry := redislock.WithRetry(redislock.ExponentialBackoff(5*time.Millisecond, 200*time.Millisecond))
-				exclusion(t, 32, 4, func(ctx context.Context, _ int) (int64, func() error, error) {
+				exclusion(t, workers, rounds, func(ctx context.Context, _ int) (int64, func() error, error) {
 					return running(func(fn func(fence int64) error) error {
 						return c.Run(ctx, key, 2*time.Second, func(_ context.Context, l *redislock.Lock) error { return fn(l.Fence()) }, retry)
 					})
