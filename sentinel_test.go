@@ -152,8 +152,11 @@ func sentinelFailoverLosesGrant(t *testing.T, s *redistest.Sentinel) {
 	replica.Pause()
 	_, err = old.Do(ctx, "CLIENT", "KILL", "TYPE", "replica")
 	require.NoError(t, err)
-	err = c.Run(ctx, key, 6*time.Second, func(ctx context.Context, l *redislock.Lock) error {
-		loss := watchLoss(ctx, l)
+	// The failover is the test's doing, bounded by the test's ctx: fn's
+	// ends at the loss, which may come before Failover sees the sentinels
+	// agree.
+	err = c.Run(ctx, key, 6*time.Second, func(fnCtx context.Context, l *redislock.Lock) error {
+		loss := watchLoss(fnCtx, l)
 		old.Kill()
 		until := l.ValidUntil() // no renewal can be confirmed from here on
 		replica.Resume()
