@@ -74,35 +74,8 @@ func (qm *quorumMode) release(ctx context.Context, l *Lock) (ok int, errs []erro
 
 func isTrue(b bool) bool { return b }
 
-func (qm *quorumMode) failed(err error, errs []error) error {
-	return &QuorumError{Err: err, Nodes: errs}
-}
-
 // lost undoes the extensions of the minority that still held the grant.
 func (qm *quorumMode) lost(ctx context.Context, l *Lock, _ bool) { qm.releaseLost(ctx, l) }
-
-func (qm *quorumMode) releaseLater(ctx context.Context, l *Lock, done func(error)) {
-	releaseLater(ctx, qm, qm.c.nodes[0], l, done) // its clean-up counts on the first node
-}
-
-func (qm *quorumMode) publish(*options) script.Publish { return script.PublishNone }
-func (qm *quorumMode) sharded(bool) bool               { return false }
-
-// wakerFor is a local waker: no node's pub/sub can announce a release of
-// the majority.
-func (qm *quorumMode) wakerFor(string, bool) (redis.UniversalClient, string, bool) {
-	return nil, "", true
-}
-
-func (qm *quorumMode) handOff(context.Context, *Lock) (bool, error) { return false, nil }
-func (qm *quorumMode) fairLeave(*request) func()                    { return nil }
-func (qm *quorumMode) keepBatched(*Lock, time.Duration, time.Duration, func(error)) *kept {
-	return nil
-}
-
-func (qm *quorumMode) multi() (*single, error) {
-	return nil, invalid("ObtainMulti is not supported in quorum mode")
-}
 
 // maxProposals bounds how often one attempt re-proposes a higher fence
 // after nodes answered with higher counters (racing proposers).
@@ -118,7 +91,7 @@ const maxProposals = 3
 // a lost attempt releases them.
 func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 	c := qm.c
-	n, q := len(c.nodes), c.majority()
+	n, q := len(c.set.Nodes), c.set.Majority()
 	timeout := qm.nodeTimeout(&r.opts, r.ttl)
 	var top int64 // the highest fence the nodes named for this key
 	for range maxProposals {
@@ -127,12 +100,12 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		l.grant = g
 		proposal := max(qm.now().UnixMicro(), above(qm.seen.Load()), above(top))
 		l.start = time.Now()
-		round := fanoutOn(c, ctx, c.nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter, _ int) (script.ObtainReply, error) {
+		round := nodes.Fan(ctx, &c.set, c.set.Nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter, _ int) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
 				Holder: l.opts.holder}.Run(ctx, rdb)
 		}, func(ctx context.Context, node int, rep script.ObtainReply, err error) { // an abandoned call, once it returned
 			if g.settled(node, obtained(rep, err, proposal)) {
-				c.releaseNow(ctx, l, c.nodes[node])
+				c.releaseNow(ctx, l, c.set.Nodes[node])
 			}
 		})
 		v := votes{qm: qm, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
@@ -152,7 +125,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 				return // its settle settles it
 			}
 			if g.settled(rep.Node, obtained(rep.Val, rep.Err, proposal)) {
-				c.releaseOn(ctx, l, c.nodes[rep.Node])
+				c.releaseOn(ctx, l, c.set.Nodes[rep.Node])
 			}
 		})
 		if keep {
@@ -164,7 +137,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		// atomic and replay-safe.
 		qm.releaseNodes(ctx, l, v.grants)
 		for _, i := range append(v.failed, early...) {
-			c.releaseOn(ctx, l, c.nodes[i]) // a lost reply may hide a grant
+			c.releaseOn(ctx, l, c.set.Nodes[i]) // a lost reply may hide a grant
 		}
 		switch {
 		case expired != nil:
@@ -177,13 +150,13 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 			top = max(top, v.top)
 			continue // a higher proposal may win: propose again at once
 		}
-		errs := append(v.errs, timedOut[script.ObtainReply](c, ctx, missing, "obtain")...)
+		errs := append(v.errs, nodes.TimedOut[script.ObtainReply](ctx, &c.set, missing, "obtain")...)
 		var nodeErrs []error
 		for _, e := range errs {
 			nodeErrs = append(nodeErrs, e.Err)
 		}
 		if n-len(nodeErrs) < q {
-			return nil, qm.failed(ErrNoQuorum, nodeErrs) // no majority answered
+			return nil, qm.c.failed(ErrNoQuorum, nodeErrs) // no majority answered
 		}
 		// A majority answered, and other holders denied it the grant:
 		// contention, with the failing nodes' causes attached.
@@ -215,7 +188,7 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 		if nodes.NotSent(rep.Err) {
 			v.free = append(v.free, rep.Node)
 		}
-		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: asNodeErr(v.qm.c, v.ctx, rep, "obtain")})
+		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: nodes.ReplyErr(v.ctx, &v.qm.c.set, rep, "obtain")})
 		return false
 	case rep.Err != nil:
 	case r.Status == script.Granted && r.Fence == v.proposal:
@@ -284,12 +257,12 @@ func (qm *quorumMode) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	}
 	ns := make([]*nodes.Node, len(which))
 	for i, j := range which {
-		ns[i] = c.nodes[j]
+		ns[i] = c.set.Nodes[j]
 	}
 	ctx = background(ctx)
-	round := nodes.Fanout(c.live, ns, func(n *nodes.Node) (bool, error) {
+	round := nodes.Fanout(c.set.Live, ns, func(n *nodes.Node) (bool, error) {
 		var released bool
-		err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
+		err := c.set.Call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
 			released, err = releaseScript(ctx, rdb, l)
 			return err
 		}, nil)
@@ -311,17 +284,13 @@ func (qm *quorumMode) releaseLost(ctx context.Context, l *Lock) {
 	}
 }
 
-// verdict turns per-node outcomes of an operation on a held grant into its
-// result: nil on a majority, ErrNotHeld when enough nodes definitely said
-// no, else the nodes' errors (a *QuorumError matching ErrNoQuorum).
-func (qm *quorumMode) verdict(ok int, errs []error) error {
-	c := qm.c
-	switch {
-	case ok >= c.majority():
-		return nil
-	case ok+len(errs) < c.majority():
-		return ErrNotHeld
-	default:
-		return qm.failed(ErrNoQuorum, errs)
-	}
+// withWallClock sets the wall clock that quorum mode proposes fences from
+// (default time.Now): a test seam for clients whose clocks disagree. It
+// never bears on validity, which runs on Go's monotonic clock.
+func withWallClock(now func() time.Time) ClientOption {
+	return clientOptionFunc(func(c *config) {
+		if now != nil {
+			c.wallClock = now
+		}
+	})
 }
