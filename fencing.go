@@ -34,16 +34,19 @@ func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence
 	case ttl < 0 || (ttl > 0 && ttl < time.Millisecond):
 		return invalid("TTL %v must be 0 or at least 1ms", ttl)
 	}
-	var written bool
-	var newest int64
-	if err := nodes.Once(ctx, rdb, func(ctx context.Context) (err error) {
-		written, newest, err = script.FencedSet(ctx, rdb, []string{key}, value, fence, ttl.Milliseconds())
-		return err
-	}); err != nil {
-		return err // written and newest may still be written (abandoned)
+	type reply struct {
+		written bool
+		newest  int64
 	}
-	if !written {
-		return staleErr(fence, newest)
+	r, err := nodes.OnceValue(ctx, rdb, func(ctx context.Context) (r reply, err error) {
+		r.written, r.newest, err = script.FencedSet(ctx, rdb, []string{key}, value, fence, ttl.Milliseconds())
+		return r, err
+	})
+	if err != nil {
+		return err
+	}
+	if !r.written {
+		return staleErr(fence, r.newest)
 	}
 	return nil
 }
@@ -57,12 +60,11 @@ func FencedGet(ctx context.Context, rdb redis.Cmdable, key string) (value string
 	case ctx == nil:
 		return "", 0, invalid("nil context")
 	}
-	var vals []any
-	if err := nodes.Once(ctx, rdb, func(ctx context.Context) (err error) {
-		vals, err = rdb.HMGet(ctx, key, "v", "f").Result()
-		return err
-	}); err != nil {
-		return "", 0, err // vals may still be written (abandoned)
+	vals, err := nodes.OnceValue(ctx, rdb, func(ctx context.Context) ([]any, error) {
+		return rdb.HMGet(ctx, key, "v", "f").Result()
+	})
+	if err != nil {
+		return "", 0, err
 	}
 	v, ok1 := vals[0].(string)
 	f, ok2 := vals[1].(string)
@@ -124,7 +126,7 @@ type recordStore struct{ c *Client }
 
 var _ lease.Store = recordStore{}
 
-// onNodes runs f on every node, each bounded by the release timeout; fewer
+// onRecords runs f on every node, each bounded by the release timeout; fewer
 // than a majority answering without error is the nodes' error.
 func onRecords[T any](s recordStore, ctx context.Context, f func(ctx context.Context, rdb redis.Scripter) (T, error)) ([]T, error) {
 	c := s.c

@@ -42,27 +42,26 @@ func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 	next := req.newLock()
 	next.handoffs = l.handoffs + 1
 	next.start = time.Now()
-	var released bool
-	var fence int64
-	err = c.set.Call(ctx, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "handoff", func(ctx context.Context, rdb redis.Scripter) (err error) {
-		released, fence, err = script.Handoff{Keys: l.keys.Boxed[:1], Token: l.arg, RecordTTL: recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg),
+	rep, err := nodes.Value(ctx, &c.set, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "handoff", func(ctx context.Context, rdb redis.Scripter) (r handoffReply, err error) {
+		r.released, r.fence, err = script.Handoff{Keys: l.keys.Boxed[:1], Token: l.arg, RecordTTL: recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg),
 			Publish: s.publish(&l.opts), To: next.arg, TTL: next.ttlArg, Holder: next.opts.holder}.Run(ctx, rdb)
-		return err
-	}, (*settleRelease)(next).settle)
+		return r, err
+	}, func(ctx context.Context, _ handoffReply, _ error) { c.releaseNow(ctx, next, s.n) })
+	released, fence := rep.released, rep.fence
 	switch {
 	case err != nil:
 		// Unknown outcome: the waiter's token may hold the lock (given
-		// back by the settle once an abandoned call has returned).
+		// back by the onLate above once a late call has returned).
 		w.Deliver(sub, nil, false)
-		if !nodes.IsAbandoned(err) && !nodes.NotSent(err) {
-			c.giveBack(ctx, next)
+		if !nodes.NoOutcome(err) {
+			c.releaseLater(ctx, next, noObserver)
 		}
 		return true, err
 	case fence > 0:
 		next.fence = fence
 		if next.confirmFrom(&next.opts, next.start, req.ttl) != nil || !w.Deliver(sub, next, true) {
 			w.Deliver(sub, nil, false)
-			c.giveBack(ctx, next)
+			c.releaseLater(ctx, next, noObserver)
 		}
 	default:
 		w.Deliver(sub, nil, false)
@@ -74,6 +73,13 @@ func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 		return true, ErrNotHeld
 	}
 	return true, nil
+}
+
+// handoffReply is what a handoff call answers: whether it released l, and
+// the fence of the waiter's grant (0: none).
+type handoffReply struct {
+	released bool
+	fence    int64
 }
 
 // subscribe registers a waiter on channel with the client's waker, or

@@ -140,10 +140,11 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 // key names the lock's keys as one, in errors and events.
 func (m *MultiLock) key() string { return strings.Join(m.keys, ",") }
 
-// call runs f on the Client's node, bounded by timeout.
-func (m *MultiLock) call(ctx context.Context, timeout time.Duration, op string, f func(ctx context.Context, rdb redis.Scripter) error,
-	settle func(ctx context.Context, err error)) error {
-	return m.c.set.Call(ctx, m.s.n, timeout, m.opts.autoPipeline, op, f, settle)
+// onNode runs f for m on the Client's node, bounded by timeout, and
+// returns its value (nodes.Value).
+func onNode[T any](ctx context.Context, m *MultiLock, timeout time.Duration, op string, f func(ctx context.Context, rdb redis.Scripter) (T, error),
+	onLate func(ctx context.Context, v T, err error)) (T, error) {
+	return nodes.Value(ctx, &m.c.set, m.s.n, timeout, m.opts.autoPipeline, op, f, onLate)
 }
 
 // obtainOnce makes one all-or-nothing attempt: nil with every key granted
@@ -155,19 +156,19 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 	fences := make(map[string]int64, len(m.keys))
 	for gi, g := range m.groups {
 		ks := locksOf(g)
-		var rep script.MultiObtainReply
-		err := m.call(ctx, m.s.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			rep, err = script.MultiObtain(ctx, rdb, ks, m.arg, ms, m.opts.holder)
-			return err
-		}, func(ctx context.Context, _ error) { _, _ = m.releaseGroups(ctx, m.groups[gi:gi+1]) })
+		rep, err := onNode(ctx, m, m.s.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (script.MultiObtainReply, error) {
+			return script.MultiObtain(ctx, rdb, ks, m.arg, ms, m.opts.holder)
+		}, func(ctx context.Context, _ script.MultiObtainReply, _ error) {
+			_, _ = m.releaseGroups(ctx, m.groups[gi:gi+1])
+		})
 		switch {
 		case err != nil:
 			// Release the groups taken before and this group, whose
 			// script may have run: at once, unless it never went out, or
-			// it is abandoned (the settle above releases it once it has
+			// it still runs (the onLate above releases it once it has
 			// returned).
 			taken := gi + 1
-			if nodes.IsAbandoned(err) || nodes.NotSent(err) {
+			if nodes.NoOutcome(err) {
 				taken = gi
 			}
 			m.releaseInBackground(ctx, m.groups[:taken])
@@ -215,10 +216,8 @@ func (m *MultiLock) releaseGroups(ctx context.Context, groups [][]keys.Lock) (re
 		for _, k := range g {
 			ks = append(ks, k.Lock, k.Wake, k.Queue())
 		}
-		var n int
-		e := m.call(ctx, m.opts.releaseTimeout, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.s.publish(&m.opts), recordTTL(m.currentTTL(), m.opts.releaseTimeout, nil))
-			return err
+		n, e := onNode(ctx, m, m.opts.releaseTimeout, "release", func(ctx context.Context, rdb redis.Scripter) (int, error) {
+			return script.MultiRelease(ctx, rdb, ks, m.arg, m.s.publish(&m.opts), recordTTL(m.currentTTL(), m.opts.releaseTimeout, nil))
 		}, nil)
 		switch {
 		case e == nil:
@@ -273,12 +272,11 @@ func (m *MultiLock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	least := int64(-1)
 	for _, g := range m.groups {
-		var ms int64
-		var held bool
-		err := m.call(ctx, m.s.nodeTimeout(&m.opts, m.currentTTL()), "ttl", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			ms, held, err = script.MultiTTL(ctx, rdb, locksOf(g), m.arg)
-			return err
+		p, err := onNode(ctx, m, m.s.nodeTimeout(&m.opts, m.currentTTL()), "ttl", func(ctx context.Context, rdb redis.Scripter) (p pttl, err error) {
+			p.ms, p.held, err = script.MultiTTL(ctx, rdb, locksOf(g), m.arg)
+			return p, err
 		}, nil)
+		ms, held := p.ms, p.held
 		switch {
 		case err != nil:
 			return 0, err
@@ -306,10 +304,8 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	ms := ttl.Milliseconds()
 	for _, g := range m.groups {
-		var held bool
-		err := m.call(ctx, m.s.nodeTimeout(&m.opts, ttl), "refresh", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			held, err = script.MultiRefresh(ctx, rdb, locksOf(g), m.arg, ms)
-			return err
+		held, err := onNode(ctx, m, m.s.nodeTimeout(&m.opts, ttl), "refresh", func(ctx context.Context, rdb redis.Scripter) (bool, error) {
+			return script.MultiRefresh(ctx, rdb, locksOf(g), m.arg, ms)
 		}, nil)
 		if err != nil {
 			return err

@@ -143,7 +143,7 @@ var errUnexpected = errors.New("redislock: unexpected script reply")
 // lock held).
 func (c *Client) deliver(ctx context.Context, l *Lock, waited bool) (*Lock, error) {
 	if ctx.Err() != nil {
-		c.giveBack(ctx, l)
+		c.releaseLater(ctx, l, noObserver)
 		return nil, ended(ctx, l.key, waited, nil)
 	}
 	return l, nil
@@ -226,7 +226,7 @@ func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Durati
 // an unreachable Redis keeps the lock until its TTL) and Run returns at
 // once. Apart from that clean-up no goroutine started by Run outlives it;
 // a renewal call in flight is bounded by the renewal's own deadline (a
-// call that a stalled Redis holds is abandoned to go-redis).
+// call that a stalled Redis holds is left to go-redis).
 func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...Option) error {
 	if fn == nil {
 		return invalid("nil fn")

@@ -187,7 +187,7 @@ func WithDriftFactor(f float64) Option {
 //
 // The bound holds whatever go-redis' options (it applies a context
 // deadline to the socket only with ContextTimeoutEnabled): a call the
-// Client stops waiting for is abandoned to go-redis, and what it may have
+// Client stops waiting for is left to go-redis, and what it may have
 // granted is released once go-redis returns it. In single mode a call on
 // context.Background() is left to go-redis' own timeouts.
 func WithNodeTimeout(d time.Duration) Option {
@@ -213,7 +213,7 @@ func WithReleaseTimeout(d time.Duration) Option {
 
 // WithMaxWait caps how long Obtain keeps retrying a held lock when the
 // caller's context has no deadline (a context deadline, when set, is used
-// instead). Default: 30 s (DefaultMaxWait), long enough not to abandon a
+// instead). Default: 30 s (DefaultMaxWait), long enough not to give up on a
 // holder that is alive and renewing for a while. No attempt starts after
 // d: the call returns within d plus the round trip of the attempt made
 // before it (bounded by WithNodeTimeout), with a *WaitLimitError that

@@ -74,8 +74,14 @@ func (qm *quorumMode) release(ctx context.Context, l *Lock) (ok int, errs []erro
 
 func isTrue(b bool) bool { return b }
 
-// lost undoes the extensions of the minority that still held the grant.
-func (qm *quorumMode) lost(ctx context.Context, l *Lock, _ bool) { qm.releaseLost(ctx, l) }
+// lost releases a grant found lost (a Refresh without a majority), or
+// confirmed too late, in the background on every node that granted it, so
+// that a minority's extension does not outlive the loss; it does not wait.
+func (qm *quorumMode) lost(ctx context.Context, l *Lock, _ bool) {
+	for _, n := range l.grant.releasing(qm.c) {
+		qm.c.releaseOn(ctx, l, n)
+	}
+}
 
 // maxProposals bounds how often one attempt re-proposes a higher fence
 // after nodes answered with higher counters (racing proposers).
@@ -86,7 +92,7 @@ const maxProposals = 3
 // it to every node at once, and decides as soon as the replies make the
 // outcome certain: granted by a majority, denied by other holders, or
 // proposed too low (then it proposes again at once, higher). Nodes that
-// answer after the decision are settled in the background (grantNodes): a
+// answer after the decision are dealt with in the background (grantNodes): a
 // won lock keeps a late grant, and a node that failed, which may hold it;
 // a lost attempt releases them.
 func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
@@ -103,8 +109,8 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		round := nodes.Fan(ctx, &c.set, c.set.Nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter, _ int) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
 				Holder: l.opts.holder}.Run(ctx, rdb)
-		}, func(ctx context.Context, node int, rep script.ObtainReply, err error) { // an abandoned call, once it returned
-			if g.settled(node, obtained(rep, err, proposal)) {
+		}, func(ctx context.Context, node int, rep script.ObtainReply, err error) { // a late call, once it returned
+			if g.late(node, obtained(rep, err, proposal)) {
 				c.releaseNow(ctx, l, c.set.Nodes[node])
 			}
 		})
@@ -121,10 +127,10 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		keep := won && expired == nil
 		early := g.decide(keep, v.grants, v.failed, v.free)
 		round.Stop(func(rep nodes.Reply[script.ObtainReply]) {
-			if nodes.IsAbandoned(rep.Err) {
-				return // its settle settles it
+			if nodes.IsLate(rep.Err) {
+				return // its onLate tells g
 			}
-			if g.settled(rep.Node, obtained(rep.Val, rep.Err, proposal)) {
+			if g.late(rep.Node, obtained(rep.Val, rep.Err, proposal)) {
 				c.releaseOn(ctx, l, c.set.Nodes[rep.Node])
 			}
 		})
@@ -184,7 +190,7 @@ type votes struct {
 // count adds one reply and reports whether the attempt is decided.
 func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	switch r := rep.Val; {
-	case settledElsewhere(rep.Err): // never sent, or settled when it returns
+	case nodes.NoOutcome(rep.Err): // never sent, or its onLate tells g
 		if nodes.NotSent(rep.Err) {
 			v.free = append(v.free, rep.Node)
 		}
@@ -219,11 +225,6 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	v.errs = append(v.errs, rep)
 	return false
 }
-
-// settledElsewhere reports whether a node's failed obtain call needs no
-// release from the caller: it never went out (nodes.NotSent), or it was
-// abandoned, and the settle of its fan-out releases it once it returns.
-func settledElsewhere(err error) bool { return nodes.NotSent(err) || nodes.IsAbandoned(err) }
 
 // errNoFenceLeft is the error of a key whose last fence is the highest
 // int64: no grant can have a fence above it (obtain.lua says the same).
@@ -261,27 +262,12 @@ func (qm *quorumMode) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	}
 	ctx = background(ctx)
 	round := nodes.Fanout(c.set.Live, ns, func(n *nodes.Node) (bool, error) {
-		var released bool
-		err := c.set.Call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			released, err = releaseScript(ctx, rdb, l)
-			return err
+		return nodes.Value(ctx, &c.set, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (bool, error) {
+			return releaseScript(ctx, rdb, l)
 		}, nil)
-		if err != nil {
-			return false, err // released may still be written (abandoned)
-		}
-		return released, nil
 	})
 	round.Gather(l.opts.releaseTimeout, nil)
 	round.Stop(nil)
-}
-
-// releaseLost releases a quorum grant found lost (a Refresh without a
-// majority) in the background, on every node that granted it, so that a
-// minority's extension does not outlive the loss; it does not wait.
-func (qm *quorumMode) releaseLost(ctx context.Context, l *Lock) {
-	for _, n := range l.grant.releasing(qm.c) {
-		qm.c.releaseOn(ctx, l, n)
-	}
 }
 
 // withWallClock sets the wall clock that quorum mode proposes fences from

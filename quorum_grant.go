@@ -13,7 +13,7 @@ import (
 
 // grantNodes is what a quorum attempt, and the Lock it makes, knows about
 // each node's copy of the grant. It is made before the attempt's calls go
-// out, so that every answer, however late, settles its node here:
+// out, so that every answer, however late, decides its node here:
 //
 //   - Until the attempt is decided, an answer only records the node's state.
 //   - A lost attempt is given up (done): its grants are released.
@@ -30,7 +30,7 @@ import (
 type grantNodes struct {
 	mu      sync.Mutex
 	state   []nodeState // guarded by mu: by node
-	joining []bool      // guarded by mu: by node, a join in flight (its answer settles the node)
+	joining []bool      // guarded by mu: by node, a join in flight (its answer decides the node)
 	decided bool        // guarded by mu: the attempt is decided
 	done    bool        // guarded by mu: given up (lost attempt, released, lost): answers that may hold it are released
 }
@@ -39,7 +39,7 @@ type grantNodes struct {
 type nodeState uint8
 
 const (
-	nodePending nodeState = iota // the obtain has not answered: its answer settles the node
+	nodePending nodeState = iota // the obtain has not answered: its answer decides the node
 	nodeHeld                     // holds the grant: granted (in time or late), or joined by a refresh
 	nodeUnknown                  // a call failed: it may hold the grant
 	nodeFree                     // does not hold the grant: it answered so, or the call was never sent
@@ -73,7 +73,7 @@ func obtained(rep script.ObtainReply, err error, proposal int64) nodeState {
 // decide records the attempt's outcome: the nodes that answered in time,
 // as held, unknown or free, on a won attempt (keep); a lost one is given
 // up, and decide returns the nodes whose answers came in before it on
-// other goroutines (settled) and may hold the grant: the caller releases
+// other goroutines (late) and may hold the grant: the caller releases
 // them, and those of held and unknown.
 func (g *grantNodes) decide(keep bool, held, unknown, free []int) (release []int) {
 	g.mu.Lock()
@@ -98,18 +98,19 @@ func (g *grantNodes) decide(keep bool, held, unknown, free []int) (release []int
 		}
 	}
 	// The caller releases held and unknown; the nodes still pending are
-	// released when they answer (settled).
+	// released when they answer (late).
 	set(held, nodeFree)
 	set(unknown, nodeFree)
 	set(free, nodeFree)
 	return release
 }
 
-// settled records node i's obtain answer that came after the attempt's
-// replies were counted (late, or an abandoned call once it returned), and
+// late records node i's obtain answer that came after the attempt's
+// replies were counted (after the decision, or from a call that returned
+// after its caller stopped waiting), and
 // reports whether the caller must release the node now: the grant was
 // given up and the node may hold it.
-func (g *grantNodes) settled(i int, s nodeState) (release bool) {
+func (g *grantNodes) late(i int, s nodeState) (release bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.state[i] != nodePending {
@@ -192,7 +193,7 @@ func (g *grantNodes) holding(c *Client) []*nodes.Node {
 
 // releasing gives the grant up and returns the nodes a release must reach:
 // those that hold it or may. A node whose obtain or join has not answered
-// is released by its answer's handler (settled, joined).
+// is released by its answer's handler (late, joined).
 func (g *grantNodes) releasing(c *Client) []*nodes.Node {
 	if g == nil {
 		return c.set.Nodes

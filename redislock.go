@@ -152,9 +152,9 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.closeWakers()
 	c.closeRenewer()
-	// Calls abandoned to a stalled Redis settle (release what they may
-	// have granted) once go-redis returns them: wait for that, at most the
-	// release timeout, then for the clean-up they started.
+	// Calls left to a stalled Redis release what they may have granted
+	// once go-redis returns them: wait for that, at most the release
+	// timeout, then for the clean-up they started.
 	deadline := time.Now().Add(c.opts.releaseTimeout)
 	for _, n := range c.set.Nodes {
 		n.Guarded.Wait(deadline)
@@ -257,8 +257,8 @@ func (c *Client) releaseOn(ctx context.Context, l *Lock, n *nodes.Node) {
 	}
 }
 
-// releaseNow is releaseOn's release, on the caller's goroutine (a settle,
-// which runs on the goroutine of the call it settles).
+// releaseNow is releaseOn's release, on the caller's goroutine (an onLate,
+// which runs on the goroutine of the late call).
 func (c *Client) releaseNow(ctx context.Context, l *Lock, n *nodes.Node) {
 	ctx = background(ctx)
 	if err := c.set.Call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
@@ -292,13 +292,11 @@ func (c *Client) failed(err error, errs []error) error {
 	return &QuorumError{Err: err, Nodes: errs}
 }
 
-// giveBack releases, in the background, a grant that no caller will use (a
-// handoff to a waiter that left, or whose outcome is unknown), and wakes the
-// Client's next waiter for the key.
-func (c *Client) giveBack(ctx context.Context, l *Lock) { c.releaseLater(ctx, l, noObserver) }
-
 // releaseLater releases l in the background, on the clean-up pool counted
-// on the first node, and then calls done with the release's outcome (as
+// on the first node: a grant that no caller will use (a handoff to a
+// waiter that left, or whose outcome is unknown), or one Run gives up
+// without waiting. It wakes the Client's next waiter for the key and then
+// calls done with the release's outcome (as
 // Release returns it); with ErrBusy wrapped when the clean-up pool refused
 // the call.
 func (c *Client) releaseLater(ctx context.Context, l *Lock, done func(error)) {

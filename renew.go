@@ -234,7 +234,7 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	}, nil)
 	res := make([]renew.Result, len(reqs))
 	done := batches // the batches as the call left them
-	if nodes.IsAbandoned(err) || nodes.NotSent(err) {
+	if nodes.NoOutcome(err) {
 		// The call may still write the batches: every renewal failed.
 		n.ReloadOnFault(ctx, err)
 		for i := range res {

@@ -60,11 +60,11 @@ func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 	if err != nil {
 		// The script may have run (a reply lost to a timeout or a cut
 		// connection): release whatever it may have granted, unless it
-		// never went out, or is abandoned (its settle releases it once it
+		// never went out, or still runs (its OnLate releases it once it
 		// has returned, so that the release cannot reach Redis first).
-		// l.attempt may still be written (abandoned).
+		// l.attempt is the call's until then.
 		r.markQueued()
-		if !nodes.NotSent(err) && !nodes.IsAbandoned(err) {
+		if !nodes.NoOutcome(err) {
 			c.releaseOn(ctx, l, s.n)
 		}
 		return err
@@ -93,52 +93,41 @@ func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 }
 
 func (s *single) ttl(ctx context.Context, l *Lock) (least int64, ok int, errs []error) {
-	var held bool
-	err := s.c.set.Call(ctx, s.n, s.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", func(ctx context.Context, rdb redis.Scripter) (err error) {
-		least, held, err = script.TTL(ctx, rdb, l.keys.Boxed[:1], l.arg)
-		return err
-	}, nil)
-	if err != nil {
-		return 0, 0, []error{err} // least and held may still be written (abandoned)
-	}
-	ok, errs = one(held, nil)
-	return least, ok, errs
+	p, err := nodes.Value(ctx, &s.c.set, s.n, s.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl",
+		func(ctx context.Context, rdb redis.Scripter) (pttl, error) { return ttlOn(ctx, rdb, l) }, nil)
+	ok, errs = one(p.held, err)
+	return p.ms, ok, errs
 }
 
 func (s *single) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error) {
-	var held bool
 	ms := ttl.Milliseconds()
 	start := time.Now()
-	err := s.c.set.Call(ctx, s.n, s.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh",
-		func(ctx context.Context, rdb redis.Scripter) (err error) {
+	return one(nodes.Value(ctx, &s.c.set, s.n, s.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh",
+		func(ctx context.Context, rdb redis.Scripter) (held bool, err error) {
 			if l.opts.replicas == 0 {
-				held, err = script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, ms)
-				return err
+				return script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, ms)
 			}
-			return s.n.OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
+			err = s.n.OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
 				if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, ms); err != nil || !held {
 					return err
 				}
 				return awaitReplicas(ctx, conn, &l.opts, start, l.opts.validUntil(start, ttl))
 			})
-		}, nil)
-	if err != nil {
-		return 0, []error{err} // held may still be written (abandoned)
-	}
-	return one(held, nil)
+			return held, err
+		}, nil))
 }
 
 func (s *single) release(ctx context.Context, l *Lock) (ok int, errs []error) {
 	r := &releaseCall{l: l}
 	if err := s.c.set.Do(ctx, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "release", r); err != nil {
-		return 0, []error{err} // r.released may still be written (abandoned)
+		return 0, []error{err} // r is the call's until it returns
 	}
 	return one(r.released, nil)
 }
 
 // releaseCall is one release of a Lock as a node call (nodes.Op), with
-// its outcome: one allocation for both. An abandoned one needs no
-// settling: a release that reached Redis late has released.
+// its outcome: one allocation for both. A late one needs nothing more: a
+// release that reached Redis late has released.
 type releaseCall struct {
 	l        *Lock
 	released bool
@@ -149,7 +138,7 @@ func (r *releaseCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
 	return err
 }
 
-func (*releaseCall) Settle(context.Context, error) {}
+func (*releaseCall) OnLate(context.Context, error) {}
 
 // obtainScript sends l's attempt: obtain.lua, or fair_obtain.lua in fair
 // mode (tk: the call's ticket).
@@ -171,8 +160,8 @@ type attempt struct {
 }
 
 // obtainCall is a Lock's obtain attempt as a node call (nodes.Op): obtain.lua,
-// or fair_obtain.lua, then WAIT with WithReplicas; an abandoned one is
-// settled by releasing whatever it may have granted (settleRelease). Only
+// or fair_obtain.lua, then WAIT with WithReplicas; a late one releases
+// whatever it may have granted once it returns (OnLate). Only
 // without replicas, when its Run uses rdb alone, may it be batched
 // (nodes.Node.Do).
 type obtainCall Lock
@@ -196,24 +185,16 @@ func (a *obtainCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
 	})
 }
 
-// Settle releases what the abandoned attempt may have granted and, in fair
-// mode, takes its ticket out of the queue again: the Obtain call has left
-// the queue already, but the attempt may have queued the ticket after that.
-func (a *obtainCall) Settle(ctx context.Context, err error) {
-	(*settleRelease)(a).settle(ctx, err)
+// OnLate releases what the attempt, which returned after its caller
+// stopped waiting, may have granted and, in fair mode, takes its ticket
+// out of the queue again: the Obtain call has left the queue already, but
+// the attempt may have queued the ticket after that.
+func (a *obtainCall) OnLate(ctx context.Context, _ error) {
 	l := (*Lock)(a)
+	l.c.releaseNow(ctx, l, l.c.set.Nodes[0])
 	if t := l.attempt.ticket; t != nil {
 		leaveQueue(ctx, l.c, l.c.set.Nodes[0], l.keys, t.id, &l.opts)
 	}
-}
-
-// settleRelease is a Lock whose attempt's call was abandoned: once the
-// call has returned, whatever it may have granted is released.
-type settleRelease Lock
-
-func (r *settleRelease) settle(ctx context.Context, _ error) {
-	l := (*Lock)(r)
-	l.c.releaseNow(ctx, l, l.c.set.Nodes[0])
 }
 
 // one is the count of a single node's answer: yes, or its error.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -17,12 +18,17 @@ import (
 )
 
 // The root package's shape (issue 29): files laid out by lifecycle, each
-// short enough to read at once, behind a narrow mode seam.
+// short enough to read at once, behind a narrow mode seam; calls whose
+// outcome comes late are internal/nodes' business, so the root never
+// speaks of settling or abandoning them.
 const (
 	maxRootFiles  = 17  // non-test files of the root package
 	maxRootLines  = 350 // lines of each of them
 	maxModeMethod = 6   // methods of the root's mode interface
 )
+
+// nodesWords are internal/nodes' words for late calls, never the root's.
+var nodesWords = regexp.MustCompile(`(?i)settle|abandon`)
 
 // rootFiles returns the root package's non-test files, by name, with
 // their contents.
@@ -43,7 +49,7 @@ func rootFiles(t *testing.T) map[string][]byte {
 }
 
 // shape lists what breaks the limits in files: too many, too long, a mode
-// interface too wide.
+// interface too wide, internal/nodes' words.
 func shape(files map[string][]byte) (broken []string) {
 	if len(files) > maxRootFiles {
 		broken = append(broken, fmt.Sprintf("%d non-test files in the root, at most %d", len(files), maxRootFiles))
@@ -52,6 +58,9 @@ func shape(files map[string][]byte) (broken []string) {
 	for name, b := range files {
 		if n := bytes.Count(b, []byte("\n")); n > maxRootLines {
 			broken = append(broken, fmt.Sprintf("%s has %d lines, at most %d", name, n, maxRootLines))
+		}
+		if w := nodesWords.Find(b); w != nil {
+			broken = append(broken, fmt.Sprintf("%s says %q: late calls are internal/nodes' business", name, w))
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), name, b, parser.SkipObjectResolution)
 		if err != nil {
@@ -97,6 +106,8 @@ func TestShapeFails(t *testing.T) {
 		"wide":    {"m.go": []byte(wide)},
 		"many":    many,
 		"no mode": {"m.go": []byte("package p\n")},
+		"settle":  {"m.go": []byte("package p\n\n// Settled late.\ntype mode interface{ a() }\n")},
+		"abandon": {"m.go": []byte("package p\n\ntype mode interface{ a() }\n\nvar isAbandoned bool\n")},
 	} {
 		assert.NotEmpty(t, shape(files), "%s: no limit broken", name)
 	}

@@ -21,7 +21,7 @@ func (s *Set) Majority() int { return len(s.Nodes)/2 + 1 }
 
 // Call runs f on node n, bounded by timeout and ctx whatever go-redis'
 // options (see Node.Call), and returns its error wrapped (Wrap). When the
-// call is abandoned (IsAbandoned: ctx ended or timeout passed first),
+// call is abandoned (IsLate: ctx ended or timeout passed first),
 // settle(sctx, err) runs once it returns, on its goroutine, its own calls
 // on sctx (nil: nothing to settle); f's captured results must then not be
 // read.
@@ -33,7 +33,7 @@ func (s *Set) Call(ctx context.Context, n *Node, timeout time.Duration, pipeline
 	return nil
 }
 
-// Do is Call for an Op: its Run as f, its Settle as settle.
+// Do is Call for an Op: its Run as f, its OnLate as settle.
 func (s *Set) Do(ctx context.Context, n *Node, timeout time.Duration, pipeline bool, what string, op Op) error {
 	if err := n.Do(ctx, timeout, pipeline, op); err != nil {
 		return s.Wrap(ctx, n.Index, what, err)
@@ -133,7 +133,7 @@ func Decide[T any](ctx context.Context, s *Set, ns []*Node, timeout time.Duratio
 	tell := func(r Reply[T]) {}
 	if answered != nil {
 		tell = func(r Reply[T]) {
-			if !IsAbandoned(r.Err) { // its onLate tells
+			if !IsLate(r.Err) { // its onLate tells
 				answered(ctx, r.Node, r.Val, r.Err)
 			}
 		}
@@ -173,4 +173,32 @@ func Decide[T any](ctx context.Context, s *Set, ns []*Node, timeout time.Duratio
 // rest (a majority that did not answer: the verdict is then ErrNoQuorum).
 func decided(q, ok, errs, left int) bool {
 	return ok >= q || ok+errs+left < q
+}
+
+// Value is Call for an f that returns a value: the value by value, the
+// zero value on error; onLate (nil: none) is told what an abandoned call
+// returned, once it has, on its goroutine.
+func Value[T any](ctx context.Context, s *Set, n *Node, timeout time.Duration, pipeline bool, op string,
+	f func(ctx context.Context, rdb redis.Scripter) (T, error), onLate func(ctx context.Context, v T, err error)) (T, error) {
+	var late func(context.Context, int, T, error)
+	if onLate != nil {
+		late = func(ctx context.Context, _ int, v T, err error) { onLate(ctx, v, err) }
+	}
+	return callValue(ctx, s, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter, _ int) (T, error) {
+		return f(ctx, rdb)
+	}, late)
+}
+
+// OnceValue is Once for an f that returns a value: the value by value,
+// the zero value on error.
+func OnceValue[T any](ctx context.Context, rdb any, f func(ctx context.Context) (T, error)) (T, error) {
+	var v T
+	if err := Once(ctx, rdb, func(ctx context.Context) (err error) {
+		v, err = f(ctx)
+		return err
+	}); err != nil {
+		var zero T // v may still be written by a guarded call
+		return zero, err
+	}
+	return v, nil
 }
