@@ -42,7 +42,7 @@ func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 	next := req.newLock()
 	next.handoffs = l.handoffs + 1
 	next.start = time.Now()
-	rep, err := nodes.Value(ctx, &c.set, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "handoff", func(ctx context.Context, rdb redis.Scripter) (r handoffReply, err error) {
+	rep, err := nodes.ValueOf(ctx, &c.set, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "handoff", func(ctx context.Context, rdb redis.Scripter) (r handoffReply, err error) {
 		r.released, r.fence, err = script.Handoff{Keys: l.keys.Boxed[:1], Token: l.arg, RecordTTL: recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg),
 			Publish: s.publish(&l.opts), To: next.arg, TTL: next.ttlArg, Holder: next.opts.holder}.Run(ctx, rdb)
 		return r, err

@@ -144,7 +144,7 @@ func (m *MultiLock) key() string { return strings.Join(m.keys, ",") }
 // returns its value (nodes.Value).
 func onNode[T any](ctx context.Context, m *MultiLock, timeout time.Duration, op string, f func(ctx context.Context, rdb redis.Scripter) (T, error),
 	onLate func(ctx context.Context, v T, err error)) (T, error) {
-	return nodes.Value(ctx, &m.c.set, m.s.n, timeout, m.opts.autoPipeline, op, f, onLate)
+	return nodes.ValueOf(ctx, &m.c.set, m.s.n, timeout, m.opts.autoPipeline, op, f, onLate)
 }
 
 // obtainOnce makes one all-or-nothing attempt: nil with every key granted

@@ -262,7 +262,7 @@ func (qm *quorumMode) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	}
 	ctx = background(ctx)
 	round := nodes.Fanout(c.set.Live, ns, func(n *nodes.Node) (bool, error) {
-		return nodes.Value(ctx, &c.set, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (bool, error) {
+		return nodes.ValueOf(ctx, &c.set, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (bool, error) {
 			return releaseScript(ctx, rdb, l)
 		}, nil)
 	})

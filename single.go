@@ -93,28 +93,37 @@ func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 }
 
 func (s *single) ttl(ctx context.Context, l *Lock) (least int64, ok int, errs []error) {
-	p, err := nodes.Value(ctx, &s.c.set, s.n, s.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl",
-		func(ctx context.Context, rdb redis.Scripter) (pttl, error) { return ttlOn(ctx, rdb, l) }, nil)
+	p, err := nodes.Value(ctx, &s.c.set, s.n, s.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", l, ttlOn, nil)
 	ok, errs = one(p.held, err)
 	return p.ms, ok, errs
 }
 
 func (s *single) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error) {
-	ms := ttl.Milliseconds()
-	start := time.Now()
-	return one(nodes.Value(ctx, &s.c.set, s.n, s.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh",
-		func(ctx context.Context, rdb redis.Scripter) (held bool, err error) {
-			if l.opts.replicas == 0 {
-				return script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, ms)
-			}
-			err = s.n.OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
-				if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, ms); err != nil || !held {
-					return err
-				}
-				return awaitReplicas(ctx, conn, &l.opts, start, l.opts.validUntil(start, ttl))
-			})
-			return held, err
-		}, nil))
+	r := singleRefresh{n: s.n, l: l, ttl: ttl, start: time.Now()}
+	return one(nodes.Value(ctx, &s.c.set, s.n, s.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", r, refreshSingle, nil))
+}
+
+// singleRefresh is one refresh of l to ttl on n, sent at start.
+type singleRefresh struct {
+	n     *nodes.Node
+	l     *Lock
+	ttl   time.Duration
+	start time.Time
+}
+
+// refreshSingle runs r: refresh.lua, then WAIT with WithReplicas.
+func refreshSingle(ctx context.Context, rdb redis.Scripter, r singleRefresh) (held bool, err error) {
+	l, ms := r.l, r.ttl.Milliseconds()
+	if l.opts.replicas == 0 {
+		return script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, ms)
+	}
+	err = r.n.OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
+		if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, ms); err != nil || !held {
+			return err
+		}
+		return awaitReplicas(ctx, conn, &l.opts, r.start, l.opts.validUntil(r.start, r.ttl))
+	})
+	return held, err
 }
 
 func (s *single) release(ctx context.Context, l *Lock) (ok int, errs []error) {

@@ -175,18 +175,38 @@ func decided(q, ok, errs, left int) bool {
 	return ok >= q || ok+errs+left < q
 }
 
-// Value is Call for an f that returns a value: the value by value, the
-// zero value on error; onLate (nil: none) is told what an abandoned call
-// returned, once it has, on its goroutine.
-func Value[T any](ctx context.Context, s *Set, n *Node, timeout time.Duration, pipeline bool, op string,
-	f func(ctx context.Context, rdb redis.Scripter) (T, error), onLate func(ctx context.Context, v T, err error)) (T, error) {
-	var late func(context.Context, int, T, error)
+// Value is Call for an f that returns a value: f(ctx, rdb, arg), the
+// value by value, the zero value on error; onLate (nil: none) is told what
+// a late call returned, once it has, on its goroutine. (arg spares f a
+// closure of its own.)
+func Value[T, A any](ctx context.Context, s *Set, n *Node, timeout time.Duration, pipeline bool, op string,
+	arg A, f func(ctx context.Context, rdb redis.Scripter, arg A) (T, error), onLate func(ctx context.Context, v T, err error)) (T, error) {
+	var v T
+	var late func(context.Context, error)
 	if onLate != nil {
-		late = func(ctx context.Context, _ int, v T, err error) { onLate(ctx, v, err) }
+		// On the call's goroutine, after f: v is the call's.
+		late = func(ctx context.Context, err error) { onLate(ctx, v, err) }
 	}
-	return callValue(ctx, s, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter, _ int) (T, error) {
-		return f(ctx, rdb)
+	err := s.Call(ctx, n, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
+		v, err = f(ctx, rdb, arg)
+		return err
 	}, late)
+	if err != nil {
+		var zero T // v may still be written by a late call
+		return zero, err
+	}
+	return v, nil
+}
+
+// ValueOf is Value for an f that needs no arg.
+func ValueOf[T any](ctx context.Context, s *Set, n *Node, timeout time.Duration, pipeline bool, op string,
+	f func(ctx context.Context, rdb redis.Scripter) (T, error), onLate func(ctx context.Context, v T, err error)) (T, error) {
+	return Value(ctx, s, n, timeout, pipeline, op, f, callF[T], onLate)
+}
+
+// callF calls f: ValueOf's f as Value's arg, without a closure.
+func callF[T any](ctx context.Context, rdb redis.Scripter, f func(ctx context.Context, rdb redis.Scripter) (T, error)) (T, error) {
+	return f(ctx, rdb)
 }
 
 // OnceValue is Once for an f that returns a value: the value by value,
