@@ -406,25 +406,18 @@ func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Durati
 	if err != nil {
 		return err
 	}
-	ml := multiLease{MultiLock: m}
-	ml.keeping = backend.KeepWith(multiKeeper{m})
-	return lease.RunLock(ctx, ml, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
+	return lease.RunLock(ctx, multiLease{m}, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
 }
 
 // multiLease is a MultiLock as lease.RunLock needs it: its renewal, release
 // and validity. (Its Key and Fence stand for the whole set.)
-type multiLease struct {
-	*MultiLock
-	keeping // multiKeeper: renewed by Refresh, ended by a Release at once
-}
+type multiLease struct{ *MultiLock }
 
-// multiKeeper renews a MultiLock by Refresh, and reports its Release at
-// once (backend.Keeper).
-type multiKeeper struct{ m *MultiLock }
-
-func (k multiKeeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	return k.m.watch.Keep(lost, func(lost func(cause error)) func() {
-		return backend.Refresher(nil, multiLease{MultiLock: k.m}, ttl, interval, lost)
+// Keep renews the set by Refresh, and reports its Release at once
+// (lease.Keeper).
+func (m multiLease) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return m.watch.Keep(lost, func(lost func(cause error)) func() {
+		return lease.Refresher{Lock: m}.Keep(ttl, interval, lost)
 	})
 }
 

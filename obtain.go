@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/internal/keys"
-	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -129,9 +129,7 @@ type request struct {
 
 func (r *request) newLock() *Lock {
 	token := rand.Text()
-	l := &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
-	l.keeping = backend.KeepWith(keeper{l})
-	return l
+	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
 }
 
 // errNoExpiry: the lock key holds a value that this library did not write
@@ -180,9 +178,9 @@ func (c *Client) deliver(ctx context.Context, l *Lock, waited bool) (*Lock, erro
 func ended(ctx context.Context, key string, waited bool, err error) error {
 	switch {
 	case waited:
-		return backend.Join(ErrNotObtained, ctx.Err())
+		return lease.Join(ErrNotObtained, ctx.Err())
 	case err == nil:
-		return backend.Wrap(ctx.Err(), "obtain %q", key)
+		return lease.Wrap(ctx.Err(), "obtain %q", key)
 	}
-	return backend.Join(err, ctx.Err())
+	return lease.Join(err, ctx.Err())
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Run obtains the lock on key, runs fn while renewing the lease in the
@@ -61,26 +60,18 @@ func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func
 	return lease.RunLock(ctx, newRunLock(l), ttl, func(ctx context.Context) error { return fn(ctx, l) }, lease.WithRefreshInterval(interval))
 }
 
-// runLock is a Lock as Run holds it: renewed by the Lock's keeper, noting
+// runLock is a Lock as Run holds it: renewed by the Lock's Keep, noting
 // the loss, and released without waiting when waiting cannot help.
 type runLock struct {
 	*Lock
-	keeping             // runKeeper: shallower than the Lock's own
-	gone    atomic.Bool // the keeper reported the lock lost
+	gone atomic.Bool // Keep reported the lock lost
 }
 
-func newRunLock(l *Lock) *runLock {
-	r := &runLock{Lock: l}
-	r.keeping = backend.KeepWith(runKeeper{r})
-	return r
-}
+func newRunLock(l *Lock) *runLock { return &runLock{Lock: l} }
 
-// runKeeper is the Lock's keeper, noting the loss.
-type runKeeper struct{ r *runLock }
-
-func (k runKeeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	r := k.r
-	return keeper{r.Lock}.Keep(ttl, interval, func(cause error) {
+// Keep is the Lock's Keep, noting the loss.
+func (r *runLock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return r.Lock.Keep(ttl, interval, func(cause error) {
 		r.gone.Store(true)
 		lost(cause)
 	})
