@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/renew"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
@@ -23,24 +25,17 @@ import (
 // one batch_refresh.lua call per node and slot for up to
 // renew.DefaultBatchSize locks, the calls of one Cluster node sent in one
 // pipeline. Quorum mode, a *redis.Ring and other clients renew each lock
-// with its own refresher (backend.Refresher).
+// with its own lease.Refresher.
 
-// keeping is the Lock's backend.Keeping, under a name of its own so that
-// the Lock's method set shows nothing of it.
-type keeping = backend.Keeping
-
-// keeper is a Lock as its own backend.Keeper: Run and lease.Hold find it
-// through the Lock's keeping.
-type keeper struct{ *Lock }
-
-var _ backend.Keeper = keeper{}
+var _ lease.Keeper = (*Lock)(nil)
 
 // Keep renews the lock to ttl every interval until stop is called, for Run
-// and lease.Hold (see backend.Keeper): lost is called, at most once, when a
-// renewal finds the lock gone or the validity ends before a renewal got
-// through, never later than the last ValidUntil, or at once, with
-// ErrReleased, when the Lock's Release is called. The Client's observers
-// see each renewal (RefreshDoneEvent.Renewal) and the loss (LossEvent).
+// and lease.Hold, which find it as a lease.Keeper: lost is called, at most
+// once, when a renewal finds the lock gone or the validity ends before a
+// renewal got through, never later than the last ValidUntil, or at once,
+// with ErrReleased, when the Lock's Release is called (on a nil *Lock: at
+// once, with ErrNotHeld). The Client's observers see each renewal
+// (RefreshDoneEvent.Renewal) and the loss (LossEvent).
 //
 // In single mode (standalone, Sentinel, Cluster) the Client's one renewer
 // renews all its kept locks in batches (no goroutine or timer per lock);
@@ -48,8 +43,11 @@ var _ backend.Keeper = keeper{}
 // renewal. Closing the Client reports its kept locks lost. In quorum mode,
 // on a Ring, after Close, or with an interval that leaves the renewer too
 // little time, each lock has its own timer and Refresh calls.
-func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	l := k.Lock
+func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	if l == nil {
+		lost(ErrNotHeld)
+		return func() {}
+	}
 	report := func(cause error) {
 		if obs := l.c.obs; obs != nil && !errors.Is(cause, ErrReleased) {
 			obs.lockLost(context.Background(), observe.LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
@@ -57,15 +55,17 @@ func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop 
 		lost(cause)
 	}
 	return l.releaseWatch().Keep(report, func(lost func(cause error)) func() {
-		if k := l.c.m.keepBatched(l, ttl, interval, lost); k != nil {
-			return k.stop
+		if s := l.c.single; s != nil {
+			if k := s.keepBatched(l, ttl, interval, lost); k != nil {
+				return k.stop
+			}
 		}
-		return backend.Refresher(nil, renewal{l}, ttl, interval, lost)
+		return lease.Refresher{Lock: renewal{l}}.Keep(ttl, interval, lost)
 	})
 }
 
 // releaseWatch returns the Lock's ReleaseWatch, made by its first Keep: a
-// Release ends its keeping at once (backend.Keeper).
+// Release ends its renewal by Run and lease.Hold at once (lease.Keeper).
 func (l *Lock) releaseWatch() *backend.ReleaseWatch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -97,7 +97,7 @@ func (c *Client) closeRenewer() {
 	}
 }
 
-// kept is a lock renewed by the Client's renewer (keeper.Keep).
+// kept is a lock renewed by the Client's renewer (Lock.Keep).
 type kept struct {
 	l       *Lock
 	ttl     time.Duration
@@ -216,7 +216,7 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	n := s.n
 	var unacked []error // WithReplicas: per batch, the renewals too few replicas acknowledged
 	acked := first.opts.replicas > 0
-	err := c.call(ctx, n, s.nodeTimeout(&first.opts, ttl), false, "refresh", func(ctx context.Context, rdb redis.Scripter) error {
+	err := c.set.Call(ctx, n, s.nodeTimeout(&first.opts, ttl), false, "refresh", func(ctx context.Context, rdb redis.Scripter) error {
 		switch {
 		case acked:
 			unacked = s.renewAcked(ctx, batches, ttl, &first.opts)
@@ -231,7 +231,7 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	}, nil)
 	res := make([]renew.Result, len(reqs))
 	done := batches // the batches as the call left them
-	if nodes.IsAbandoned(err) || nodes.NotSent(err) {
+	if nodes.NoOutcome(err) {
 		// The call may still write the batches: every renewal failed.
 		n.ReloadOnFault(ctx, err)
 		for i := range res {
@@ -270,37 +270,40 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	return res, nil
 }
 
-// renewAcked runs the batches (WithReplicas o) on one connection per
-// server that serves them now (the master of their slots on Cluster),
-// each server's followed by one WAIT, and returns per batch the
-// *NodeError of a WAIT that too few replicas answered (nil:
-// acknowledged). A batch whose server failed gets the error (none of that
-// server's renewals is acknowledged).
-func (s *single) renewAcked(ctx context.Context, batches []script.Batch, ttl time.Duration, o *options) (unacked []error) {
-	sent := time.Now()
-	until := o.validUntil(sent, ttl) // of the renewals, sent from now
-	unacked = make([]error, len(batches))
-	firsts := make([]string, len(batches))
-	for i, b := range batches {
-		firsts[i] = b.Keys[0]
-	}
-	errs := s.n.OnConns(ctx, firsts, func(conn *redis.Conn, is []int) error {
-		for _, i := range is {
-			b := &batches[i]
-			if b.Status, b.Err = script.BatchRefresh(ctx, conn, b.Keys, b.Tokens, ttl.Milliseconds(), nil); b.Err != nil {
-				return b.Err
-			}
-		}
-		return awaitReplicas(ctx, conn, o, sent, until)
+// multiLease is a MultiLock as lease.RunLock needs it: its renewal, release
+// and validity. (Its Key and Fence stand for the whole set.)
+type multiLease struct{ *MultiLock }
+
+// Keep renews the set by Refresh, and reports its Release at once
+// (lease.Keeper).
+func (m multiLease) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return m.watch.Keep(lost, func(lost func(cause error)) func() {
+		return lease.Refresher{Lock: m}.Keep(ttl, interval, lost)
 	})
-	for i, err := range errs {
-		var re *ReplicaError
-		switch {
-		case errors.As(err, &re):
-			unacked[i] = s.c.nodeErr(ctx, s.n.Index, "refresh", err)
-		case err != nil: // no WAIT ran: none of the server's renewals is acknowledged
-			batches[i].Err = err
-		}
+}
+
+func (m multiLease) Key() string { return strings.Join(m.keys, ",") }
+
+func (m multiLease) Fence() int64 { return 0 }
+
+// renewer returns the Client's renewer, made on first use; nil on a Ring
+// or another client (its locks are renewed one by one) or after Close.
+func (s *single) renewer() *renew.Renewer {
+	if !s.n.OwnConns() {
+		return nil
 	}
-	return unacked
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if c.rn == nil {
+		rn, err := renew.New(renew.Config{Batch: s.renewBatch})
+		if err != nil {
+			return nil // not with this Config
+		}
+		c.rn = rn
+	}
+	return c.rn
 }

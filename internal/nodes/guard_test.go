@@ -52,7 +52,7 @@ func TestCallNotSentOnEndedContext(t *testing.T) {
 	}, nil)
 	require.True(t, nodes.NotSent(err), "Call on an ended ctx: %v, want not sent, context.Canceled", err)
 	require.ErrorIs(t, err, context.Canceled, "Call on an ended ctx, want not sent, context.Canceled")
-	require.False(t, nodes.IsAbandoned(err), "Call on an ended ctx: %v, want not sent, context.Canceled", err)
+	require.False(t, nodes.IsLate(err), "Call on an ended ctx: %v, want not sent, context.Canceled", err)
 }
 
 // The caller stops waiting at the call's timeout (or when its ctx ends):
@@ -83,7 +83,7 @@ func TestCallAbandonedThenSettled(t *testing.T) {
 		}()
 		err := n.Call(ctx, c.timeout, false, b.call, func(ctx context.Context, err error) { settles <- settled{ctx, err} })
 		cancel()
-		require.True(t, nodes.IsAbandoned(err), "%s: %v, want abandoned with %v", c.name, err, c.cause)
+		require.True(t, nodes.IsLate(err), "%s: %v, want abandoned with %v", c.name, err, c.cause)
 		require.ErrorIs(t, err, c.cause, "%s, want abandoned with %v", c.name, c.cause)
 		require.False(t, nodes.NotSent(err), "%s: %v, want abandoned with %v", c.name, err, c.cause)
 		require.False(t, c.cause == context.DeadlineExceeded && !n.Down(), "%s: a node that did not answer in time is not Down", c.name)
@@ -121,7 +121,7 @@ func TestCallWaitsForAbandoned(t *testing.T) {
 	for range nodes.MaxAbandoned {
 		b := newBlocked(nil)
 		held = append(held, b)
-		if err := n.Call(ctx, time.Millisecond, false, b.call, nil); !nodes.IsAbandoned(err) {
+		if err := n.Call(ctx, time.Millisecond, false, b.call, nil); !nodes.IsLate(err) {
 			t.Fatalf("a blocked call was not abandoned: %v", err)
 		}
 	}
@@ -187,7 +187,7 @@ func TestOnce(t *testing.T) {
 	defer close(b.release)
 	go func() { <-b.started; cancel() }()
 	err := nodes.Once(ctx, rdb, func(ctx context.Context) error { return b.call(ctx, nil) })
-	require.True(t, nodes.IsAbandoned(err), "Once whose ctx ended first: %v, want abandoned, context.Canceled", err)
+	require.True(t, nodes.IsLate(err), "Once whose ctx ended first: %v, want abandoned, context.Canceled", err)
 	require.ErrorIs(t, err, context.Canceled, "Once whose ctx ended first, want abandoned, context.Canceled")
 	if err := nodes.Once(context.Background(), rdb, func(context.Context) error { return io.EOF }); err != io.EOF {
 		t.Fatalf("Once on a ctx that cannot end: %v, want the call's error", err)
