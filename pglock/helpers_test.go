@@ -127,19 +127,14 @@ func appPool(t testing.TB, app string, tweak ...func(*pgxpool.Config)) *pgxpool.
 // lock, and returns its pid.
 func blockedBackend(t testing.TB, admin *pgxpool.Pool, app string) int32 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		var pid int32
+	var pid int32
+	// Polling the server's view: no event announces a backend's wait.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		err := admin.QueryRow(context.Background(),
 			`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&pid)
-		if err == nil {
-			return pid
-		}
-		require.ErrorIs(t, err, pgx.ErrNoRows)
-		time.Sleep(5 * time.Millisecond) // polling the server's view; bounded by the deadline
-	}
-	t.Fatalf("no backend of %s waits for a lock", app)
-	return 0
+		assert.NoError(c, err)
+	}, 10*time.Second, 5*time.Millisecond, "no backend of %s waits for a lock", app)
+	return pid
 }
 
 func terminate(t testing.TB, admin *pgxpool.Pool, pid int32) {
@@ -172,16 +167,13 @@ func readRow(t testing.TB, pool *pgxpool.Pool, table, key string) (leaseRow, boo
 // untilFree waits (bounded) until key is not held on c.
 func untilFree(t testing.TB, c *pglock.Client, key string, bound time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
+	// Polling the database's view: its clock ends the lease, no event.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		info, err := c.Inspect(context.Background(), key)
-		require.NoError(t, err)
-		if !info.Held {
-			return
+		if assert.NoError(ct, err) {
+			assert.False(ct, info.Held, "%q still held: %+v", key, info)
 		}
-		require.False(t, time.Now().After(deadline), "%q still held after %v: %+v", key, bound, info)
-		time.Sleep(10 * time.Millisecond) // polling the database's view; bounded
-	}
+	}, bound, 10*time.Millisecond, "%q free within %v", key, bound)
 }
 
 // endLeaseIn sets the lease on key to end d from now on the database's
@@ -208,22 +200,27 @@ func dbNow(t testing.TB, admin *pgxpool.Pool) time.Time {
 // which.
 func ranAfter(t testing.TB, admin *pgxpool.Pool, app string, pid int32, since time.Time, texts ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var ran string
+	// Polling the server's view: no event announces a finished statement.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		rows, err := admin.Query(context.Background(),
 			`SELECT query FROM pg_stat_activity WHERE application_name = $1 AND pid <> $2 AND state = 'idle' AND state_change > $3`, app, pid, since)
-		require.NoError(t, err)
+		if !assert.NoError(c, err) {
+			return
+		}
 		queries, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
+		if !assert.NoError(c, err) {
+			return
+		}
 		for _, q := range queries {
 			for _, s := range texts {
 				if strings.Contains(q, s) {
-					return s
+					ran = s
+					return
 				}
 			}
 		}
-		time.Sleep(5 * time.Millisecond) // polling the server's view; bounded by the deadline
-	}
-	t.Fatalf("no backend of %s ran any of %q", app, texts)
-	return ""
+		assert.Fail(c, "not yet", "statements: %q", queries)
+	}, 10*time.Second, 5*time.Millisecond, "no backend of %s ran any of %q", app, texts)
+	return ran
 }
