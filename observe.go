@@ -183,11 +183,12 @@ func (o *observers) evicting(i int) func(nodes.Policy) {
 	}
 }
 
-// cleanupFailed tells the observers that the clean-up of l on node failed.
-func (c *Client) cleanupFailed(ctx context.Context, l *Lock, node int, err error) {
-	if c.obs != nil {
+// cleanedUp tells the observers of a clean-up of key on node that failed
+// with err; nil, one that did not fail, tells nothing.
+func (c *Client) cleanedUp(ctx context.Context, key string, node int, err error) {
+	if err != nil && c.obs != nil {
 		for _, x := range c.obs.cleanup {
-			x.CleanupFailed(ctx, observe.CleanupEvent{Key: l.key, Node: node, Err: err})
+			x.CleanupFailed(ctx, observe.CleanupEvent{Key: key, Node: node, Err: err})
 		}
 	}
 }

@@ -143,7 +143,7 @@ var errUnexpected = errors.New("redislock: unexpected script reply")
 // lock held).
 func (c *Client) deliver(ctx context.Context, l *Lock, waited bool) (*Lock, error) {
 	if ctx.Err() != nil {
-		c.releaseLater(ctx, l, noObserver)
+		c.releaseLater(ctx, l, nil, noObserver)
 		return nil, ended(ctx, l.key, waited, nil)
 	}
 	return l, nil
@@ -282,7 +282,7 @@ func (r *runLock) Release(ctx context.Context) error {
 	}
 	// The observers see the release when it is done, as Release's.
 	ctx, done := l.beginRelease(ctx)
-	l.c.releaseLater(ctx, l, done)
+	l.c.releaseLater(ctx, l, nil, done)
 	if lost {
 		return ErrNotHeld
 	}
@@ -303,7 +303,7 @@ func (c *Client) renewInterval(ttl time.Duration, opts []Option) (time.Duration,
 // background and the error is ended's.
 func (m *MultiLock) deliver(ctx context.Context, waited bool) (*MultiLock, error) {
 	if ctx.Err() != nil {
-		m.releaseInBackground(ctx, m.groups)
+		m.releaseLater(ctx, m.groups)
 		return nil, ended(ctx, m.key(), waited, nil)
 	}
 	return m, nil

@@ -57,7 +57,7 @@ func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop 
 		}
 		lost(cause)
 	}
-	return l.releaseWatch().Keep(report, func(lost func(cause error)) func() {
+	return l.watched().Keep(report, func(lost func(cause error)) func() {
 		if s := l.c.single; s != nil {
 			if k := s.keepBatched(l, ttl, interval, lost); k != nil {
 				return k.stop
@@ -67,9 +67,9 @@ func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop 
 	})
 }
 
-// releaseWatch returns the Lock's ReleaseWatch, made by its first Keep: a
+// watched returns the Lock's ReleaseWatch, made by its first Keep: a
 // Release ends its keeping at once (backend.Keeper).
-func (l *Lock) releaseWatch() *backend.ReleaseWatch {
+func (l *Lock) watched() *backend.ReleaseWatch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.watch == nil {
