@@ -126,7 +126,7 @@ func renewedAfter(t *testing.T, l interface{ ValidUntil() time.Time }, since tim
 }
 
 // schedulerSlack is how late, past ValidUntil, a loss may reach fn's
-// context in these tests: the report is due backend.LossLead before
+// context in these tests: the report is due lease.LossLead before
 // ValidUntil (tested exactly on a fake clock in package lease), but the
 // timer, the cancellation and the AfterFunc that records it run on a
 // loaded 2-core machine, six redis-servers beside them, where one -race

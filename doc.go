@@ -5,9 +5,9 @@
 // masters. It works with standalone Redis, Sentinel and Cluster through any
 // redis.UniversalClient of go-redis v9.
 //
-//	locker := redislock.New(rdb)
-//	defer locker.Close()
-//	lock, err := locker.Obtain(ctx, "report", 10*time.Second)
+//	client := redislock.New(rdb)
+//	defer client.Close()
+//	lock, err := client.Obtain(ctx, "report", 10*time.Second)
 //	if errors.Is(err, redislock.ErrNotObtained) {
 //		return // someone else holds it
 //	}

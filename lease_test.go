@@ -80,11 +80,21 @@ func newQuorum(t *testing.T, srvs []*redistest.Server, opts ...redislock.ClientO
 	return c
 }
 
-// breakOn deletes a lock on every server, as an operator's DEL would.
+// breakOn takes a lock away behind its holder's back: on one server as an
+// operator's DEL would. On several (quorum mode) it puts another grant in
+// its place for a while instead: a renewal that came between the servers'
+// DELs would take the deleted ones back (a refresh joins the nodes where
+// the key is free, join.lua), and with a renewal between each two DELs (a
+// loaded machine) the lock was never lost; a join never takes a node that
+// holds another grant, so the next renewals find the lock gone.
 func breakOn(srvs ...*redistest.Server) func(key string) {
 	return func(key string) {
 		for _, s := range srvs {
-			if _, err := s.Do("DEL", redislock.LockKey(key)); err != nil {
+			cmd := []any{"DEL", redislock.LockKey(key)}
+			if len(srvs) > 1 {
+				cmd = []any{"SET", redislock.LockKey(key), "broken:1::;", "PX", 10_000}
+			}
+			if _, err := s.Do(cmd...); err != nil {
 				panic(err)
 			}
 		}
