@@ -9,6 +9,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease/leasetest"
+	"github.com/stretchr/testify/require"
 )
 
 // The Client passes the lease contract's conformance suite: single mode on
@@ -73,9 +74,7 @@ func newQuorum(t *testing.T, srvs []*redistest.Server, opts ...redislock.ClientO
 		rdbs = append(rdbs, s.Client(nil))
 	}
 	c, err := redislock.NewQuorum(rdbs, append([]redislock.ClientOption{slackNodeTimeout}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -107,6 +106,7 @@ func miniSleep(m *miniredis.Miniredis) func(time.Duration) {
 	return func(d time.Duration) {
 		const step = 10 * time.Millisecond
 		for ; d > 0; d -= step {
+			// A sleep: the client renews on the wall clock.
 			time.Sleep(min(step, d))
 			m.FastForward(min(step, d))
 		}
