@@ -56,14 +56,14 @@ func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 		// back by the onLate above once a late call has returned).
 		w.Deliver(sub, nil, false)
 		if !nodes.NoOutcome(err) {
-			c.releaseLater(ctx, next, nil, noObserver)
+			c.releaseLater(ctx, next, noObserver)
 		}
 		return true, err
 	case fence > 0:
 		next.fence = fence
 		if next.confirmFrom(&next.opts, next.start, req.ttl) != nil || !w.Deliver(sub, next, true) {
 			w.Deliver(sub, nil, false)
-			c.releaseLater(ctx, next, nil, noObserver)
+			c.releaseLater(ctx, next, noObserver)
 		}
 	default:
 		w.Deliver(sub, nil, false)

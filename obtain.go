@@ -142,7 +142,7 @@ var errUnexpected = errors.New("redislock: unexpected script reply")
 // lock held).
 func (c *Client) deliver(ctx context.Context, l *Lock, waited bool) (*Lock, error) {
 	if ctx.Err() != nil {
-		c.releaseLater(ctx, l, nil, noObserver)
+		c.releaseLater(ctx, l, noObserver)
 		return nil, ended(ctx, l.key, waited, nil)
 	}
 	return l, nil
@@ -271,7 +271,7 @@ func (r *runLock) Release(ctx context.Context) error {
 	}
 	// The observers see the release when it is done, as Release's.
 	ctx, done := l.beginRelease(ctx)
-	l.c.releaseLater(ctx, l, nil, done)
+	l.c.releaseLater(ctx, l, done)
 	if lost {
 		return ErrNotHeld
 	}

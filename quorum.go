@@ -82,7 +82,7 @@ func isTrue(b bool) bool { return b }
 // confirmed too late, in the background on every node that granted it, so
 // that a minority's extension does not outlive the loss; it does not wait.
 func (qm *quorumMode) lost(ctx context.Context, l *Lock, _ bool) {
-	qm.c.releaseLater(ctx, l, l.grant.releasing(qm.c), nil)
+	qm.c.cleanUp(ctx, l, l.grant.releasing(qm.c))
 }
 
 // maxProposals bounds how often one attempt re-proposes a higher fence
@@ -133,7 +133,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 				return // its onLate tells g
 			}
 			if g.late(rep.Node, obtained(rep.Val, rep.Err, proposal)) {
-				c.releaseLater(ctx, l, c.set.Nodes[rep.Node:rep.Node+1], nil)
+				c.cleanUp(ctx, l, c.set.Nodes[rep.Node:rep.Node+1])
 			}
 		})
 		if keep {
@@ -150,7 +150,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 			round.Gather(l.opts.releaseTimeout, nil)
 			round.Stop(nil)
 		}
-		c.releaseLater(ctx, l, nodeList(c, append(v.failed, early...)), nil) // a lost reply may hide a grant
+		c.cleanUp(ctx, l, nodeList(c, append(v.failed, early...))) // a lost reply may hide a grant
 		switch {
 		case expired != nil:
 			return nil, expired

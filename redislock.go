@@ -278,23 +278,14 @@ func (c *Client) failed(err error, errs []error) error {
 	return &QuorumError{Err: err, Nodes: errs}
 }
 
-// releaseLater gives l back in the background, on the clean-up pool, on
-// ctx without its cancellation: on each of the nodes ns (releaseOn, each a
-// clean-up counted on its node), or, with ns nil, as Release does (the
-// mode's release, counted on the first node; it wakes the Client's next
-// waiter for the key) and then tells done the outcome as Release returns
-// it, with ErrBusy wrapped when the pool refused the release. It is for a
-// grant no caller will use: one whose outcome is unknown, a late or
-// partial quorum grant, a handoff nobody took, or one Run gives up
-// without waiting. Failures are told to the observers (cleanedUp).
-func (c *Client) releaseLater(ctx context.Context, l *Lock, ns []*nodes.Node, done func(error)) {
+// releaseLater gives l back in the background, on the clean-up pool
+// counted on the first node, on ctx without its cancellation, as Release
+// does (the mode's release; it wakes the Client's next waiter for the key),
+// and then tells done the outcome as Release returns it, with ErrBusy
+// wrapped when the pool refused the release. It is for a lock no caller
+// will use: a handoff nobody took, or one Run gives up without waiting.
+func (c *Client) releaseLater(ctx context.Context, l *Lock, done func(error)) {
 	ctx = background(ctx)
-	if ns != nil {
-		for _, n := range ns {
-			_ = c.inBackground(ctx, l.key, n, func() { c.cleanedUp(ctx, l.key, n.Index, c.releaseOn(ctx, l, n)) })
-		}
-		return
-	}
 	n := c.set.Nodes[0]
 	if err := c.inBackground(ctx, l.key, n, func() {
 		released, errs := c.m.release(ctx, l)
@@ -307,6 +298,18 @@ func (c *Client) releaseLater(ctx context.Context, l *Lock, ns []*nodes.Node, do
 		done(c.verdict(released, errs))
 	}); err != nil {
 		done(err)
+	}
+}
+
+// cleanUp gives back what l's attempt may have left on each of the nodes
+// ns (releaseOn), in the background: one clean-up per node, counted on
+// it, on ctx without its cancellation. It is for a grant whose outcome is
+// unknown or that was given up: a late or partial quorum grant, an attempt
+// whose reply was lost. Failures are told to the observers (cleanedUp).
+func (c *Client) cleanUp(ctx context.Context, l *Lock, ns []*nodes.Node) {
+	ctx = background(ctx)
+	for _, n := range ns {
+		_ = c.inBackground(ctx, l.key, n, func() { c.cleanedUp(ctx, l.key, n.Index, c.releaseOn(ctx, l, n)) })
 	}
 }
 

@@ -65,7 +65,7 @@ func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 		// l.attempt is the call's until then.
 		r.markQueued()
 		if !nodes.NoOutcome(err) {
-			c.releaseLater(ctx, l, []*nodes.Node{s.n}, nil)
+			c.cleanUp(ctx, l, []*nodes.Node{s.n})
 		}
 		return err
 	}

@@ -86,7 +86,7 @@ func (w *waitState) handedOver() bool {
 			if time.Now().Before(l.validUntil()) {
 				w.granted = l
 			} else {
-				l.c.releaseLater(context.Background(), l, nil, noObserver)
+				l.c.releaseLater(context.Background(), l, noObserver)
 			}
 		}
 	}
@@ -213,7 +213,7 @@ func (w *waitState) stop() {
 func (w *waitState) leaveSub() {
 	if w.sub != nil {
 		if l, ok := w.sub.Stop(); ok {
-			l.c.releaseLater(context.Background(), l, nil, noObserver)
+			l.c.releaseLater(context.Background(), l, noObserver)
 		}
 		w.sub = nil
 	}
