@@ -30,14 +30,14 @@ func main() {
 	})
 	defer rdb.Close()
 
-	locker := redislock.New(rdb) // options given here are every call's defaults
-	defer locker.Close()         // waits for background clean-up
+	client := redislock.New(rdb) // options given here are every call's defaults
+	defer client.Close()         // waits for background clean-up
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
 	// One attempt: a grant, contention (ErrNotObtained) or a Redis error.
-	lock, err := locker.Obtain(ctx, "report", 10*time.Second)
+	lock, err := client.Obtain(ctx, "report", 10*time.Second)
 	switch {
 	case errors.Is(err, redislock.ErrNotObtained):
 		fmt.Println("someone else holds the report lock")
@@ -50,9 +50,10 @@ func main() {
 		log.Fatal(err)
 	}
 
-	// Run waits for the lock (here up to ctx's deadline), renews it while
-	// the job runs, cancels the job's ctx if it is lost, and releases it.
-	err = locker.Run(ctx, "nightly-cleanup", 5*time.Second, func(ctx context.Context, l *redislock.Lock) error {
+	// Run obtains the lock, renews it while the job runs, cancels the job's
+	// ctx if it is lost, and releases it. With WithRetry it waits for the
+	// lock up to ctx's deadline; without, it makes one attempt.
+	err = client.Run(ctx, "nightly-cleanup", 5*time.Second, func(ctx context.Context, l *redislock.Lock) error {
 		fmt.Println("cleaning up under fence", l.Fence())
 		return nil // send l.Fence() with each write the job makes
 	}, redislock.WithRetry(redislock.ExponentialBackoff(10*time.Millisecond, 200*time.Millisecond)))
