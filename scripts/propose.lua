@@ -10,18 +10,17 @@
 -- ARGV[4]  holder identity to record; "" for none
 --
 -- Replies:
---   fence > 0          granted, the fence ARGV[3]; also when KEYS[1] already
---                      holds ARGV[1] (a replay of this same request), with
---                      the fence granted the first time
+--   fence              granted: ARGV[3]; also when KEYS[1] already holds
+--                      ARGV[1] (a replay of this same request), the fence
+--                      granted the first time
 --   -(pttl + 1) <= 0   held by another grant with that PTTL in ms (and
 --                      marked waited for: record.lua); 0: held by a value
 --                      without expiry
 --   {-1, last}         ARGV[3] was not above the key's last fence (equal
 --                      too: racing proposers can propose the same value,
 --                      and two grants must never share a fence)
--- A fence (a reply's or in {-1, last}) is an integer below 2^53 and its
--- decimal string above: exact either way. An error when ARGV[3] is no
--- fence.
+-- Each fence (a reply's or in {-1, last}) as its decimal string, exact over
+-- the whole int64 range. An error when ARGV[3] is no fence.
 if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
@@ -34,16 +33,16 @@ if v and tok ~= ARGV[1] and tok ~= '~' then -- held: mark it waited for
   end
   return -(pttl + 1)
 end
--- fence.lua
 if tok == ARGV[1] then
-  return out(fence)
+  return fence
 end
+-- fence.lua
 local p = valid(ARGV[3])
 if not p then
   return redis.error_reply('ERR redislock: the proposed fence is not a positive int64')
 end
 if fence and not below(fence, p) then
-  return {-1, out(fence)}
+  return {-1, fence}
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. p .. ':' .. (rel or '') .. ':' .. ARGV[4] .. ';', 'PX', ARGV[2])
-return out(p)
+return p

@@ -31,7 +31,8 @@
 --          someone else whatever its fence says, and the script's own
 --          grant holds the fence the script wrote
 --   rel    its latest releases
---   mark   "*" when v is marked waited for, else ""
+--   mark   "*" when v is marked waited for, else "" (a released record
+--          never is)
 -- Plain searches find the parts: a pattern costs more than all of them.
 local tok, fence, rel, mark
 do
@@ -45,7 +46,7 @@ do
       tok = nil
     end
   end
-  mark = v and string.byte(v, -1) == 42 and '*' or ''
+  mark = v and tok ~= '~' and string.byte(v, -1) == 42 and '*' or ''
 end
 local function names(rel, tok) -- whether rel names tok's release (its 12 first characters)
   return string.find(rel .. ' ', ' ' .. string.sub(tok, 1, 12) .. ' ', 1, true)
