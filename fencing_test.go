@@ -294,6 +294,9 @@ func TestLockFencesExactAboveDoubles(t *testing.T) {
 				got <- l
 			}()
 			ws.await(t, 1)
+			// Subscribed: the release can hand it the lock (WaitStart
+			// comes before the subscription).
+			eventually(t, 10*time.Second, "the waiter waits", func() bool { n, ready := redislock.LocalWaiters(c, key); return n == 1 && ready })
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
