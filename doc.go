@@ -5,9 +5,9 @@
 // masters. It works with standalone Redis, Sentinel and Cluster through any
 // redis.UniversalClient of go-redis v9.
 //
-//	locker := redislock.New(rdb)
-//	defer locker.Close()
-//	lock, err := locker.Obtain(ctx, "report", 10*time.Second)
+//	client := redislock.New(rdb)
+//	defer client.Close()
+//	lock, err := client.Obtain(ctx, "report", 10*time.Second)
 //	if errors.Is(err, redislock.ErrNotObtained) {
 //		return // someone else holds it
 //	}
@@ -153,7 +153,7 @@
 // Obtain asks all nodes in parallel, each request bounded by the node
 // timeout (WithNodeTimeout; default TTL/10, at least 50 ms), and returns as
 // soon as a majority granted, with validity = TTL - elapsed - drift. Nodes
-// that answer later are settled in the background: a late grant, even one
+// that answer later are dealt with in the background: a late grant, even one
 // after the node timeout, is kept as part of the lock, and so is a node
 // whose call failed (it may hold the grant); the validity never counts
 // them. Without a valid majority it releases on every node that granted or

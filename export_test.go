@@ -26,10 +26,10 @@ func LockKey(key string) string { return keys.New(DefaultPrefix, key).Lock }
 
 // EvictionChecked is closed once c's node i has read its servers'
 // eviction policies and told the observers (after its first call).
-func EvictionChecked(c *Client, i int) <-chan struct{} { return c.nodes[i].PolicyChecked() }
+func EvictionChecked(c *Client, i int) <-chan struct{} { return c.set.Nodes[i].PolicyChecked() }
 
 // InFlight reports the fan-out and clean-up calls in flight to node i.
-func InFlight(c *Client, i int) (fanned, cleaning int) { return c.nodes[i].InFlight() }
+func InFlight(c *Client, i int) (fanned, cleaning int) { return c.set.Nodes[i].InFlight() }
 
 // RecordTTL is the lifetime of a released lock's record, for a lock of
 // ttl and a release timeout.
@@ -50,16 +50,16 @@ func Renewing(c *Client) int {
 }
 
 // Pipelined reports whether c's node has set up auto-pipelining.
-func Pipelined(c *Client) bool { return c.nodes[0].Pipelined() }
+func Pipelined(c *Client) bool { return c.set.Nodes[0].Pipelined() }
 
 // Deferring reports whether c's node batches Obtain and Release calls
 // through go-redis' deferred AutoPipeliner, waiting on their callers'
 // goroutines.
-func Deferring(c *Client) bool { return c.nodes[0].Deferring() }
+func Deferring(c *Client) bool { return c.set.Nodes[0].Deferring() }
 
 // Abandoned reports how many calls c's node has abandoned that have not
 // yet returned and been settled.
-func Abandoned(c *Client) int { return c.nodes[0].Guarded.Abandoned() }
+func Abandoned(c *Client) int { return c.set.Nodes[0].Guarded.Abandoned() }
 
 // WithWallClock sets the wall clock a quorum Client proposes fences from.
 func WithWallClock(now func() time.Time) ClientOption { return withWallClock(now) }

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync"
 	"time"
@@ -9,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
-	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
@@ -32,8 +32,8 @@ type Lock struct {
 	start  time.Time // the request that granted it began: hold times
 
 	validity
-	grant    *grantNodes // quorum: the nodes the grant reached (quorum.go)
-	handoffs int         // how many handoffs in a row led to this grant (single.go)
+	grant    *grantNodes // quorum: the nodes the grant reached (quorum_grant.go)
+	handoffs int         // how many handoffs in a row led to this grant (handoff.go)
 	kept     *kept       // guarded by mu: the Client's renewer renews it (renew.go)
 	attempt  attempt     // the obtain call that made it (single.go)
 	// watch, guarded by mu, ends Run's and Hold's keeping on Release (renew.go)
@@ -167,7 +167,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, ErrNotHeld
 	}
 	least, ok, errs := l.c.m.ttl(ctx, l)
-	if err := l.c.m.verdict(ok, errs); err != nil {
+	if err := l.c.verdict(ok, errs); err != nil {
 		if errors.Is(err, ErrNotHeld) {
 			l.lost()
 		}
@@ -206,7 +206,7 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, renewal bool) (er
 	}
 	start := time.Now()
 	m := l.c.m
-	if err := m.verdict(m.refresh(ctx, l, ttl)); err != nil {
+	if err := l.c.verdict(m.refresh(ctx, l, ttl)); err != nil {
 		if errors.Is(err, ErrNotHeld) {
 			l.lost()
 			m.lost(ctx, l, false) // undo a quorum minority's extensions
@@ -247,10 +247,13 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	}
 	ctx, done := l.beginRelease(ctx)
 	defer func() { done(err) }()
-	m := l.c.m
-	handed, err := m.handOff(ctx, l)
+	c := l.c
+	var handed bool
+	if s := c.single; s != nil {
+		handed, err = s.handOff(ctx, l)
+	}
 	if !handed {
-		if err = m.verdict(m.release(ctx, l)); err == nil {
+		if err = c.verdict(c.m.release(ctx, l)); err == nil {
 			l.c.wakeLocal(l)
 		}
 	}
@@ -286,34 +289,6 @@ func (l *Lock) beginRelease(ctx context.Context) (_ context.Context, done func(e
 // noObserver is beginRelease's done without observers.
 func noObserver(error) {}
 
-// giveBack releases, in the background, a grant that no caller will use (a
-// handoff to a waiter that left, or whose outcome is unknown), and wakes the
-// Client's next waiter for the key.
-func (c *Client) giveBack(ctx context.Context, l *Lock) { c.m.releaseLater(ctx, l, noObserver) }
-
-// releaseLater releases l with m in the background, on the clean-up pool
-// counted on node n, and then calls done with the release's outcome (as
-// Release returns it); with ErrBusy wrapped when the clean-up pool refused
-// the call.
-func releaseLater(ctx context.Context, m mode, n *nodes.Node, l *Lock, done func(error)) {
-	c := l.c
-	ctx = background(ctx)
-	if !n.Background(c.cleanup, func() {
-		released, errs := m.release(ctx, l)
-		if released > 0 {
-			c.wakeLocal(l)
-		}
-		for _, err := range errs {
-			c.cleanupFailed(ctx, l, n.Index, err)
-		}
-		done(m.verdict(released, errs))
-	}) {
-		err := c.nodeErr(ctx, n.Index, "release", nodes.ErrBusy)
-		c.cleanupFailed(ctx, l, n.Index, err)
-		done(err)
-	}
-}
-
 // releaseScript gives the grant back on one node (release.lua): the key
 // becomes a released record (see recordTTL).
 func releaseScript(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
@@ -321,7 +296,7 @@ func releaseScript(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, erro
 	if l.opts.fair {
 		ks = script.Box(l.keys.FairRelease()...)
 	}
-	return script.Release(ctx, rdb, ks, l.arg, recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg), l.c.m.publish(&l.opts), l.opts.fair)
+	return script.Release(ctx, rdb, ks, l.arg, recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg), l.c.publish(&l.opts), l.opts.fair)
 }
 
 // recordTTL is how long a released lock's key stays, as a released record
@@ -348,3 +323,10 @@ func recordTTL(ttl, releaseTimeout time.Duration, ttlArg any) any {
 
 // defaultReleaseTimeoutMS is DefaultReleaseTimeout in ms, boxed once.
 var defaultReleaseTimeoutMS any = DefaultReleaseTimeout.Milliseconds()
+
+func (r *request) newLock() *Lock {
+	token := rand.Text()
+	l := &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
+	l.keeping = backend.KeepWith(keeper{l})
+	return l
+}

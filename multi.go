@@ -13,7 +13,6 @@ import (
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
-	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
@@ -60,9 +59,9 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.m.multi()
-	if err != nil {
-		return nil, err
+	s := c.single
+	if s == nil {
+		return nil, invalid("ObtainMulti is not supported in quorum mode")
 	}
 	switch {
 	case o.fair:
@@ -138,48 +137,14 @@ func (c *Client) ObtainMulti(ctx context.Context, keyList []string, ttl time.Dur
 	}
 }
 
-// deliver returns m, granted to an ObtainMulti call, unless the call's ctx
-// ended meanwhile (as Client.deliver): then m is given back in the
-// background and the error is ended's.
-func (m *MultiLock) deliver(ctx context.Context, waited bool) (*MultiLock, error) {
-	if ctx.Err() != nil {
-		m.releaseInBackground(ctx, m.groups)
-		return nil, ended(ctx, m.key(), waited, nil)
-	}
-	return m, nil
-}
-
 // key names the lock's keys as one, in errors and events.
 func (m *MultiLock) key() string { return strings.Join(m.keys, ",") }
 
-// slotGroups sorts the keys' Redis keys into canonical order and groups
-// them into script calls: one group, unless the node is a Redis Cluster
-// client and the keys span several slots, then one group per slot.
-func (s *single) slotGroups(prefix string, keyList []string) [][]keys.Lock {
-	ks := make([]keys.Lock, len(keyList))
-	for i, k := range keyList {
-		ks[i] = keys.New(prefix, k)
-	}
-	slices.SortFunc(ks, func(a, b keys.Lock) int { return strings.Compare(a.Lock, b.Lock) })
-	if !s.cluster() {
-		return [][]keys.Lock{ks}
-	}
-	slices.SortStableFunc(ks, func(a, b keys.Lock) int { return int(keys.Slot(a.Lock)) - int(keys.Slot(b.Lock)) })
-	var groups [][]keys.Lock
-	for i, k := range ks {
-		if i > 0 && keys.Slot(k.Lock) == keys.Slot(ks[i-1].Lock) {
-			groups[len(groups)-1] = append(groups[len(groups)-1], k)
-		} else {
-			groups = append(groups, []keys.Lock{k})
-		}
-	}
-	return groups
-}
-
-// call runs f on the Client's node, bounded by timeout.
-func (m *MultiLock) call(ctx context.Context, timeout time.Duration, op string, f func(ctx context.Context, rdb redis.Scripter) error,
-	settle func(ctx context.Context, err error)) error {
-	return m.c.call(ctx, m.s.n, timeout, m.opts.autoPipeline, op, f, settle)
+// onNode runs f for m on the Client's node, bounded by timeout, and
+// returns its value (nodes.Value).
+func onNode[T any](ctx context.Context, m *MultiLock, timeout time.Duration, op string, f func(ctx context.Context, rdb redis.Scripter) (T, error),
+	onLate func(ctx context.Context, v T, err error)) (T, error) {
+	return nodes.ValueOf(ctx, &m.c.set, m.s.n, timeout, m.opts.autoPipeline, op, f, onLate)
 }
 
 // obtainOnce makes one all-or-nothing attempt: nil with every key granted
@@ -191,19 +156,19 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 	fences := make(map[string]int64, len(m.keys))
 	for gi, g := range m.groups {
 		ks := locksOf(g)
-		var rep script.MultiObtainReply
-		err := m.call(ctx, m.s.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			rep, err = script.MultiObtain(ctx, rdb, ks, m.arg, ms, m.opts.holder)
-			return err
-		}, func(ctx context.Context, _ error) { _, _ = m.releaseGroups(ctx, m.groups[gi:gi+1]) })
+		rep, err := onNode(ctx, m, m.s.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (script.MultiObtainReply, error) {
+			return script.MultiObtain(ctx, rdb, ks, m.arg, ms, m.opts.holder)
+		}, func(ctx context.Context, _ script.MultiObtainReply, _ error) {
+			_, _ = m.releaseGroups(ctx, m.groups[gi:gi+1])
+		})
 		switch {
 		case err != nil:
 			// Release the groups taken before and this group, whose
 			// script may have run: at once, unless it never went out, or
-			// it is abandoned (the settle above releases it once it has
+			// it still runs (the onLate above releases it once it has
 			// returned).
 			taken := gi + 1
-			if nodes.IsAbandoned(err) || nodes.NotSent(err) {
+			if nodes.NoOutcome(err) {
 				taken = gi
 			}
 			m.releaseInBackground(ctx, m.groups[:taken])
@@ -251,10 +216,8 @@ func (m *MultiLock) releaseGroups(ctx context.Context, groups [][]keys.Lock) (re
 		for _, k := range g {
 			ks = append(ks, k.Lock, k.Wake, k.Queue())
 		}
-		var n int
-		e := m.call(ctx, m.opts.releaseTimeout, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			n, err = script.MultiRelease(ctx, rdb, ks, m.arg, m.s.publish(&m.opts), recordTTL(m.currentTTL(), m.opts.releaseTimeout, nil))
-			return err
+		n, e := onNode(ctx, m, m.opts.releaseTimeout, "release", func(ctx context.Context, rdb redis.Scripter) (int, error) {
+			return script.MultiRelease(ctx, rdb, ks, m.arg, m.s.publish(&m.opts), recordTTL(m.currentTTL(), m.opts.releaseTimeout, nil))
 		}, nil)
 		switch {
 		case e == nil:
@@ -301,14 +264,6 @@ func (m *MultiLock) ValidUntil() time.Time {
 	return m.validUntil()
 }
 
-func locksOf(g []keys.Lock) []string {
-	ks := make([]string, len(g))
-	for i, k := range g {
-		ks[i] = k.Lock
-	}
-	return ks
-}
-
 // TTL returns the least remaining time to live of the keys on Redis, or
 // ErrNotHeld when any key no longer holds this grant.
 func (m *MultiLock) TTL(ctx context.Context) (time.Duration, error) {
@@ -317,12 +272,11 @@ func (m *MultiLock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	least := int64(-1)
 	for _, g := range m.groups {
-		var ms int64
-		var held bool
-		err := m.call(ctx, m.s.nodeTimeout(&m.opts, m.currentTTL()), "ttl", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			ms, held, err = script.MultiTTL(ctx, rdb, locksOf(g), m.arg)
-			return err
+		p, err := onNode(ctx, m, m.s.nodeTimeout(&m.opts, m.currentTTL()), "ttl", func(ctx context.Context, rdb redis.Scripter) (p pttl, err error) {
+			p.ms, p.held, err = script.MultiTTL(ctx, rdb, locksOf(g), m.arg)
+			return p, err
 		}, nil)
+		ms, held := p.ms, p.held
 		switch {
 		case err != nil:
 			return 0, err
@@ -350,10 +304,8 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	ms := ttl.Milliseconds()
 	for _, g := range m.groups {
-		var held bool
-		err := m.call(ctx, m.s.nodeTimeout(&m.opts, ttl), "refresh", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			held, err = script.MultiRefresh(ctx, rdb, locksOf(g), m.arg, ms)
-			return err
+		held, err := onNode(ctx, m, m.s.nodeTimeout(&m.opts, ttl), "refresh", func(ctx context.Context, rdb redis.Scripter) (bool, error) {
+			return script.MultiRefresh(ctx, rdb, locksOf(g), m.arg, ms)
 		}, nil)
 		if err != nil {
 			return err
@@ -372,10 +324,7 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 // released all the same). Like Lock.Release it runs on ctx without its
 // cancellation, bounded by the release timeout.
 func (m *MultiLock) Release(ctx context.Context) error {
-	if m == nil {
-		return ErrNotHeld
-	}
-	if m.releasing() {
+	if m == nil || m.releasing() {
 		return ErrNotHeld
 	}
 	m.watch.Released() // RunMulti's fn: the set is given up
@@ -386,47 +335,3 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	m.endRelease(err)
 	return err
 }
-
-// RunMulti is Run for a MultiLock: it obtains all keys with ObtainMulti,
-// runs fn while renewing the whole set every WithRefreshInterval (default
-// TTL/3), and releases the set when fn returns or panics. If a renewal
-// finds any key gone, or renewals cannot get through before ValidUntil,
-// fn's ctx is cancelled and RunMulti returns an error matching ErrLockLost,
-// as Run does; a Release of the set while fn runs is ErrReleased, as for
-// Run.
-func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Duration, fn func(ctx context.Context, m *MultiLock) error, opts ...Option) error {
-	if fn == nil {
-		return invalid("nil fn")
-	}
-	interval, err := c.renewInterval(ttl, opts)
-	if err != nil {
-		return err
-	}
-	m, err := c.ObtainMulti(ctx, keyList, ttl, opts...)
-	if err != nil {
-		return err
-	}
-	ml := multiLease{MultiLock: m}
-	ml.keeping = backend.KeepWith(multiKeeper{m})
-	return lease.RunLock(ctx, ml, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
-}
-
-// multiLease is a MultiLock as lease.RunLock needs it: its renewal, release
-// and validity. (Its Key and Fence stand for the whole set.)
-type multiLease struct {
-	*MultiLock
-	keeping // multiKeeper: renewed by Refresh, ended by a Release at once
-}
-
-// multiKeeper renews a MultiLock by Refresh, and reports its Release at
-// once (backend.Keeper).
-type multiKeeper struct{ m *MultiLock }
-
-func (k multiKeeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	return k.m.watch.Keep(lost, func(lost func(cause error)) func() {
-		return backend.Refresher(nil, multiLease{MultiLock: k.m}, ttl, interval, lost)
-	})
-}
-
-func (m multiLease) Key() string  { return strings.Join(m.keys, ",") }
-func (m multiLease) Fence() int64 { return 0 }

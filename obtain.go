@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/internal/keys"
+	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
@@ -48,7 +49,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 	req := request{c: c, key: key, keys: keys.New(o.prefix, key), opts: o, ttl: ttl, ttlArg: ttl.Milliseconds()}
 	if o.fair {
-		req.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (single.go)
+		req.ticket = &ticket{id: rand.Text()} // this call's place in the fair queue (fair.go)
 	}
 	var attempts int
 	if obs := c.obs; obs != nil {
@@ -127,34 +128,12 @@ type request struct {
 	ticket *ticket // fair mode: the call's place in the queue
 }
 
-func (r *request) newLock() *Lock {
-	token := rand.Text()
-	l := &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
-	l.keeping = backend.KeepWith(keeper{l})
-	return l
-}
-
 // errNoExpiry: the lock key holds a value that this library did not write
 // (it writes every lock with a TTL); it would block the lock forever.
 var errNoExpiry = errors.New("redislock: lock key holds a value without expiry, not written by redislock")
 
 // errUnexpected: a script answered what no version of it sends.
 var errUnexpected = errors.New("redislock: unexpected script reply")
-
-// ticket is one fair Obtain call's identity in the queue, shared by all its
-// attempts (their tokens differ). See the package guide, Fair locks.
-type ticket struct {
-	id     string
-	queued atomic.Bool // an attempt may have put it in the queue
-}
-
-// markQueued notes that an attempt may have put this call's ticket in the
-// fair queue, so that the call leaves the queue when it returns.
-func (r *request) markQueued() {
-	if r.ticket != nil {
-		r.ticket.queued.Store(true)
-	}
-}
 
 // deliver returns l, granted to an Obtain call, unless the call's ctx
 // ended meanwhile (a call whose ctx is done never returns a lock: a reply
@@ -164,7 +143,7 @@ func (r *request) markQueued() {
 // lock held).
 func (c *Client) deliver(ctx context.Context, l *Lock, waited bool) (*Lock, error) {
 	if ctx.Err() != nil {
-		c.giveBack(ctx, l)
+		c.releaseLater(ctx, l, noObserver)
 		return nil, ended(ctx, l.key, waited, nil)
 	}
 	return l, nil
@@ -185,4 +164,147 @@ func ended(ctx context.Context, key string, waited bool, err error) error {
 		return backend.Wrap(ctx.Err(), "obtain %q", key)
 	}
 	return backend.Join(err, ctx.Err())
+}
+
+// RunMulti is Run for a MultiLock: it obtains all keys with ObtainMulti,
+// runs fn while renewing the whole set every WithRefreshInterval (default
+// TTL/3), and releases the set when fn returns or panics. If a renewal
+// finds any key gone, or renewals cannot get through before ValidUntil,
+// fn's ctx is cancelled and RunMulti returns an error matching ErrLockLost,
+// as Run does; a Release of the set while fn runs is ErrReleased, as for
+// Run.
+func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Duration, fn func(ctx context.Context, m *MultiLock) error, opts ...Option) error {
+	if fn == nil {
+		return invalid("nil fn")
+	}
+	interval, err := c.renewInterval(ttl, opts)
+	if err != nil {
+		return err
+	}
+	m, err := c.ObtainMulti(ctx, keyList, ttl, opts...)
+	if err != nil {
+		return err
+	}
+	ml := multiLease{MultiLock: m}
+	ml.keeping = backend.KeepWith(multiKeeper{m})
+	return lease.RunLock(ctx, ml, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
+}
+
+// Run obtains the lock on key, runs fn while renewing the lease in the
+// background, and releases the lock when fn returns.
+//
+// Renewal: every WithRefreshInterval (default TTL/3) the lease is extended
+// by ttl. If a renewal finds the lock gone (expired, or taken by another
+// holder), fn's ctx is cancelled at once. If renewals cannot get through
+// (Redis paused, unreachable, a lost quorum), fn's ctx is cancelled at the
+// last confirmed ValidUntil at the latest, by a timer that does not wait for
+// any Redis call to return. In both cases Run returns an error matching
+// ErrLockLost (and fn's own error if it failed); context.Cause of fn's ctx
+// tells the reason: a cause matching ErrNotHeld, or ErrLeaseExpired with
+// the last renewal's error.
+//
+// A Release of the lock while fn runs (fn, or another goroutine, called
+// l.Release) gives it up early: fn's ctx is cancelled when that Release
+// is called, with ErrReleased as its cause; Run does not release the lock
+// again and returns an error matching ErrReleased (joined with fn's own
+// error), not nil, since what fn did after the Release ran without the
+// lock. An error of that Release is its caller's.
+//
+// If fn panics, the renewal stops and the lock is released before the panic
+// goes on up the stack: a handler panic recovered by net/http does not leave
+// the lock held until its TTL.
+//
+// fn must stop its work promptly when its ctx is done: after that another
+// holder may own the lock. Obtain errors are returned as Obtain returns them
+// and fn is not called.
+//
+// When fn returns, Run releases the lock and waits for the release, unless
+// waiting cannot help: when the lock is already known lost (its validity
+// has ended) or Redis is unreachable (the last call to the node, or to a
+// majority of the nodes in quorum mode, did not get through). Then the
+// release goes to the Client's background clean-up (Close waits for it;
+// an unreachable Redis keeps the lock until its TTL) and Run returns at
+// once. Apart from that clean-up no goroutine started by Run outlives it;
+// a renewal call in flight is bounded by the renewal's own deadline (a
+// call that a stalled Redis holds is left to go-redis).
+func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...Option) error {
+	if fn == nil {
+		return invalid("nil fn")
+	}
+	interval, err := c.renewInterval(ttl, opts)
+	if err != nil {
+		return err
+	}
+	l, err := c.Obtain(ctx, key, ttl, opts...)
+	if err != nil {
+		return err
+	}
+	return lease.RunLock(ctx, newRunLock(l), ttl, func(ctx context.Context) error { return fn(ctx, l) }, lease.WithRefreshInterval(interval))
+}
+
+// runLock is a Lock as Run holds it: renewed by the Lock's keeper, noting
+// the loss, and released without waiting when waiting cannot help.
+type runLock struct {
+	*Lock
+	keeping             // runKeeper: shallower than the Lock's own
+	gone    atomic.Bool // the keeper reported the lock lost
+}
+
+func newRunLock(l *Lock) *runLock {
+	r := &runLock{Lock: l}
+	r.keeping = backend.KeepWith(runKeeper{r})
+	return r
+}
+
+// runKeeper is the Lock's keeper, noting the loss.
+type runKeeper struct{ r *runLock }
+
+func (k runKeeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	r := k.r
+	return keeper{r.Lock}.Keep(ttl, interval, func(cause error) {
+		r.gone.Store(true)
+		lost(cause)
+	})
+}
+
+// Release releases the lock as Lock.Release does, or, when the lock is
+// known lost or Redis unreachable, hands the release to the Client's
+// background clean-up and returns at once: ErrNotHeld for a lost lock,
+// nil otherwise (the outcome is not known).
+func (r *runLock) Release(ctx context.Context) error {
+	l := r.Lock
+	lost := r.gone.Load() || !time.Now().Before(l.ValidUntil())
+	if !lost && !l.c.unreachable() {
+		return l.Release(ctx)
+	}
+	if l.endRelease(nil) {
+		return ErrNotHeld
+	}
+	// The observers see the release when it is done, as Release's.
+	ctx, done := l.beginRelease(ctx)
+	l.c.releaseLater(ctx, l, done)
+	if lost {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+// renewInterval checks Run's TTL and options and returns the renewal period.
+func (c *Client) renewInterval(ttl time.Duration, opts []Option) (time.Duration, error) {
+	o, err := c.callOptions(opts)
+	if err != nil {
+		return 0, err
+	}
+	return o.checkCall(ttl)
+}
+
+// deliver returns m, granted to an ObtainMulti call, unless the call's ctx
+// ended meanwhile (as Client.deliver): then m is given back in the
+// background and the error is ended's.
+func (m *MultiLock) deliver(ctx context.Context, waited bool) (*MultiLock, error) {
+	if ctx.Err() != nil {
+		m.releaseInBackground(ctx, m.groups)
+		return nil, ended(ctx, m.key(), waited, nil)
+	}
+	return m, nil
 }

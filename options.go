@@ -58,7 +58,7 @@ type options struct {
 	notify          bool          // notified waiting (wait.go)
 	autoPipeline    bool          // batch calls under load (internal/nodes)
 	sharded         bool          // SPUBLISH/SSUBSCRIBE instead of PUBLISH/SUBSCRIBE
-	fair            bool          // FIFO queue (single.go)
+	fair            bool          // FIFO queue (fair.go)
 	queueTTL        time.Duration // fair mode: lifetime of an unrefreshed queue entry
 	holder          any           // the holder identity (a string), boxed once: a script argument
 	replicas        int           // WithReplicas: acknowledgements each grant and refresh waits for (0: none)
@@ -125,17 +125,6 @@ func newConfig(opts []ClientOption) config {
 	return c
 }
 
-// withWallClock sets the wall clock that quorum mode proposes fences from
-// (default time.Now): a test seam for clients whose clocks disagree. It
-// never bears on validity, which runs on Go's monotonic clock.
-func withWallClock(now func() time.Time) ClientOption {
-	return clientOptionFunc(func(c *config) {
-		if now != nil {
-			c.wallClock = now
-		}
-	})
-}
-
 // WithRetry sets how Obtain retries while the lock is held by someone else.
 // Default: NoRetry, a single attempt. Retries never outlast the context; a
 // context without deadline is bounded by WithMaxWait.
@@ -198,7 +187,7 @@ func WithDriftFactor(f float64) Option {
 //
 // The bound holds whatever go-redis' options (it applies a context
 // deadline to the socket only with ContextTimeoutEnabled): a call the
-// Client stops waiting for is abandoned to go-redis, and what it may have
+// Client stops waiting for is left to go-redis, and what it may have
 // granted is released once go-redis returns it. In single mode a call on
 // context.Background() is left to go-redis' own timeouts.
 func WithNodeTimeout(d time.Duration) Option {
@@ -224,7 +213,7 @@ func WithReleaseTimeout(d time.Duration) Option {
 
 // WithMaxWait caps how long Obtain keeps retrying a held lock when the
 // caller's context has no deadline (a context deadline, when set, is used
-// instead). Default: 30 s (DefaultMaxWait), long enough not to abandon a
+// instead). Default: 30 s (DefaultMaxWait), long enough not to give up on a
 // holder that is alive and renewing for a while. No attempt starts after
 // d: the call returns within d plus the round trip of the attempt made
 // before it (bounded by WithNodeTimeout), with a *WaitLimitError that
@@ -294,71 +283,6 @@ func WithAutoPipeline(on bool) Option {
 // still work but wake no one, and waiters poll.
 func WithShardedPubSub(on bool) Option {
 	return optionFunc(func(o *options) { o.sharded = on })
-}
-
-// WithFair makes Obtain grant the lock in arrival order (FIFO). Default: off
-// (whoever tries first after a release wins). See the package guide (Fair
-// locks) and WithQueueTTL for the queue's semantics and cost. Quorum mode
-// and ObtainMulti do not support it (an error matching ErrInvalidArgument).
-func WithFair(on bool) Option {
-	return optionFunc(func(o *options) { o.fair = on })
-}
-
-// WithQueueTTL sets, in fair mode, how long a waiter's place in the queue
-// survives without the waiter renewing it. Waiters renew it at every attempt
-// and wait at most a third of it between attempts; a waiter that died keeps
-// the lock from later waiters for at most this long after its last attempt
-// (a server clock stepped back meanwhile adds at most the time between two
-// attempts). Default 3 s. It must be at least 10 ms.
-func WithQueueTTL(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d < minQueueTTL {
-			o.fail(invalid("queue TTL %v is below %v", d, minQueueTTL))
-			return
-		}
-		o.queueTTL = d
-	})
-}
-
-// WithReplicas makes each grant and each refresh wait until at least k
-// replicas of the Redis that granted it have acknowledged it, at most
-// timeout: a WAIT k timeout on the same connection, right after the
-// script (WAIT cannot run inside a script). Default: off (k = 0, no
-// WAIT). k must not be negative; with k > 0 the timeout must be at least
-// 1 ms (WAIT 0 would block for ever). WAIT never outlives the call's
-// context nor the lease it protects: it waits at most the timeout, and
-// ends early enough (a tenth of the validity left, at least 200 ms, since
-// an idle Redis ends a WAIT up to a cron tick late) for its answer to come
-// while the lease and the context last.
-//
-// A grant that fewer than k replicas acknowledged in time is released and
-// never returned: Obtain fails with a *ReplicaError matching
-// ErrNotReplicated (the lock may be free again). A Refresh that fewer than
-// k acknowledged returns that error and leaves ValidUntil as it was (the
-// primary did extend the lease); a renewal by Run or lease.Hold that is
-// not acknowledged counts as failed and is retried, and if none is
-// acknowledged before ValidUntil the lock is reported lost
-// (ErrLeaseExpired, joined with the ReplicaError).
-//
-// What it protects against, and what not: see docs/redis-deployments.md in
-// the repository. It is single-mode only (standalone, Sentinel, Cluster):
-// quorum mode, a *redis.Ring and ObtainMulti refuse it (errors matching
-// ErrInvalidArgument). The time WAIT takes comes out of the grant's
-// validity, which still starts when the request began. A waiter that asks
-// for replicas is never handed the lock by a Release of its Client (see
-// the package guide, Handoff): it takes it itself, and waits for them.
-func WithReplicas(k int, timeout time.Duration) Option {
-	return optionFunc(func(o *options) {
-		switch {
-		case k < 0:
-			o.fail(invalid("replicas %d is negative", k))
-			return
-		case k > 0 && timeout < time.Millisecond:
-			o.fail(invalid("replica timeout %v is below 1ms", timeout))
-			return
-		}
-		o.replicas, o.replicaTimeout = k, timeout
-	})
 }
 
 // validUntil is the end of the validity of a lease of ttl asked for at

@@ -74,34 +74,13 @@ func (qm *quorumMode) release(ctx context.Context, l *Lock) (ok int, errs []erro
 
 func isTrue(b bool) bool { return b }
 
-func (qm *quorumMode) failed(err error, errs []error) error {
-	return &QuorumError{Err: err, Nodes: errs}
-}
-
-// lost undoes the extensions of the minority that still held the grant.
-func (qm *quorumMode) lost(ctx context.Context, l *Lock, _ bool) { qm.releaseLost(ctx, l) }
-
-func (qm *quorumMode) releaseLater(ctx context.Context, l *Lock, done func(error)) {
-	releaseLater(ctx, qm, qm.c.nodes[0], l, done) // its clean-up counts on the first node
-}
-
-func (qm *quorumMode) publish(*options) script.Publish { return script.PublishNone }
-func (qm *quorumMode) sharded(bool) bool               { return false }
-
-// wakerFor is a local waker: no node's pub/sub can announce a release of
-// the majority.
-func (qm *quorumMode) wakerFor(string, bool) (redis.UniversalClient, string, bool) {
-	return nil, "", true
-}
-
-func (qm *quorumMode) handOff(context.Context, *Lock) (bool, error) { return false, nil }
-func (qm *quorumMode) fairLeave(*request) func()                    { return nil }
-func (qm *quorumMode) keepBatched(*Lock, time.Duration, time.Duration, func(error)) *kept {
-	return nil
-}
-
-func (qm *quorumMode) multi() (*single, error) {
-	return nil, invalid("ObtainMulti is not supported in quorum mode")
+// lost releases a grant found lost (a Refresh without a majority), or
+// confirmed too late, in the background on every node that granted it, so
+// that a minority's extension does not outlive the loss; it does not wait.
+func (qm *quorumMode) lost(ctx context.Context, l *Lock, _ bool) {
+	for _, n := range l.grant.releasing(qm.c) {
+		qm.c.releaseOn(ctx, l, n)
+	}
 }
 
 // maxProposals bounds how often one attempt re-proposes a higher fence
@@ -113,12 +92,12 @@ const maxProposals = 3
 // it to every node at once, and decides as soon as the replies make the
 // outcome certain: granted by a majority, denied by other holders, or
 // proposed too low (then it proposes again at once, higher). Nodes that
-// answer after the decision are settled in the background (grantNodes): a
+// answer after the decision are dealt with in the background (grantNodes): a
 // won lock keeps a late grant, and a node that failed, which may hold it;
 // a lost attempt releases them.
 func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 	c := qm.c
-	n, q := len(c.nodes), c.majority()
+	n, q := len(c.set.Nodes), c.set.Majority()
 	timeout := qm.nodeTimeout(&r.opts, r.ttl)
 	var top int64 // the highest fence the nodes named for this key
 	for range maxProposals {
@@ -127,12 +106,12 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		l.grant = g
 		proposal := max(qm.now().UnixMicro(), above(qm.seen.Load()), above(top))
 		l.start = time.Now()
-		round := fanoutOn(c, ctx, c.nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter, _ int) (script.ObtainReply, error) {
+		round := nodes.Fan(ctx, &c.set, c.set.Nodes, timeout, l.opts.autoPipeline, "obtain", func(ctx context.Context, rdb redis.Scripter, _ int) (script.ObtainReply, error) {
 			return script.Obtain{Keys: l.keys.Boxed[:1], Token: l.arg, TTL: l.ttlArg, Proposal: proposal,
 				Holder: l.opts.holder}.Run(ctx, rdb)
-		}, func(ctx context.Context, node int, rep script.ObtainReply, err error) { // an abandoned call, once it returned
-			if g.settled(node, obtained(rep, err, proposal)) {
-				c.releaseNow(ctx, l, c.nodes[node])
+		}, func(ctx context.Context, node int, rep script.ObtainReply, err error) { // a late call, once it returned
+			if g.late(node, obtained(rep, err, proposal)) {
+				c.releaseNow(ctx, l, c.set.Nodes[node])
 			}
 		})
 		v := votes{qm: qm, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
@@ -148,11 +127,11 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		keep := won && expired == nil
 		early := g.decide(keep, v.grants, v.failed, v.free)
 		round.Stop(func(rep nodes.Reply[script.ObtainReply]) {
-			if nodes.IsAbandoned(rep.Err) {
-				return // its settle settles it
+			if nodes.IsLate(rep.Err) {
+				return // its onLate tells g
 			}
-			if g.settled(rep.Node, obtained(rep.Val, rep.Err, proposal)) {
-				c.releaseOn(ctx, l, c.nodes[rep.Node])
+			if g.late(rep.Node, obtained(rep.Val, rep.Err, proposal)) {
+				c.releaseOn(ctx, l, c.set.Nodes[rep.Node])
 			}
 		})
 		if keep {
@@ -164,7 +143,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		// atomic and replay-safe.
 		qm.releaseNodes(ctx, l, v.grants)
 		for _, i := range append(v.failed, early...) {
-			c.releaseOn(ctx, l, c.nodes[i]) // a lost reply may hide a grant
+			c.releaseOn(ctx, l, c.set.Nodes[i]) // a lost reply may hide a grant
 		}
 		switch {
 		case expired != nil:
@@ -177,13 +156,13 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 			top = max(top, v.top)
 			continue // a higher proposal may win: propose again at once
 		}
-		errs := append(v.errs, timedOut[script.ObtainReply](c, ctx, missing, "obtain")...)
+		errs := append(v.errs, nodes.TimedOut[script.ObtainReply](ctx, &c.set, missing, "obtain")...)
 		var nodeErrs []error
 		for _, e := range errs {
 			nodeErrs = append(nodeErrs, e.Err)
 		}
 		if n-len(nodeErrs) < q {
-			return nil, qm.failed(ErrNoQuorum, nodeErrs) // no majority answered
+			return nil, qm.c.failed(ErrNoQuorum, nodeErrs) // no majority answered
 		}
 		// A majority answered, and other holders denied it the grant:
 		// contention, with the failing nodes' causes attached.
@@ -211,11 +190,11 @@ type votes struct {
 // count adds one reply and reports whether the attempt is decided.
 func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	switch r := rep.Val; {
-	case settledElsewhere(rep.Err): // never sent, or settled when it returns
+	case nodes.NoOutcome(rep.Err): // never sent, or its onLate tells g
 		if nodes.NotSent(rep.Err) {
 			v.free = append(v.free, rep.Node)
 		}
-		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: asNodeErr(v.qm.c, v.ctx, rep, "obtain")})
+		v.errs = append(v.errs, nodes.Reply[script.ObtainReply]{Node: rep.Node, Err: nodes.ReplyErr(v.ctx, &v.qm.c.set, rep, "obtain")})
 		return false
 	case rep.Err != nil:
 	case r.Status == script.Granted && r.Fence == v.proposal:
@@ -246,11 +225,6 @@ func (v *votes) count(rep nodes.Reply[script.ObtainReply]) bool {
 	v.errs = append(v.errs, rep)
 	return false
 }
-
-// settledElsewhere reports whether a node's failed obtain call needs no
-// release from the caller: it never went out (nodes.NotSent), or it was
-// abandoned, and the settle of its fan-out releases it once it returns.
-func settledElsewhere(err error) bool { return nodes.NotSent(err) || nodes.IsAbandoned(err) }
 
 // errNoFenceLeft is the error of a key whose last fence is the highest
 // int64: no grant can have a fence above it (obtain.lua says the same).
@@ -284,44 +258,25 @@ func (qm *quorumMode) releaseNodes(ctx context.Context, l *Lock, which []int) {
 	}
 	ns := make([]*nodes.Node, len(which))
 	for i, j := range which {
-		ns[i] = c.nodes[j]
+		ns[i] = c.set.Nodes[j]
 	}
 	ctx = background(ctx)
-	round := nodes.Fanout(c.live, ns, func(n *nodes.Node) (bool, error) {
-		var released bool
-		err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (err error) {
-			released, err = releaseScript(ctx, rdb, l)
-			return err
+	round := nodes.Fanout(c.set.Live, ns, func(n *nodes.Node) (bool, error) {
+		return nodes.ValueOf(ctx, &c.set, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (bool, error) {
+			return releaseScript(ctx, rdb, l)
 		}, nil)
-		if err != nil {
-			return false, err // released may still be written (abandoned)
-		}
-		return released, nil
 	})
 	round.Gather(l.opts.releaseTimeout, nil)
 	round.Stop(nil)
 }
 
-// releaseLost releases a quorum grant found lost (a Refresh without a
-// majority) in the background, on every node that granted it, so that a
-// minority's extension does not outlive the loss; it does not wait.
-func (qm *quorumMode) releaseLost(ctx context.Context, l *Lock) {
-	for _, n := range l.grant.releasing(qm.c) {
-		qm.c.releaseOn(ctx, l, n)
-	}
-}
-
-// verdict turns per-node outcomes of an operation on a held grant into its
-// result: nil on a majority, ErrNotHeld when enough nodes definitely said
-// no, else the nodes' errors (a *QuorumError matching ErrNoQuorum).
-func (qm *quorumMode) verdict(ok int, errs []error) error {
-	c := qm.c
-	switch {
-	case ok >= c.majority():
-		return nil
-	case ok+len(errs) < c.majority():
-		return ErrNotHeld
-	default:
-		return qm.failed(ErrNoQuorum, errs)
-	}
+// withWallClock sets the wall clock that quorum mode proposes fences from
+// (default time.Now): a test seam for clients whose clocks disagree. It
+// never bears on validity, which runs on Go's monotonic clock.
+func withWallClock(now func() time.Time) ClientOption {
+	return clientOptionFunc(func(c *config) {
+		if now != nil {
+			c.wallClock = now
+		}
+	})
 }

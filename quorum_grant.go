@@ -1,7 +1,11 @@
 package redislock
 
 import (
+	"context"
 	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/script"
@@ -9,7 +13,7 @@ import (
 
 // grantNodes is what a quorum attempt, and the Lock it makes, knows about
 // each node's copy of the grant. It is made before the attempt's calls go
-// out, so that every answer, however late, settles its node here:
+// out, so that every answer, however late, decides its node here:
 //
 //   - Until the attempt is decided, an answer only records the node's state.
 //   - A lost attempt is given up (done): its grants are released.
@@ -26,7 +30,7 @@ import (
 type grantNodes struct {
 	mu      sync.Mutex
 	state   []nodeState // guarded by mu: by node
-	joining []bool      // guarded by mu: by node, a join in flight (its answer settles the node)
+	joining []bool      // guarded by mu: by node, a join in flight (its answer decides the node)
 	decided bool        // guarded by mu: the attempt is decided
 	done    bool        // guarded by mu: given up (lost attempt, released, lost): answers that may hold it are released
 }
@@ -35,7 +39,7 @@ type grantNodes struct {
 type nodeState uint8
 
 const (
-	nodePending nodeState = iota // the obtain has not answered: its answer settles the node
+	nodePending nodeState = iota // the obtain has not answered: its answer decides the node
 	nodeHeld                     // holds the grant: granted (in time or late), or joined by a refresh
 	nodeUnknown                  // a call failed: it may hold the grant
 	nodeFree                     // does not hold the grant: it answered so, or the call was never sent
@@ -69,7 +73,7 @@ func obtained(rep script.ObtainReply, err error, proposal int64) nodeState {
 // decide records the attempt's outcome: the nodes that answered in time,
 // as held, unknown or free, on a won attempt (keep); a lost one is given
 // up, and decide returns the nodes whose answers came in before it on
-// other goroutines (settled) and may hold the grant: the caller releases
+// other goroutines (late) and may hold the grant: the caller releases
 // them, and those of held and unknown.
 func (g *grantNodes) decide(keep bool, held, unknown, free []int) (release []int) {
 	g.mu.Lock()
@@ -94,18 +98,19 @@ func (g *grantNodes) decide(keep bool, held, unknown, free []int) (release []int
 		}
 	}
 	// The caller releases held and unknown; the nodes still pending are
-	// released when they answer (settled).
+	// released when they answer (late).
 	set(held, nodeFree)
 	set(unknown, nodeFree)
 	set(free, nodeFree)
 	return release
 }
 
-// settled records node i's obtain answer that came after the attempt's
-// replies were counted (late, or an abandoned call once it returned), and
+// late records node i's obtain answer that came after the attempt's
+// replies were counted (after the decision, or from a call that returned
+// after its caller stopped waiting), and
 // reports whether the caller must release the node now: the grant was
 // given up and the node may hold it.
-func (g *grantNodes) settled(i int, s nodeState) (release bool) {
+func (g *grantNodes) late(i int, s nodeState) (release bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.state[i] != nodePending {
@@ -179,7 +184,7 @@ func (g *grantNodes) joined(i int, s nodeState, sent bool) (release bool) {
 // holding returns the nodes that hold the grant: the ones a TTL asks.
 func (g *grantNodes) holding(c *Client) []*nodes.Node {
 	if g == nil {
-		return c.nodes
+		return c.set.Nodes
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -188,10 +193,10 @@ func (g *grantNodes) holding(c *Client) []*nodes.Node {
 
 // releasing gives the grant up and returns the nodes a release must reach:
 // those that hold it or may. A node whose obtain or join has not answered
-// is released by its answer's handler (settled, joined).
+// is released by its answer's handler (late, joined).
 func (g *grantNodes) releasing(c *Client) []*nodes.Node {
 	if g == nil {
-		return c.nodes
+		return c.set.Nodes
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -199,7 +204,7 @@ func (g *grantNodes) releasing(c *Client) []*nodes.Node {
 	ns := make([]*nodes.Node, 0, len(g.state))
 	for i, s := range g.state {
 		if s.mayHold() && !g.joining[i] {
-			ns = append(ns, c.nodes[i])
+			ns = append(ns, c.set.Nodes[i])
 		}
 	}
 	return ns
@@ -211,8 +216,115 @@ func (g *grantNodes) in(c *Client, is func(nodeState) bool) []*nodes.Node {
 	ns := make([]*nodes.Node, 0, len(g.state))
 	for i, s := range g.state {
 		if is(s) {
-			ns = append(ns, c.nodes[i])
+			ns = append(ns, c.set.Nodes[i])
 		}
 	}
 	return ns
+}
+
+// refresh extends l on the nodes that hold it and brings the others into
+// it (join.lua), so that a grant made on a bare majority (a node was down,
+// slow, or went to a contender) does not stay on one, where a single
+// node's clock jump or restart would leave a minority: the next refresh
+// after a node comes back has it hold the grant too. A join takes a node's
+// key only where it is free (never another holder's, never after this
+// grant's release there) and keeps the node's last fence when it is
+// higher, so the fences of later grants stay ordered.
+//
+// A node counts towards the refresh's majority when it held the grant
+// already (an extension, or a join that found the grant there), or when
+// the refresh took it while the lock's validity lasted (its answer came
+// before the validity confirmed before the refresh ended) and no attempt
+// after the grant's had reached it (join.lua's Joined). Until that
+// validity ends a majority holds the grant, so no other client can have
+// been granted the lock meanwhile; a node that a later attempt reached
+// (JoinedAbove) may have been part of another client's grant, if a clock
+// step or a restart broke the majority, and counts from the next refresh
+// on. So a refresh never makes ownership look continuous across a gap: a
+// refresh that comes after the validity ended counts only extensions, as
+// one on a single Redis does. Nodes whose obtain has not answered are
+// asked nothing; once the grant is given up (released, lost), a refresh
+// only extends and joins nothing.
+func (qm *quorumMode) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error) {
+	c, g := qm.c, l.grant
+	if g == nil {
+		return onGrant(qm, ctx, nil, qm.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", extension{l, ttl.Milliseconds()}, refreshOn, isTrue)
+	}
+	extend, join := g.forRefresh()
+	joining := make([]bool, len(c.set.Nodes))
+	ns := nodeList(c, extend)
+	for _, i := range join {
+		joining[i] = true
+		ns = append(ns, c.set.Nodes[i])
+	}
+	ms, until := ttl.Milliseconds(), l.validUntil()
+	return nodes.Decide(ctx, &qm.c.set, ns, qm.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh",
+		func(ctx context.Context, rdb redis.Scripter, node int) (script.JoinReply, error) {
+			if joining[node] {
+				return script.Join(ctx, rdb, l.keys.Boxed[:1], l.arg, ms, l.fence, l.opts.holder)
+			}
+			if held, err := script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, ms); err != nil || !held {
+				return script.NotJoined, err
+			}
+			return script.Extended, nil
+		},
+		func(r script.JoinReply) bool {
+			return r == script.Extended || r == script.Joined && time.Now().Before(until)
+		},
+		func(ctx context.Context, node int, r script.JoinReply, err error) {
+			if !joining[node] {
+				if err == nil {
+					g.extended(node, r == script.Extended)
+				}
+				return
+			}
+			if g.joined(node, joinedState(r, err), !nodes.NotSent(err)) {
+				c.releaseOn(ctx, l, c.set.Nodes[node]) // given up while the join was out
+			}
+		})
+}
+
+// nodeList returns the nodes with the indexes is.
+func nodeList(c *Client, is []int) []*nodes.Node {
+	ns := make([]*nodes.Node, 0, len(c.set.Nodes))
+	for _, i := range is {
+		ns = append(ns, c.set.Nodes[i])
+	}
+	return ns
+}
+
+// joinedState is the state a join's answer leaves its node in.
+func joinedState(r script.JoinReply, err error) nodeState {
+	switch {
+	case err != nil:
+		return nodeUnknown
+	case r == script.NotJoined:
+		return nodeFree
+	}
+	return nodeHeld
+}
+
+// extension is a refresh of l to ms milliseconds.
+type extension struct {
+	l  *Lock
+	ms int64
+}
+
+func refreshOn(ctx context.Context, rdb redis.Scripter, e extension) (bool, error) {
+	return script.Refresh(ctx, rdb, e.l.keys.Boxed[:1], e.l.arg, e.ms)
+}
+
+// onGrant runs f(ctx, rdb, arg), an operation on a held grant, on the nodes
+// ns (nil: every node) and counts the replies for which yes is true,
+// collecting the errors (each a *NodeError): in parallel on the live pool,
+// returning as soon as the outcome is certain (see decided), every node
+// answered, or timeout has passed. Only at the timeout does a node not
+// heard from count as timed out. The calls not waited for finish in the
+// background on the live pool (Close waits for them); their replies are
+// dropped.
+func onGrant[T, A any](qm *quorumMode, ctx context.Context, ns []*nodes.Node, timeout time.Duration, pipeline bool, op string,
+	arg A, f func(ctx context.Context, rdb redis.Scripter, arg A) (T, error), yes func(T) bool) (ok int, errs []error) {
+	return nodes.Decide(ctx, &qm.c.set, ns, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter, _ int) (T, error) {
+		return f(ctx, rdb, arg)
+	}, yes, nil)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -57,8 +58,10 @@ func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop 
 		lost(cause)
 	}
 	return l.releaseWatch().Keep(report, func(lost func(cause error)) func() {
-		if k := l.c.m.keepBatched(l, ttl, interval, lost); k != nil {
-			return k.stop
+		if s := l.c.single; s != nil {
+			if k := s.keepBatched(l, ttl, interval, lost); k != nil {
+				return k.stop
+			}
 		}
 		return backend.Refresher(nil, renewal{l}, ttl, interval, lost)
 	})
@@ -216,7 +219,7 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	n := s.n
 	var unacked []error // WithReplicas: per batch, the renewals too few replicas acknowledged
 	acked := first.opts.replicas > 0
-	err := c.call(ctx, n, s.nodeTimeout(&first.opts, ttl), false, "refresh", func(ctx context.Context, rdb redis.Scripter) error {
+	err := c.set.Call(ctx, n, s.nodeTimeout(&first.opts, ttl), false, "refresh", func(ctx context.Context, rdb redis.Scripter) error {
 		switch {
 		case acked:
 			unacked = s.renewAcked(ctx, batches, ttl, &first.opts)
@@ -231,7 +234,7 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	}, nil)
 	res := make([]renew.Result, len(reqs))
 	done := batches // the batches as the call left them
-	if nodes.IsAbandoned(err) || nodes.NotSent(err) {
+	if nodes.NoOutcome(err) {
 		// The call may still write the batches: every renewal failed.
 		n.ReloadOnFault(ctx, err)
 		for i := range res {
@@ -270,37 +273,45 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 	return res, nil
 }
 
-// renewAcked runs the batches (WithReplicas o) on one connection per
-// server that serves them now (the master of their slots on Cluster),
-// each server's followed by one WAIT, and returns per batch the
-// *NodeError of a WAIT that too few replicas answered (nil:
-// acknowledged). A batch whose server failed gets the error (none of that
-// server's renewals is acknowledged).
-func (s *single) renewAcked(ctx context.Context, batches []script.Batch, ttl time.Duration, o *options) (unacked []error) {
-	sent := time.Now()
-	until := o.validUntil(sent, ttl) // of the renewals, sent from now
-	unacked = make([]error, len(batches))
-	firsts := make([]string, len(batches))
-	for i, b := range batches {
-		firsts[i] = b.Keys[0]
-	}
-	errs := s.n.OnConns(ctx, firsts, func(conn *redis.Conn, is []int) error {
-		for _, i := range is {
-			b := &batches[i]
-			if b.Status, b.Err = script.BatchRefresh(ctx, conn, b.Keys, b.Tokens, ttl.Milliseconds(), nil); b.Err != nil {
-				return b.Err
-			}
-		}
-		return awaitReplicas(ctx, conn, o, sent, until)
+// multiLease is a MultiLock as lease.RunLock needs it: its renewal, release
+// and validity. (Its Key and Fence stand for the whole set.)
+type multiLease struct {
+	*MultiLock
+	keeping // multiKeeper: renewed by Refresh, ended by a Release at once
+}
+
+// multiKeeper renews a MultiLock by Refresh, and reports its Release at
+// once (backend.Keeper).
+type multiKeeper struct{ m *MultiLock }
+
+func (k multiKeeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return k.m.watch.Keep(lost, func(lost func(cause error)) func() {
+		return backend.Refresher(nil, multiLease{MultiLock: k.m}, ttl, interval, lost)
 	})
-	for i, err := range errs {
-		var re *ReplicaError
-		switch {
-		case errors.As(err, &re):
-			unacked[i] = s.c.nodeErr(ctx, s.n.Index, "refresh", err)
-		case err != nil: // no WAIT ran: none of the server's renewals is acknowledged
-			batches[i].Err = err
-		}
+}
+
+func (m multiLease) Key() string { return strings.Join(m.keys, ",") }
+
+func (m multiLease) Fence() int64 { return 0 }
+
+// renewer returns the Client's renewer, made on first use; nil on a Ring
+// or another client (its locks are renewed one by one) or after Close.
+func (s *single) renewer() *renew.Renewer {
+	if !s.n.OwnConns() {
+		return nil
 	}
-	return unacked
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if c.rn == nil {
+		rn, err := renew.New(renew.Config{Batch: s.renewBatch})
+		if err != nil {
+			return nil // not with this Config
+		}
+		c.rn = rn
+	}
+	return c.rn
 }

@@ -3,13 +3,14 @@ package redislock
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/internal/nodes"
-	"github.com/redislock-go/redislock/internal/renew"
 	"github.com/redislock-go/redislock/internal/script"
 )
 
@@ -55,15 +56,15 @@ func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 	c := s.c
 	l.start = time.Now()
 	l.attempt = attempt{ticket: r.ticket, ttl: r.ttl} // not r: the request stays on the caller's stack
-	err := c.do(ctx, s.n, s.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline && l.opts.replicas == 0, "obtain", (*obtainCall)(l))
+	err := c.set.Do(ctx, s.n, s.nodeTimeout(&l.opts, r.ttl), l.opts.autoPipeline && l.opts.replicas == 0, "obtain", (*obtainCall)(l))
 	if err != nil {
 		// The script may have run (a reply lost to a timeout or a cut
 		// connection): release whatever it may have granted, unless it
-		// never went out, or is abandoned (its settle releases it once it
+		// never went out, or still runs (its OnLate releases it once it
 		// has returned, so that the release cannot reach Redis first).
-		// l.attempt may still be written (abandoned).
+		// l.attempt is the call's until then.
 		r.markQueued()
-		if !nodes.NotSent(err) && !nodes.IsAbandoned(err) {
+		if !nodes.NoOutcome(err) {
 			c.releaseOn(ctx, l, s.n)
 		}
 		return err
@@ -92,52 +93,50 @@ func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 }
 
 func (s *single) ttl(ctx context.Context, l *Lock) (least int64, ok int, errs []error) {
-	var held bool
-	err := s.c.call(ctx, s.n, s.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", func(ctx context.Context, rdb redis.Scripter) (err error) {
-		least, held, err = script.TTL(ctx, rdb, l.keys.Boxed[:1], l.arg)
-		return err
-	}, nil)
-	if err != nil {
-		return 0, 0, []error{err} // least and held may still be written (abandoned)
-	}
-	ok, errs = one(held, nil)
-	return least, ok, errs
+	p, err := nodes.Value(ctx, &s.c.set, s.n, s.nodeTimeout(&l.opts, l.currentTTL()), l.opts.autoPipeline, "ttl", l, ttlOn, nil)
+	ok, errs = one(p.held, err)
+	return p.ms, ok, errs
 }
 
 func (s *single) refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error) {
-	var held bool
-	ms := ttl.Milliseconds()
-	start := time.Now()
-	err := s.c.call(ctx, s.n, s.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh",
-		func(ctx context.Context, rdb redis.Scripter) (err error) {
-			if l.opts.replicas == 0 {
-				held, err = script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, ms)
-				return err
-			}
-			return s.n.OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
-				if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, ms); err != nil || !held {
-					return err
-				}
-				return awaitReplicas(ctx, conn, &l.opts, start, l.opts.validUntil(start, ttl))
-			})
-		}, nil)
-	if err != nil {
-		return 0, []error{err} // held may still be written (abandoned)
+	r := singleRefresh{n: s.n, l: l, ttl: ttl, start: time.Now()}
+	return one(nodes.Value(ctx, &s.c.set, s.n, s.nodeTimeout(&l.opts, ttl), l.opts.autoPipeline, "refresh", r, refreshSingle, nil))
+}
+
+// singleRefresh is one refresh of l to ttl on n, sent at start.
+type singleRefresh struct {
+	n     *nodes.Node
+	l     *Lock
+	ttl   time.Duration
+	start time.Time
+}
+
+// refreshSingle runs r: refresh.lua, then WAIT with WithReplicas.
+func refreshSingle(ctx context.Context, rdb redis.Scripter, r singleRefresh) (held bool, err error) {
+	l, ms := r.l, r.ttl.Milliseconds()
+	if l.opts.replicas == 0 {
+		return script.Refresh(ctx, rdb, l.keys.Boxed[:1], l.arg, ms)
 	}
-	return one(held, nil)
+	err = r.n.OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
+		if held, err = script.Refresh(ctx, conn, l.keys.Boxed[:1], l.arg, ms); err != nil || !held {
+			return err
+		}
+		return awaitReplicas(ctx, conn, &l.opts, r.start, l.opts.validUntil(r.start, r.ttl))
+	})
+	return held, err
 }
 
 func (s *single) release(ctx context.Context, l *Lock) (ok int, errs []error) {
 	r := &releaseCall{l: l}
-	if err := s.c.do(ctx, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "release", r); err != nil {
-		return 0, []error{err} // r.released may still be written (abandoned)
+	if err := s.c.set.Do(ctx, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "release", r); err != nil {
+		return 0, []error{err} // r is the call's until it returns
 	}
 	return one(r.released, nil)
 }
 
 // releaseCall is one release of a Lock as a node call (nodes.Op), with
-// its outcome: one allocation for both. An abandoned one needs no
-// settling: a release that reached Redis late has released.
+// its outcome: one allocation for both. A late one needs nothing more: a
+// release that reached Redis late has released.
 type releaseCall struct {
 	l        *Lock
 	released bool
@@ -148,7 +147,7 @@ func (r *releaseCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
 	return err
 }
 
-func (*releaseCall) Settle(context.Context, error) {}
+func (*releaseCall) OnLate(context.Context, error) {}
 
 // obtainScript sends l's attempt: obtain.lua, or fair_obtain.lua in fair
 // mode (tk: the call's ticket).
@@ -170,8 +169,8 @@ type attempt struct {
 }
 
 // obtainCall is a Lock's obtain attempt as a node call (nodes.Op): obtain.lua,
-// or fair_obtain.lua, then WAIT with WithReplicas; an abandoned one is
-// settled by releasing whatever it may have granted (settleRelease). Only
+// or fair_obtain.lua, then WAIT with WithReplicas; a late one releases
+// whatever it may have granted once it returns (OnLate). Only
 // without replicas, when its Run uses rdb alone, may it be batched
 // (nodes.Node.Do).
 type obtainCall Lock
@@ -183,7 +182,7 @@ func (a *obtainCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
 		at.rep, err = obtainScript(ctx, rdb, at.ticket, l)
 		return err
 	}
-	return l.c.nodes[0].OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
+	return l.c.set.Nodes[0].OnConn(ctx, l.keys.Lock, func(conn *redis.Conn) (err error) {
 		if at.rep, err = obtainScript(ctx, conn, at.ticket, l); err != nil || at.rep.Status != script.Granted {
 			return err
 		}
@@ -195,24 +194,16 @@ func (a *obtainCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
 	})
 }
 
-// Settle releases what the abandoned attempt may have granted and, in fair
-// mode, takes its ticket out of the queue again: the Obtain call has left
-// the queue already, but the attempt may have queued the ticket after that.
-func (a *obtainCall) Settle(ctx context.Context, err error) {
-	(*settleRelease)(a).settle(ctx, err)
+// OnLate releases what the attempt, which returned after its caller
+// stopped waiting, may have granted and, in fair mode, takes its ticket
+// out of the queue again: the Obtain call has left the queue already, but
+// the attempt may have queued the ticket after that.
+func (a *obtainCall) OnLate(ctx context.Context, _ error) {
 	l := (*Lock)(a)
+	l.c.releaseNow(ctx, l, l.c.set.Nodes[0])
 	if t := l.attempt.ticket; t != nil {
-		leaveQueue(ctx, l.c, l.c.nodes[0], l.keys, t.id, &l.opts)
+		leaveQueue(ctx, l.c, l.c.set.Nodes[0], l.keys, t.id, &l.opts)
 	}
-}
-
-// settleRelease is a Lock whose attempt's call was abandoned: once the
-// call has returned, whatever it may have granted is released.
-type settleRelease Lock
-
-func (r *settleRelease) settle(ctx context.Context, _ error) {
-	l := (*Lock)(r)
-	l.c.releaseNow(ctx, l, l.c.nodes[0])
 }
 
 // one is the count of a single node's answer: yes, or its error.
@@ -226,23 +217,6 @@ func one(yes bool, err error) (ok int, errs []error) {
 	return 0, nil
 }
 
-func (s *single) verdict(ok int, errs []error) error {
-	switch {
-	case ok > 0:
-		return nil
-	case len(errs) == 0:
-		return ErrNotHeld
-	}
-	return s.failed(ErrNoQuorum, errs)
-}
-
-func (s *single) failed(err error, errs []error) error {
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return &QuorumError{Err: err, Nodes: errs}
-}
-
 // lost: a grant found gone left nothing behind; one confirmed too late is
 // given back.
 func (s *single) lost(ctx context.Context, l *Lock, late bool) {
@@ -251,14 +225,13 @@ func (s *single) lost(ctx context.Context, l *Lock, late bool) {
 	}
 }
 
+// publish is how releases with o wake waiters.
 func (s *single) publish(o *options) script.Publish {
 	if o.sharded {
 		return script.PublishSharded
 	}
 	return script.PublishPlain
 }
-
-func (s *single) sharded(asked bool) bool { return asked }
 
 // wakerFor: one waker per Client, or in sharded mode on Redis Cluster one
 // per master node (sharded channels live on the node that owns their
@@ -285,155 +258,34 @@ func (s *single) wakerFor(channel string, sharded bool) (rdb redis.UniversalClie
 	return node, "sharded " + node.Options().Addr, true
 }
 
-func (s *single) multi() (*single, error) { return s, nil }
-
-// maxHandoffs is how many times in a row a lock is handed over within a
-// Client before a Release lets every Client compete for it again: waiters
-// of other Clients see the lock held throughout a chain of handoffs.
-const maxHandoffs = 16
-
-// handOff releases l and passes the lock to the longest-waiting caller of
-// this Client for its key, if there is one (notified, not fair, not
-// sharded), in one release.lua call: the waiter's fresh token takes the
-// lock with its own TTL and the next fence, in the same atomic step. Where
-// Redis cannot write that grant (out of memory) the call releases l all
-// the same, and the waiter, woken, tries on its own. It reports handed =
-// false when there is no such waiter (Release then releases as usual),
-// else Release's result for l.
-func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) {
-	c := s.c
-	if l.handoffs >= maxHandoffs || !l.opts.notify || l.opts.fair || l.opts.sharded {
-		return false, nil
+// slotGroups sorts the keys' Redis keys into canonical order and groups
+// them into script calls: one group, unless the node is a Redis Cluster
+// client and the keys span several slots, then one group per slot.
+func (s *single) slotGroups(prefix string, keyList []string) [][]keys.Lock {
+	ks := make([]keys.Lock, len(keyList))
+	for i, k := range keyList {
+		ks[i] = keys.New(prefix, k)
 	}
-	w := c.localWaker()
-	if w == nil {
-		return false, nil
+	slices.SortFunc(ks, func(a, b keys.Lock) int { return strings.Compare(a.Lock, b.Lock) })
+	if !s.cluster() {
+		return [][]keys.Lock{ks}
 	}
-	sub, req := w.Claim(l.keys.Wake)
-	if sub == nil {
-		return false, nil
-	}
-	next := req.newLock()
-	next.handoffs = l.handoffs + 1
-	next.start = time.Now()
-	var released bool
-	var fence int64
-	err = c.call(ctx, s.n, l.opts.releaseTimeout, l.opts.autoPipeline, "handoff", func(ctx context.Context, rdb redis.Scripter) (err error) {
-		released, fence, err = script.Handoff{Keys: l.keys.Boxed[:1], Token: l.arg, RecordTTL: recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg),
-			Publish: s.publish(&l.opts), To: next.arg, TTL: next.ttlArg, Holder: next.opts.holder}.Run(ctx, rdb)
-		return err
-	}, (*settleRelease)(next).settle)
-	switch {
-	case err != nil:
-		// Unknown outcome: the waiter's token may hold the lock (given
-		// back by the settle once an abandoned call has returned).
-		w.Deliver(sub, nil, false)
-		if !nodes.IsAbandoned(err) && !nodes.NotSent(err) {
-			c.giveBack(ctx, next)
-		}
-		return true, err
-	case fence > 0:
-		next.fence = fence
-		if next.confirmFrom(&next.opts, next.start, req.ttl) != nil || !w.Deliver(sub, next, true) {
-			w.Deliver(sub, nil, false)
-			c.giveBack(ctx, next)
-		}
-	default:
-		w.Deliver(sub, nil, false)
-		if released {
-			c.wakeLocal(l) // released without handoff: the waiter tries
+	slices.SortStableFunc(ks, func(a, b keys.Lock) int { return int(keys.Slot(a.Lock)) - int(keys.Slot(b.Lock)) })
+	var groups [][]keys.Lock
+	for i, k := range ks {
+		if i > 0 && keys.Slot(k.Lock) == keys.Slot(ks[i-1].Lock) {
+			groups[len(groups)-1] = append(groups[len(groups)-1], k)
+		} else {
+			groups = append(groups, []keys.Lock{k})
 		}
 	}
-	if !released {
-		return true, ErrNotHeld
-	}
-	return true, nil
+	return groups
 }
 
-func (s *single) releaseLater(ctx context.Context, l *Lock, done func(error)) {
-	releaseLater(ctx, s, s.n, l, done)
-}
-
-// fairLeave returns what an Obtain call runs when it returns, granted or
-// not: in fair mode, if an attempt queued its ticket, take the ticket out of
-// the queue (on a detached context, bounded by the release timeout). After
-// a grant the ticket is already gone and this changes nothing. nil when not
-// in fair mode.
-func (s *single) fairLeave(r *request) func() {
-	if r.ticket == nil {
-		return nil
+func locksOf(g []keys.Lock) []string {
+	ks := make([]string, len(g))
+	for i, k := range g {
+		ks[i] = k.Lock
 	}
-	return func() {
-		if r.ticket.queued.Load() {
-			leaveQueue(context.Background(), s.c, s.n, r.keys, r.ticket.id, &r.opts)
-		}
-	}
-}
-
-// leaveQueue takes ticket id out of k's fair queue on n, on a detached
-// context bounded by the release timeout; ZREM of a ticket not queued
-// changes nothing.
-func leaveQueue(ctx context.Context, c *Client, n *nodes.Node, k keys.Lock, id string, o *options) {
-	_ = c.call(background(ctx), n, o.releaseTimeout, false, "fair leave", func(ctx context.Context, rdb redis.Scripter) error {
-		return script.FairLeave(ctx, rdb, k.FairLeave(), id, c.m.publish(o))
-	}, nil)
-}
-
-// waitLate is how late Redis may end a WAIT, with room to spare: an idle
-// Redis checks blocked clients' timeouts at its cron ticks, 1/hz apart
-// (100 ms at the default hz 10); two ticks.
-const waitLate = 200 * time.Millisecond
-
-// awaitReplicas runs WAIT on conn, after the write that o's grant or
-// refresh, sent at sent, made there, for the lease valid until until: nil
-// when enough replicas acknowledged it in time, a *ReplicaError when too
-// few did, or WAIT's own error. WAIT waits the replica timeout, but never
-// past ctx's deadline, nor past until less the largest of a tenth of the
-// validity left, the write's round trip (its reply takes as long) and
-// waitLate, so that its answer comes while the lease is valid (a lease
-// already over needs no replicas). With less than 1 ms left for it, it
-// does not wait at all: WAIT 0 0 counts the replicas that have
-// acknowledged so far (a WAIT k 0 would block for ever, a WAIT k 1 may
-// end a cron tick late).
-func awaitReplicas(ctx context.Context, conn *redis.Conn, o *options, sent, until time.Time) error {
-	left := time.Until(until)
-	d := min(o.replicaTimeout, left-max(left/10, time.Since(sent), waitLate))
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl)-waitLate)
-	}
-	d = max(d.Truncate(time.Millisecond), 0)
-	want := o.replicas
-	if d == 0 {
-		want = 0 // no time to wait: count the acknowledgements so far
-	}
-	n, err := nodes.Wait(ctx, conn, want, d.Milliseconds())
-	switch {
-	case err != nil:
-		return err
-	case n < o.replicas:
-		return &ReplicaError{Want: o.replicas, Acked: n, Timeout: d}
-	}
-	return nil
-}
-
-// renewer returns the Client's renewer, made on first use; nil on a Ring
-// or another client (its locks are renewed one by one) or after Close.
-func (s *single) renewer() *renew.Renewer {
-	if !s.n.OwnConns() {
-		return nil
-	}
-	c := s.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil
-	}
-	if c.rn == nil {
-		rn, err := renew.New(renew.Config{Batch: s.renewBatch})
-		if err != nil {
-			return nil // not with this Config
-		}
-		c.rn = rn
-	}
-	return c.rn
+	return ks
 }

@@ -7,10 +7,9 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/internal/keys"
-	"github.com/redislock-go/redislock/internal/wake"
+	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
-	"github.com/redislock-go/redislock/observe"
 )
 
 // heldError is ErrNotObtained with what the failed attempt learned: the
@@ -35,7 +34,7 @@ type waitState struct {
 	c         *Client // nil: polling
 	sharded   bool
 	ticket    string                          // fair mode: this Obtain call's place in the queue
-	req       *request                        // Obtain: what a handoff grants (single.go); nil: no handoffs
+	req       *request                        // Obtain: what a handoff grants (handoff.go); nil: no handoffs
 	retry     func(ctx context.Context) error // one more attempt (the recheck)
 	granted   *Lock                           // Obtain: what the recheck obtained, or a handoff
 	sub       *waitSub
@@ -45,7 +44,7 @@ type waitState struct {
 }
 
 func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error, leave func()) *waitState {
-	w := &waitState{retry: retry, sharded: c.m.sharded(o.sharded), leave: leave}
+	w := &waitState{retry: retry, sharded: c.sharded(o.sharded), leave: leave}
 	if o.fair {
 		w.fairCap = o.queueTTL / 3
 	}
@@ -60,7 +59,7 @@ func (c *Client) newWaitState(o *options, retry func(ctx context.Context) error,
 // that an Obtain that never waits keeps its own on the stack.
 func (c *Client) obtainWaiter(req request) *waitState {
 	r := &req
-	w := c.newWaitState(&r.opts, nil, c.m.fairLeave(r))
+	w := c.newWaitState(&r.opts, nil, c.fairLeave(r))
 	switch {
 	case r.ticket != nil:
 		w.ticket = r.ticket.id
@@ -87,7 +86,7 @@ func (w *waitState) handedOver() bool {
 			if time.Now().Before(l.validUntil()) {
 				w.granted = l
 			} else {
-				l.c.giveBack(context.Background(), l)
+				l.c.releaseLater(context.Background(), l, noObserver)
 			}
 		}
 	}
@@ -214,20 +213,10 @@ func (w *waitState) stop() {
 func (w *waitState) leaveSub() {
 	if w.sub != nil {
 		if l, ok := w.sub.Stop(); ok {
-			l.c.giveBack(context.Background(), l)
+			l.c.releaseLater(context.Background(), l, noObserver)
 		}
 		w.sub = nil
 	}
-}
-
-// subscribe registers a waiter on channel with the client's waker, or
-// returns nil when there is none (the client is closed, or a Ring).
-func (c *Client) subscribe(channel, ticket string, req *request, sharded bool) *waitSub {
-	w := c.wakerFor(channel, sharded)
-	if w == nil {
-		return nil
-	}
-	return w.Add(channel, ticket, req, req != nil)
 }
 
 var timerPool = sync.Pool{New: func() any {
@@ -251,117 +240,6 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	case <-wake:
 	}
 	return nil
-}
-
-// waker multiplexes the Client's waiters (internal/wake): a handoff asks
-// for a *request and delivers a *Lock.
-type waker = wake.Waker[*request, *Lock]
-
-// waitSub is one waiter's registration with a waker.
-type waitSub = wake.Sub[*request, *Lock]
-
-// wakerFor returns the waker for channel, creating it on first use (where
-// it listens is the mode's choice: one per Client, one per Cluster master
-// for sharded channels, a local one in quorum mode); nil when waiters
-// poll, and after Close.
-func (c *Client) wakerFor(channel string, sharded bool) *waker {
-	rdb, addr, ok := c.m.wakerFor(channel, sharded)
-	if !ok {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil
-	}
-	if c.wakers == nil {
-		c.wakers = make(map[string]*waker)
-	}
-	w := c.wakers[addr]
-	if w == nil {
-		if rdb == nil {
-			w = wake.NewLocal[*request, *Lock]()
-		} else {
-			w = wake.New[*request, *Lock](rdb, sharded, c.resubscribed)
-		}
-		c.wakers[addr] = w
-	}
-	return w
-}
-
-// resubscribed tells the observers that a waker replaced its connection.
-func (c *Client) resubscribed(cause error) {
-	if c.obs != nil {
-		c.obs.resubscribed(observe.SubscriptionEvent{Err: cause})
-	}
-}
-
-// localWaker returns the Client's waker for plain (not sharded) pub/sub,
-// nil if no caller has waited yet: the one that handoffs and the in-Client
-// queue work with.
-func (c *Client) localWaker() *waker {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.wakers[""]
-}
-
-// closeWakers stops every waker of the client; called by Close.
-func (c *Client) closeWakers() {
-	c.mu.Lock()
-	ws := c.wakers
-	c.wakers = nil
-	c.mu.Unlock()
-	for _, w := range ws {
-		w.Close()
-	}
-}
-
-// queueBehindLocalWaiters reports whether a new Obtain with a retry
-// strategy should skip its first attempt because other callers of this
-// Client are waiting, notified, for the same key: waking the longest-waiting
-// one per release then grants in arrival order within the Client, and a
-// caller that just released cannot re-take the lock ahead of them.
-func (c *Client) queueBehindLocalWaiters(o *options, k keys.Lock) bool {
-	if !o.notify || o.fair || c.m.sharded(o.sharded) {
-		return false
-	}
-	if _, ok := o.retry.Backoff(1); !ok {
-		return false // a single attempt must try
-	}
-	w := c.localWaker()
-	if w == nil {
-		return false
-	}
-	n, ready := w.Waiting(k.Wake)
-	return ready && n > 0
-}
-
-// waiters returns how many callers of the Client wait for the key, one
-// more that is about to, or -1 when the Client does not keep count
-// (polling, sharded pub/sub).
-func (c *Client) waiters(o *options, k keys.Lock) int {
-	if !o.notify || c.m.sharded(o.sharded) {
-		return -1
-	}
-	w := c.localWaker()
-	if w == nil {
-		return 1
-	}
-	n, _ := w.Waiting(k.Wake)
-	return n + 1
-}
-
-// wakeLocal wakes the longest-waiting caller of this Client for the key of
-// l, just released: callers queued behind one another make no attempts of
-// their own (waitState.behind), so the lock may carry no mark that makes
-// the release publish a wake-up (the release that ends a chain of handoffs).
-func (c *Client) wakeLocal(l *Lock) {
-	if !l.opts.notify || c.m.sharded(l.opts.sharded) {
-		return
-	}
-	if w := c.localWaker(); w != nil {
-		w.Notify(l.keys.Wake, "")
-	}
 }
 
 // waitDeadline starts the wait of an Obtain (backend.WaitDeadline): ctx's
@@ -394,3 +272,39 @@ func seenTTL(err error) time.Duration {
 // WaitLimitError is lease.WaitLimitError: an Obtain (or ObtainMulti)
 // that stopped waiting for a held lock because its wait limit passed.
 type WaitLimitError = lease.WaitLimitError
+
+// A RetryStrategy decides whether and how long Obtain waits before trying a
+// contended lock again. attempt counts the failed tries so far (1 after the
+// first). Implementations must be stateless values: one strategy is shared
+// by every call and goroutine that uses it. It is lease.RetryStrategy, so
+// one strategy serves every backend.
+type RetryStrategy = lease.RetryStrategy
+
+// NoRetry tries once. It is the default.
+func NoRetry() RetryStrategy { return lease.NoRetry() }
+
+// LinearBackoff waits d between tries, until the context (or WithMaxWait)
+// ends. d must be positive.
+func LinearBackoff(d time.Duration) RetryStrategy { return lease.LinearBackoff(d) }
+
+// ExponentialBackoff waits a random time between min and a ceiling that
+// starts at min and doubles with every failed try, up to max (full jitter,
+// so that waiters woken together spread out). It needs 0 < min <= max.
+func ExponentialBackoff(min, max time.Duration) RetryStrategy {
+	return lease.ExponentialBackoff(min, max)
+}
+
+// LimitRetry allows at most max retries (max+1 tries in all) of s.
+func LimitRetry(s RetryStrategy, max int) RetryStrategy { return lease.LimitRetry(s, max) }
+
+// sharded reports whether waiting uses sharded pub/sub when a call asks
+// for it (single mode only).
+func (c *Client) sharded(asked bool) bool { return asked && c.single != nil }
+
+// publish is how releases with o wake waiters: quorum mode has no pub/sub.
+func (c *Client) publish(o *options) script.Publish {
+	if c.single == nil {
+		return script.PublishNone
+	}
+	return c.single.publish(o)
+}

@@ -104,7 +104,7 @@ func (d *deferredCall) run() {
 	n := d.n
 	n.inflight.Add(-1)
 	n.noteReached(err)
-	d.op.Settle(Bounded(context.WithValue(context.WithoutCancel(d.ctx), settling{}, true)), err)
+	d.op.OnLate(Bounded(context.WithValue(context.WithoutCancel(d.ctx), settling{}, true)), err)
 	n.Guarded.settled()
 	d.put()
 }

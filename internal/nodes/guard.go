@@ -94,9 +94,15 @@ var errNotSent = errors.New("redislock: not sent")
 // its node refused it (ErrBusy). Nothing needs to be settled after it.
 func NotSent(err error) bool { return errors.Is(err, errNotSent) || errors.Is(err, ErrBusy) }
 
-// IsAbandoned reports whether err is the error of an abandoned call
+// IsLate reports whether err is the error of a late (abandoned) call
 // (ErrAbandoned): its late function settles it.
-func IsAbandoned(err error) bool { return errors.Is(err, ErrAbandoned) }
+func IsLate(err error) bool { return errors.Is(err, ErrAbandoned) }
+
+// NoOutcome reports whether a failed call's outcome is not its caller's
+// to handle: the call never went out (NotSent), or it still runs, and its
+// onLate (Call's settle, an Op's OnLate) gets its outcome once it returns
+// (IsLate).
+func NoOutcome(err error) bool { return NotSent(err) || IsLate(err) }
 
 // callError is the error of a call not sent, or abandoned: its message is
 // the cause's.
@@ -158,7 +164,7 @@ func (g *guarded) run() {
 	sctx := Bounded(context.WithValue(context.WithoutCancel(g.ctx), settling{}, true))
 	switch {
 	case g.op != nil:
-		g.op.Settle(sctx, err)
+		g.op.OnLate(sctx, err)
 	case g.settle != nil:
 		g.settle(sctx, err)
 	}

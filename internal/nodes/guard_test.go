@@ -50,7 +50,7 @@ func TestCallNotSentOnEndedContext(t *testing.T) {
 		t.Error("a call on an ended ctx was sent")
 		return nil
 	}, nil)
-	if !nodes.NotSent(err) || !errors.Is(err, context.Canceled) || nodes.IsAbandoned(err) {
+	if !nodes.NotSent(err) || !errors.Is(err, context.Canceled) || nodes.IsLate(err) {
 		t.Fatalf("Call on an ended ctx: %v, want not sent, context.Canceled", err)
 	}
 }
@@ -85,7 +85,7 @@ func TestCallAbandonedThenSettled(t *testing.T) {
 		}()
 		err := n.Call(ctx, c.timeout, false, b.call, func(ctx context.Context, err error) { settles <- settled{ctx, err} })
 		cancel()
-		if !nodes.IsAbandoned(err) || !errors.Is(err, c.cause) || nodes.NotSent(err) {
+		if !nodes.IsLate(err) || !errors.Is(err, c.cause) || nodes.NotSent(err) {
 			t.Fatalf("%s: %v, want abandoned with %v", c.name, err, c.cause)
 		}
 		if c.cause == context.DeadlineExceeded && !n.Down() {
@@ -132,7 +132,7 @@ func TestCallWaitsForAbandoned(t *testing.T) {
 	for range nodes.MaxAbandoned {
 		b := newBlocked(nil)
 		held = append(held, b)
-		if err := n.Call(ctx, time.Millisecond, false, b.call, nil); !nodes.IsAbandoned(err) {
+		if err := n.Call(ctx, time.Millisecond, false, b.call, nil); !nodes.IsLate(err) {
 			t.Fatalf("a blocked call was not abandoned: %v", err)
 		}
 	}
@@ -203,7 +203,7 @@ func TestOnce(t *testing.T) {
 	defer close(b.release)
 	go func() { <-b.started; cancel() }()
 	err := nodes.Once(ctx, rdb, func(ctx context.Context) error { return b.call(ctx, nil) })
-	if !nodes.IsAbandoned(err) || !errors.Is(err, context.Canceled) {
+	if !nodes.IsLate(err) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Once whose ctx ended first: %v, want abandoned, context.Canceled", err)
 	}
 	if err := nodes.Once(context.Background(), rdb, func(context.Context) error { return io.EOF }); err != io.EOF {

@@ -127,15 +127,15 @@ func (n *Node) Call(ctx context.Context, timeout time.Duration, pipeline bool, f
 	return n.call(ctx, timeout, pipeline, nil, f, settle)
 }
 
-// Op is a call of Node.Do: Run makes it on rdb, Settle settles it once an
+// Op is a call of Node.Do: Run makes it on rdb, OnLate settles it once an
 // abandoned Run has returned (Call's f and settle). A pointer to a value
 // the caller has anyway passes as an Op without an allocation.
 type Op interface {
 	Run(ctx context.Context, rdb redis.Scripter) error
-	Settle(ctx context.Context, err error)
+	OnLate(ctx context.Context, err error)
 }
 
-// Do is Call with op's Run and Settle as f and settle, but for a batched
+// Do is Call with op's Run and OnLate as f and settle, but for a batched
 // call on a *redis.Client: that one waits for its replies on the caller's
 // goroutine, within the same bounds, and only a call the caller stopped
 // waiting for goes on on a worker, to be settled. So with pipeline set,
@@ -221,7 +221,7 @@ func (n *Node) bounded(ctx context.Context, timeout time.Duration, pipeline bool
 	g := guards.Get().(*guarded)
 	g.ctx, g.rdb, g.op, g.f, g.settle, g.n, g.count = ctx, n.scripter(batch), op, f, settle, n, &n.Guarded
 	err := guard(g, n.workers, timeout)
-	if IsAbandoned(err) {
+	if IsLate(err) {
 		n.noteReached(err) // a timeout: the node did not answer in time
 	}
 	return err

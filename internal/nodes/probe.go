@@ -321,7 +321,7 @@ func noReply(err error) bool {
 		return false
 	case errors.As(err, &op) && op.Op == "dial":
 		return false
-	case IsAbandoned(err), errors.Is(err, context.DeadlineExceeded):
+	case IsLate(err), errors.Is(err, context.DeadlineExceeded):
 		return true
 	}
 	var ne net.Error

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/renew"
-	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
@@ -21,25 +20,27 @@ import (
 // done: it owns a subscription connection for notified waiting and the
 // workers of its background clean-up.
 type Client struct {
-	m     mode          // single (single.go) or quorum (quorum.go), chosen by the constructor
-	nodes []*nodes.Node // every node: one in single mode
-	opts  options       // the defaults of every call
-	obs   *observers    // nil: no observer, no logger
-	err   error         // reported by every call: an invalid client or option
-	named bool          // NodeError messages name the node (quorum mode)
+	m      mode       // single (single.go) or quorum (quorum.go), chosen by the constructor
+	single *single    // single mode's own features; nil in quorum mode
+	set    nodes.Set  // every node (one in single mode), its quorum fan-out calls' live pool
+	opts   options    // the defaults of every call
+	obs    *observers // nil: no observer, no logger
+	err    error      // reported by every call: an invalid client or option
+	named  bool       // NodeError messages name the node (quorum mode)
 
-	live    *nodes.Pool // quorum fan-out calls on behalf of a waiting caller
 	cleanup *nodes.Pool // background releases of partial or unknown grants
 
 	mu     sync.Mutex
 	closed bool              // guarded by mu
-	wakers map[string]*waker // guarded by mu; notified waiting (wait.go)
+	wakers map[string]*waker // guarded by mu; notified waiting (handoff.go)
 	rn     *renew.Renewer    // guarded by mu; held locks' renewals, made on first use (renew.go)
 }
 
 // mode is how a Client takes, keeps and gives back a lock: on one node
 // (single) or on a majority of its nodes (quorum). The constructors choose
-// it; no other code asks which it is.
+// it. What only single mode has (handoffs, fair queues, notified waiting
+// across Clients, replicas, batched renewal, several keys) hangs off
+// Client.single instead.
 type mode interface {
 	// check refuses the options o where the mode cannot honour them.
 	check(o *options) error
@@ -48,45 +49,15 @@ type mode interface {
 	// granted is released unless it returns a grant.
 	// r is a copy: a pointer would move the caller's request to the heap.
 	obtain(ctx context.Context, r request) (*Lock, error)
-	// nodeTimeout bounds one node's request for a lease of ttl.
-	nodeTimeout(o *options, ttl time.Duration) time.Duration
 	// ttl, refresh and release act on a held grant and count the nodes
 	// that said yes (and, for ttl, the least PTTL among them), collecting
-	// the nodes' errors; verdict turns those counts into the result.
+	// the nodes' errors; Client.verdict turns those counts into the result.
 	ttl(ctx context.Context, l *Lock) (least int64, ok int, errs []error)
 	refresh(ctx context.Context, l *Lock, ttl time.Duration) (ok int, errs []error)
 	release(ctx context.Context, l *Lock) (ok int, errs []error)
-	verdict(ok int, errs []error) error
-	// failed is the error of an operation that the nodes' errors errs
-	// decided: in single mode the node's error, in quorum mode a
-	// *QuorumError with err.
-	failed(err error, errs []error) error
 	// lost gives back what is left of a grant found lost by a refresh, or
 	// confirmed too late (late): ctx is the refresh's.
 	lost(ctx context.Context, l *Lock, late bool)
-	// releaseLater releases l in the background and calls done with the
-	// outcome.
-	releaseLater(ctx context.Context, l *Lock, done func(error))
-	// publish is how releases with o wake waiters; sharded whether
-	// waiting uses sharded pub/sub when a call asks for it. (They take no
-	// *options of a caller's stack, which an interface call would move to
-	// the heap.)
-	publish(o *options) script.Publish
-	sharded(asked bool) bool
-	// wakerFor returns where a waker for channel listens: rdb (nil: a
-	// local waker) and the key of that waker in the Client; ok false when
-	// waiters must poll.
-	wakerFor(channel string, sharded bool) (rdb redis.UniversalClient, addr string, ok bool)
-	// handOff releases l, passing the lock to a waiting caller of the
-	// Client in the same step (single.go); handed false: it did nothing.
-	handOff(ctx context.Context, l *Lock) (handed bool, err error)
-	// fairLeave is what a fair Obtain call runs when it returns.
-	fairLeave(r *request) func()
-	// keepBatched has the Client's batched renewer renew l (renew.go); nil
-	// when its locks are renewed one by one.
-	keepBatched(l *Lock, ttl, interval time.Duration, lost func(cause error)) *kept
-	// multi returns the single node of ObtainMulti, or why it has none.
-	multi() (*single, error)
 }
 
 func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *Client {
@@ -94,17 +65,18 @@ func newClient(rdbs []redis.UniversalClient, quorum bool, opts []ClientOption) *
 	c := &Client{
 		opts:    cfg.defaults,
 		obs:     newObservers(cfg.observers),
-		live:    nodes.NewPool(nodes.MaxLive * len(rdbs)),
 		cleanup: nodes.NewPool(nodes.MaxCleanup * len(rdbs)),
 	}
+	c.set = nodes.Set{Live: nodes.NewPool(nodes.MaxLive * len(rdbs)), Wrap: c.nodeErr}
 	for i, rdb := range rdbs {
-		c.nodes = append(c.nodes, nodes.New(i, rdb, c.obs.evicting(i)))
+		c.set.Nodes = append(c.set.Nodes, nodes.New(i, rdb, c.obs.evicting(i)))
 	}
 	switch {
 	case quorum:
 		c.m, c.named = &quorumMode{c: c, now: cfg.wallClock}, true
-	case len(c.nodes) == 1:
-		c.m = &single{c: c, n: c.nodes[0]}
+	case len(c.set.Nodes) == 1:
+		c.single = &single{c: c, n: c.set.Nodes[0]}
+		c.m = c.single
 	}
 	c.err = cfg.defaults.validate()
 	if c.err == nil && c.m != nil {
@@ -180,16 +152,16 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.closeWakers()
 	c.closeRenewer()
-	// Calls abandoned to a stalled Redis settle (release what they may
-	// have granted) once go-redis returns them: wait for that, at most the
-	// release timeout, then for the clean-up they started.
+	// Calls left to a stalled Redis release what they may have granted
+	// once go-redis returns them: wait for that, at most the release
+	// timeout, then for the clean-up they started.
 	deadline := time.Now().Add(c.opts.releaseTimeout)
-	for _, n := range c.nodes {
+	for _, n := range c.set.Nodes {
 		n.Guarded.Wait(deadline)
 	}
 	c.cleanup.Close()
-	c.live.Close()
-	for _, n := range c.nodes {
+	c.set.Live.Close()
+	for _, n := range c.set.Nodes {
 		n.Close()
 	}
 	return nil
@@ -237,42 +209,17 @@ func (c *Client) Locker(opts ...Option) lease.Locker {
 
 var _ lease.Lock = (*Lock)(nil)
 
-// majority is how many nodes make a decision: 1 of 1 in single mode.
-func (c *Client) majority() int { return len(c.nodes)/2 + 1 }
-
 // unreachable reports whether the last call to the node (single mode), or
 // to more nodes than a majority can spare (quorum mode), did not get
 // through.
 func (c *Client) unreachable() bool {
 	down := 0
-	for _, n := range c.nodes {
+	for _, n := range c.set.Nodes {
 		if n.Down() {
 			down++
 		}
 	}
-	return down > len(c.nodes)-c.majority()
-}
-
-// call runs f on node n, bounded by timeout and ctx whatever go-redis'
-// options (see nodes.Node.Call), and returns its error as a *NodeError,
-// telling the observers. When the call is abandoned (nodes.IsAbandoned:
-// ctx ended or timeout passed first), settle(sctx, err) runs once it
-// returns, on its goroutine, its own calls on sctx (nil: nothing to
-// settle); f's captured results must then not be read.
-func (c *Client) call(ctx context.Context, n *nodes.Node, timeout time.Duration, pipeline bool, op string,
-	f func(ctx context.Context, rdb redis.Scripter) error, settle func(ctx context.Context, err error)) error {
-	if err := n.Call(ctx, timeout, pipeline, f, settle); err != nil {
-		return c.nodeErr(ctx, n.Index, op, err)
-	}
-	return nil
-}
-
-// do is call for a nodes.Op: op's Run as f, its Settle as settle.
-func (c *Client) do(ctx context.Context, n *nodes.Node, timeout time.Duration, pipeline bool, what string, op nodes.Op) error {
-	if err := n.Do(ctx, timeout, pipeline, op); err != nil {
-		return c.nodeErr(ctx, n.Index, what, err)
-	}
-	return nil
+	return down > len(c.set.Nodes)-c.set.Majority()
 }
 
 // nodeErr wraps a node's error and tells the observers.
@@ -282,33 +229,6 @@ func (c *Client) nodeErr(ctx context.Context, node int, op string, err error) er
 		c.obs.nodeFailed(ctx, observe.NodeEvent{Node: node, Op: op, Err: ne})
 	}
 	return ne
-}
-
-// onNodes runs f(ctx, rdb, arg) on every node and appends their replies to
-// dst: on the caller's goroutine for one node, else in parallel on the live
-// pool, waiting for every node or timeout, whichever comes first (for
-// Inspect and the Store, which read every node's answer). A node not heard
-// from by then counts as timed out; its late reply is dropped. Errors are
-// *NodeError values.
-func onNodes[T, A any](c *Client, dst []nodes.Reply[T], ctx context.Context, timeout time.Duration, pipeline bool, op string,
-	arg A, f func(ctx context.Context, rdb redis.Scripter, arg A) (T, error)) []nodes.Reply[T] {
-	if ns := c.nodes; len(ns) == 1 {
-		var v T
-		err := c.call(ctx, ns[0], timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter) (err error) {
-			v, err = f(ctx, rdb, arg)
-			return err
-		}, nil)
-		if err != nil {
-			return append(dst, nodes.Reply[T]{Err: err}) // v may still be written (abandoned)
-		}
-		return append(dst, nodes.Reply[T]{Val: v})
-	}
-	round := fanoutOn(c, ctx, c.nodes, timeout, pipeline, op, func(ctx context.Context, rdb redis.Scripter, _ int) (T, error) {
-		return f(ctx, rdb, arg)
-	}, nil)
-	rs, missing := round.Gather(timeout, nil)
-	round.Stop(nil)
-	return append(append(dst, rs...), timedOut[T](c, ctx, missing, op)...)
 }
 
 // detach returns ctx without its cancellation and deadline, keeping its
@@ -337,14 +257,63 @@ func (c *Client) releaseOn(ctx context.Context, l *Lock, n *nodes.Node) {
 	}
 }
 
-// releaseNow is releaseOn's release, on the caller's goroutine (a settle,
-// which runs on the goroutine of the call it settles).
+// releaseNow is releaseOn's release, on the caller's goroutine (an onLate,
+// which runs on the goroutine of the late call).
 func (c *Client) releaseNow(ctx context.Context, l *Lock, n *nodes.Node) {
 	ctx = background(ctx)
-	if err := c.call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
+	if err := c.set.Call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
 		_, err := releaseScript(ctx, rdb, l)
 		return err
 	}, nil); err != nil {
 		c.cleanupFailed(ctx, l, n.Index, err)
+	}
+}
+
+// verdict turns per-node outcomes of an operation on a held grant into its
+// result: nil on a majority (the node, in single mode), ErrNotHeld when
+// enough nodes definitely said no, else the nodes' errors (failed).
+func (c *Client) verdict(ok int, errs []error) error {
+	switch q := c.set.Majority(); {
+	case ok >= q:
+		return nil
+	case ok+len(errs) < q:
+		return ErrNotHeld
+	}
+	return c.failed(ErrNoQuorum, errs)
+}
+
+// failed is the error of an operation that the nodes' errors errs
+// decided: in single mode the node's error, in quorum mode a *QuorumError
+// with err.
+func (c *Client) failed(err error, errs []error) error {
+	if len(errs) == 1 && c.single != nil {
+		return errs[0]
+	}
+	return &QuorumError{Err: err, Nodes: errs}
+}
+
+// releaseLater releases l in the background, on the clean-up pool counted
+// on the first node: a grant that no caller will use (a handoff to a
+// waiter that left, or whose outcome is unknown), or one Run gives up
+// without waiting. It wakes the Client's next waiter for the key and then
+// calls done with the release's outcome (as
+// Release returns it); with ErrBusy wrapped when the clean-up pool refused
+// the call.
+func (c *Client) releaseLater(ctx context.Context, l *Lock, done func(error)) {
+	n := c.set.Nodes[0]
+	ctx = background(ctx)
+	if !n.Background(c.cleanup, func() {
+		released, errs := c.m.release(ctx, l)
+		if released > 0 {
+			c.wakeLocal(l)
+		}
+		for _, err := range errs {
+			c.cleanupFailed(ctx, l, n.Index, err)
+		}
+		done(c.verdict(released, errs))
+	}) {
+		err := c.nodeErr(ctx, n.Index, "release", nodes.ErrBusy)
+		c.cleanupFailed(ctx, l, n.Index, err)
+		done(err)
 	}
 }

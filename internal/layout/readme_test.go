@@ -1,0 +1,25 @@
+package layout
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// maxReadmeLines keeps the root README a guide (issue 28): what a user
+// needs to start, the rest in docs/ and the package guide.
+const maxReadmeLines = 300
+
+func TestReadmeIsAGuide(t *testing.T) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "README.md"))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, bytes.Count(readme, []byte("\n")), maxReadmeLines, "README.md lines")
+}
