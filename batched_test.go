@@ -2,7 +2,7 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -11,6 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // batchCallers is how many callers the batched tests run at once: far
@@ -68,7 +71,8 @@ func checkBatchedCallsBounded(t *testing.T, srv *redistest.Server, opts func(*re
 	const short = 300 * time.Millisecond
 	bound := short + 2*time.Second
 	c := newClient(t, rdb, redislock.WithReleaseTimeout(short))
-	ctx := ctxT(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	admin := srv.Client(nil)
 
 	// settled waits, once the server answers again, for every abandoned
@@ -76,11 +80,10 @@ func checkBatchedCallsBounded(t *testing.T, srv *redistest.Server, opts func(*re
 	settled := func(t *testing.T, prefix string) {
 		t.Helper()
 		srv.Resume()
-		eventually(t, time.Minute, "abandoned calls settled", func() bool { return redislock.Abandoned(c) == 0 })
+		require.Eventually(t, func() bool { return redislock.Abandoned(c) == 0 }, time.Minute, 5*time.Millisecond, "abandoned calls settled")
 		for i := range batchCallers {
-			if k := redislock.LockKey(prefix + strconv.Itoa(i)); held(ctx, admin, k) {
-				t.Errorf("%s is held after its abandoned calls were settled", k)
-			}
+			k := redislock.LockKey(prefix + strconv.Itoa(i))
+			assert.False(t, held(ctx, admin, k), "%s is held after its abandoned calls were settled", k)
 		}
 	}
 	// bounded checks that call, against the stalled server, returned an
@@ -88,12 +91,8 @@ func checkBatchedCallsBounded(t *testing.T, srv *redistest.Server, opts func(*re
 	bounded := func(t *testing.T, what string, call func() error) {
 		start := time.Now()
 		err := call()
-		if took := time.Since(start); took > bound {
-			t.Errorf("%s against a stalled server took %v, want at most %v", what, took, bound)
-		}
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s against a stalled server: %v, want an error matching context.DeadlineExceeded", what, err)
-		}
+		assert.LessOrEqual(t, time.Since(start), bound, "%s against a stalled server took, want at most %v", what, bound)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "%s against a stalled server, want an error matching context.DeadlineExceeded", what)
 	}
 
 	// release obtains a lock of prefix for each caller, then releases them
@@ -102,9 +101,7 @@ func checkBatchedCallsBounded(t *testing.T, srv *redistest.Server, opts func(*re
 		locks := make([]*redislock.Lock, batchCallers)
 		all(func(i int) {
 			l, err := c.Obtain(ctx, prefix+strconv.Itoa(i), time.Minute)
-			if err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, err)
 			locks[i] = l
 		})
 		if t.Failed() {
@@ -113,9 +110,7 @@ func checkBatchedCallsBounded(t *testing.T, srv *redistest.Server, opts func(*re
 		srv.Pause()
 		t.Cleanup(srv.Resume)
 		all(func(i int) { bounded(t, "Release", func() error { return locks[i].Release(ctx) }) })
-		if !redislock.Deferring(c) {
-			t.Fatal("no call was batched through the deferred auto-pipeliner: the test exercised nothing")
-		}
+		require.True(t, redislock.Deferring(c), "no call was batched through the deferred auto-pipeliner: the test exercised nothing")
 		settled(t, prefix)
 	}
 	// The first releases find release.lua not loaded (NOSCRIPT): the
@@ -161,24 +156,18 @@ func checkBatchedScriptFlush(t *testing.T, srv *redistest.Server, opts func(*red
 	rdb := srv.Client(opts)
 	admin := srv.Client(nil)
 	c := newClient(t, rdb)
-	ctx := ctxT(t, time.Minute)
+	ctx := testkit.Context(t)
 	for round := range 5 {
-		if err := admin.ScriptFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.ScriptFlush(ctx).Err())
 		all(func(i int) {
 			key := "flush-" + strconv.Itoa(i)
 			l, err := c.Obtain(ctx, key, time.Minute)
 			if err != nil {
-				t.Errorf("round %d: Obtain: %v", round, err)
+				assert.Fail(t, fmt.Sprintf("round %d: Obtain: %v", round, err))
 				return
 			}
-			if err := l.Release(ctx); err != nil {
-				t.Errorf("round %d: Release: %v", round, err)
-			}
+			assert.NoError(t, l.Release(ctx), "round %d: Release", round)
 		})
 	}
-	if !redislock.Deferring(c) {
-		t.Fatal("no call was batched through the deferred auto-pipeliner: the test exercised nothing")
-	}
+	require.True(t, redislock.Deferring(c), "no call was batched through the deferred auto-pipeliner: the test exercised nothing")
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Benchmarks run against redis-server processes they start themselves:
@@ -33,9 +35,7 @@ func benchQuorum(b *testing.B, nodes int, fn func(*redis.Options)) *redislock.Cl
 		rdbs = append(rdbs, s.Client(fn))
 	}
 	c, err := redislock.NewQuorum(rdbs)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -48,12 +48,8 @@ func loopObtainRelease(b *testing.B, c *redislock.Client, ctx context.Context) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l, err := c.Obtain(ctx, "bench", time.Second)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
+		require.NoError(b, l.Release(ctx))
 	}
 }
 
@@ -95,12 +91,7 @@ func BenchmarkObtainReleaseParallel(b *testing.B) {
 		key := "par:" + strconv.FormatInt(id.Add(1), 10)
 		for pb.Next() {
 			l, err := c.Obtain(ctx, key, time.Second)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if err := l.Release(ctx); err != nil {
-				b.Error(err)
+			if !assert.NoError(b, err) || !assert.NoError(b, l.Release(ctx)) {
 				return
 			}
 		}
@@ -111,15 +102,11 @@ func BenchmarkRefresh(b *testing.B) {
 	c := benchClient(b, 1)
 	ctx := context.Background()
 	l, err := c.Obtain(ctx, "refresh", time.Minute)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer l.Release(ctx)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := l.Refresh(ctx, time.Minute); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, l.Refresh(ctx, time.Minute))
 	}
 }
 
@@ -130,8 +117,6 @@ func BenchmarkRun(b *testing.B) {
 	fn := func(context.Context, *redislock.Lock) error { return nil }
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.Run(ctx, "run", time.Second, fn); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, c.Run(ctx, "run", time.Second, fn))
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // stallTimeout is the go-redis ReadTimeout of the clients that talk to a
@@ -33,12 +35,8 @@ func within(t *testing.T, what string, bound time.Duration, f func() error) {
 	start := time.Now()
 	err := f()
 	took := time.Since(start)
-	if err == nil {
-		t.Errorf("%s against a stalled server: no error", what)
-	}
-	if took > bound {
-		t.Errorf("%s against a stalled server took %v, want at most %v: %v", what, took, bound, err)
-	}
+	assert.Error(t, err, "%s against a stalled server: no error", what)
+	assert.LessOrEqual(t, took, bound, "%s against a stalled server took, want at most %v: %v", what, bound, err)
 }
 
 // Against a server that accepts connections and never answers (paused with
@@ -51,15 +49,12 @@ func TestCallsBoundedByContext(t *testing.T) {
 	rdb := stalledClient(srv)
 	const release = 300 * time.Millisecond
 	c := newClient(t, rdb, redislock.WithReleaseTimeout(release))
-	ctx := ctxT(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	held, err := c.Obtain(ctx, "held", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	other, err := c.Obtain(ctx, "other", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv.Pause()
 	t.Cleanup(srv.Resume) // before the clients close: the stalled calls end
 	const deadline = 300 * time.Millisecond
@@ -70,9 +65,7 @@ func TestCallsBoundedByContext(t *testing.T) {
 			cctx, cancel := context.WithTimeout(ctx, deadline)
 			defer cancel()
 			err := f(cctx)
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("%s: %v, want an error matching context.DeadlineExceeded", what, err)
-			}
+			assert.False(t, err != nil && !errors.Is(err, context.DeadlineExceeded), "%s: %v, want an error matching context.DeadlineExceeded", what, err)
 			return err
 		})
 	}
@@ -115,9 +108,7 @@ func TestQuorumBoundedByContext(t *testing.T) {
 		rdbs = append(rdbs, stalledClient(s))
 	}
 	c, err := redislock.NewQuorum(rdbs, redislock.WithReleaseTimeout(300*time.Millisecond), redislock.WithNodeTimeout(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	for _, s := range srvs[:2] {
 		s.Pause()
@@ -145,9 +136,7 @@ func TestReplicaWaitBounded(t *testing.T) {
 	within(t, "Obtain, no context deadline", ttl+2*time.Second, func() error {
 		_, err := c.Obtain(context.Background(), "w", ttl)
 		var re *redislock.ReplicaError
-		if !errors.As(err, &re) {
-			t.Errorf("Obtain = %v, want a *ReplicaError", err)
-		}
+		assert.ErrorAs(t, err, &re, "Obtain, want a *ReplicaError")
 		return err
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

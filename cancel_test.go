@@ -13,18 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
-
-// wantCancelled fails t unless an Obtain with a done ctx returned no lock
-// and an error matching ctx's.
-func wantCancelled(t *testing.T, what string, granted bool, err error) bool {
-	t.Helper()
-	if granted || !errors.Is(err, context.Canceled) {
-		t.Errorf("%s with a cancelled ctx: granted %v, %v; want no lock and context.Canceled", what, granted, err)
-		return false
-	}
-	return true
-}
 
 // A call whose context is done never returns a lock, on every path, and a
 // call that never went out sends nothing and releases nothing.
@@ -38,35 +30,29 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 		admin := srv.Client(nil)
 		var cl cleanups
 		c := newClient(t, srv.Client(nil), redislock.WithObserver(&cl))
-		ctx := ctxT(t, 10*time.Second)
+		ctx := testkit.Context(t)
 		warm, err := c.Obtain(ctx, "warm", time.Minute) // loads the scripts; a TTL no load outlasts
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_ = warm.Release(ctx)
 		before := evalCalls(admin)
 		for i := range 200 {
 			l, err := c.Obtain(cancelled, "lone-"+strconv.Itoa(i), time.Minute)
-			if !wantCancelled(t, "Obtain", l != nil, err) {
+			if !assert.Nil(t, l, "Obtain with a cancelled ctx") || !assert.ErrorIs(t, err, context.Canceled, "Obtain with a cancelled ctx") {
 				break
 			}
 			m, err := c.ObtainMulti(cancelled, []string{"m-a" + strconv.Itoa(i), "m-b" + strconv.Itoa(i)}, time.Minute)
-			if !wantCancelled(t, "ObtainMulti", m != nil, err) {
+			if !assert.Nil(t, m, "ObtainMulti with a cancelled ctx") || !assert.ErrorIs(t, err, context.Canceled, "ObtainMulti with a cancelled ctx") {
 				break
 			}
 			if err := c.Run(cancelled, "run-"+strconv.Itoa(i), time.Minute, func(context.Context, *redislock.Lock) error {
 				return errors.New("fn ran")
-			}); !wantCancelled(t, "Run", false, err) {
+			}); !assert.ErrorIs(t, err, context.Canceled, "Run with a cancelled ctx") {
 				break
 			}
 		}
 		_ = c.Close()
-		if n := evalCalls(admin) - before; n != 0 {
-			t.Errorf("calls with a cancelled ctx sent %d scripts, want none", n)
-		}
-		if n := cl.busy.Load() + cl.other.Load(); n != 0 {
-			t.Errorf("%d clean-ups reported failed for calls that never went out", n)
-		}
+		assert.Equal(t, 0, evalCalls(admin)-before, "calls with a cancelled ctx sent scripts, want none")
+		assert.Equal(t, int32(0), cl.busy.Load()+cl.other.Load(), "clean-ups reported failed for calls that never went out")
 	})
 
 	// Past 16 calls in flight, calls go through go-redis' auto-pipeliner,
@@ -76,7 +62,7 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 		admin := srv.Client(nil)
 		var cl cleanups
 		c := newClient(t, srv.Client(nil), redislock.WithObserver(&cl))
-		ctx := ctxT(t, 60*time.Second)
+		ctx := testkit.Context(t)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for w := range 32 {
@@ -117,20 +103,14 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 		close(stop)
 		wg.Wait()
 		_ = c.Close() // waits for the background clean-up
-		if !redislock.Pipelined(c) {
-			t.Fatal("the auto-pipeliner was never used: the test exercised nothing")
-		}
+		require.True(t, redislock.Pipelined(c), "the auto-pipeliner was never used: the test exercised nothing")
 		t.Logf("cleanups failed: busy %d, other %d", cl.busy.Load(), cl.other.Load())
-		if granted > 0 {
-			t.Errorf("%d of 1000 Obtain calls with a cancelled ctx returned a lock", granted)
-		}
+		assert.LessOrEqual(t, granted, 0, "of 1000 Obtain calls with a cancelled ctx returned a lock")
 		keys, err := admin.Keys(ctx, redislock.DefaultPrefix+"{pipe-*}").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, k := range keys {
 			if held(ctx, admin, k) {
-				t.Errorf("%s still held after Close: a cancelled Obtain's grant was not released: %s", k, errsOf[k])
+				assert.Fail(t, fmt.Sprintf("%s still held after Close: a cancelled Obtain's grant was not released: %s", k, errsOf[k]))
 				break
 			}
 		}
@@ -144,9 +124,7 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 		}
 		var cl cleanups
 		c, err := redislock.NewQuorum(rdbs, redislock.WithObserver(&cl))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 		before := 0
 		for _, s := range srvs {
@@ -154,7 +132,7 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 		}
 		for i := range 100 {
 			l, err := c.Obtain(cancelled, "q-"+strconv.Itoa(i), time.Minute)
-			if !wantCancelled(t, "quorum Obtain", l != nil, err) {
+			if !assert.Nil(t, l, "quorum Obtain with a cancelled ctx") || !assert.ErrorIs(t, err, context.Canceled, "quorum Obtain with a cancelled ctx") {
 				break
 			}
 		}
@@ -163,12 +141,8 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 		for _, s := range srvs {
 			after += evalCalls(s.Client(nil))
 		}
-		if after != before {
-			t.Errorf("quorum calls with a cancelled ctx sent %d scripts, want none", after-before)
-		}
-		if n := cl.busy.Load() + cl.other.Load(); n != 0 {
-			t.Errorf("%d clean-ups reported failed for calls that never went out", n)
-		}
+		assert.Equal(t, before, after, "quorum calls with a cancelled ctx sent %d scripts, want none", after-before)
+		assert.Equal(t, int32(0), cl.busy.Load()+cl.other.Load(), "clean-ups reported failed for calls that never went out")
 	})
 
 	// A waiter whose ctx ends just before the holder's release hands it the
@@ -177,13 +151,11 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 		srv := redistest.Start(t)
 		admin := srv.Client(nil)
 		c := newClient(t, srv.Client(nil))
-		ctx := ctxT(t, 60*time.Second)
+		ctx := testkit.Context(t)
 		for i := range 100 {
 			key := "wait-" + strconv.Itoa(i)
 			h, err := c.Obtain(ctx, key, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			wctx, cancel := context.WithCancel(ctx)
 			type result struct {
 				l   *redislock.Lock
@@ -194,25 +166,21 @@ func TestCancelledObtainNeverGrants(t *testing.T) {
 				l, err := c.Obtain(wctx, key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(time.Minute)))
 				done <- result{l, err}
 			}()
-			eventually(t, 10*time.Second, "the waiter waits", func() bool { n, ready := redislock.LocalWaiters(c, key); return n == 1 && ready })
+			require.Eventually(t, func() bool { n, ready := redislock.LocalWaiters(c, key); return n == 1 && ready }, 10*time.Second, 5*time.Millisecond, "the waiter waits")
 			cancel()
-			if err := h.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, h.Release(ctx))
 			r := <-done
-			if !wantCancelled(t, "waiting Obtain", r.l != nil, r.err) {
+			if !assert.Nil(t, r.l, "waiting Obtain with a cancelled ctx") || !assert.ErrorIs(t, r.err, context.Canceled, "waiting Obtain with a cancelled ctx") {
 				_ = r.l.Release(ctx)
 				break
 			}
 		}
 		_ = c.Close()
 		keys, err := admin.Keys(ctx, redislock.DefaultPrefix+"{wait-*}").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, k := range keys {
 			if held(ctx, admin, k) {
-				t.Errorf("%s still held after Close", k)
+				assert.Fail(t, fmt.Sprintf("%s still held after Close", k))
 				break
 			}
 		}
@@ -228,19 +196,15 @@ func TestCtxEndingAWaitIsContention(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	holderC := newClient(t, srv.Client(nil))
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	// The scripts are loaded: every call below is one EVALSHA.
-	if m, err := holderC.ObtainMulti(ctx, []string{"warm-a", "warm-b"}, time.Second); err != nil {
-		t.Fatal(err)
-	} else if err := m.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m, err := holderC.ObtainMulti(ctx, []string{"warm-a", "warm-b"}, time.Second)
+	require.NoError(t, err)
+	require.NoError(t, m.Release(ctx))
 	for _, fair := range []bool{false, true} {
-		if l, err := holderC.Obtain(ctx, "warm", time.Second, redislock.WithFair(fair)); err != nil {
-			t.Fatal(err)
-		} else if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		l, err := holderC.Obtain(ctx, "warm", time.Second, redislock.WithFair(fair))
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
 	}
 	for _, tc := range []struct {
 		name   string
@@ -262,9 +226,7 @@ func TestCtxEndingAWaitIsContention(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := strings.ReplaceAll(t.Name(), "/", "-")
 			held, err := holderC.Obtain(ctx, key, time.Minute, redislock.WithFair(tc.fair))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer held.Release(ctx)
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -282,25 +244,16 @@ func TestCtxEndingAWaitIsContention(t *testing.T) {
 			if tc.multi {
 				var m *redislock.MultiLock
 				m, err = c.ObtainMulti(wctx, []string{key + "-a", key}, time.Minute, retry)
-				if m != nil {
-					t.Fatal("ObtainMulti returned a lock after its ctx ended")
-				}
+				require.Nil(t, m, "ObtainMulti returned a lock after its ctx ended")
 			} else {
 				var l *redislock.Lock
 				l, err = c.Obtain(wctx, key, time.Minute, retry, redislock.WithFair(tc.fair))
-				if l != nil {
-					t.Fatal("Obtain returned a lock after its ctx ended")
-				}
+				require.Nil(t, l, "Obtain returned a lock after its ctx ended")
 			}
-			if hook.calls.Load() < 2 {
-				t.Fatalf("%d script calls: the ctx did not end the call it was meant to", hook.calls.Load())
-			}
-			if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
-				t.Fatalf("ctx ended during a wait's %s: %v, want ErrNotObtained matching context.Canceled", tc.name, err)
-			}
-			if !tc.multi && starts.n.Load() != 1 {
-				t.Fatalf("%d WaitStart events for one wait", starts.n.Load())
-			}
+			require.GreaterOrEqual(t, hook.calls.Load(), int32(2), "script calls: the ctx did not end the call it was meant to")
+			require.ErrorIs(t, err, redislock.ErrNotObtained, "ctx ended during a wait's %s, want ErrNotObtained matching context.Canceled", tc.name)
+			require.ErrorIs(t, err, context.Canceled, "ctx ended during a wait's %s, want ErrNotObtained matching context.Canceled", tc.name)
+			require.False(t, !tc.multi && starts.n.Load() != 1, "%d WaitStart events for one wait", starts.n.Load())
 		})
 	}
 }

@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +15,10 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/observe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A typed nil (a nil *redis.Client in a non-nil interface) is a nil client:
@@ -24,7 +28,7 @@ func TestTypedNilClients(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	good := []redis.UniversalClient{srv.Client(nil), srv.Client(nil)}
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	fn := func(context.Context, *redislock.Lock) error { return nil }
 	fnMulti := func(context.Context, *redislock.MultiLock) error { return nil }
 	for name, rdb := range map[string]redis.UniversalClient{
@@ -52,14 +56,10 @@ func TestTypedNilClients(t *testing.T) {
 			}
 			for call, f := range calls {
 				t.Run(call, func(t *testing.T) {
-					if err := noPanic(f); !errors.Is(err, redislock.ErrInvalidArgument) {
-						t.Fatalf("got %v, want ErrInvalidArgument", err)
-					}
+					require.ErrorIs(t, noPanic(f), redislock.ErrInvalidArgument, "got, want ErrInvalidArgument")
 				})
 			}
-			if err := noPanic(c.Close); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
+			require.NoError(t, noPanic(c.Close), "Close")
 		})
 	}
 }
@@ -101,7 +101,7 @@ func TestConstructorRefusesWhatTheModeCannotHonour(t *testing.T) {
 			if c != nil {
 				_ = c.Close()
 			}
-			t.Errorf("NewQuorum(%s) = %v, %v, want ErrInvalidArgument", name, c, err)
+			assert.Fail(t, fmt.Sprintf("NewQuorum(%s) = %v, %v, want ErrInvalidArgument", name, c, err))
 		}
 	}
 }
@@ -140,9 +140,7 @@ func TestCleanupToBlackholedNodeDoesNotBlockLiveCalls(t *testing.T) {
 	}
 	wg.Wait()
 	attempts := nodes.MaxCleanup + 20
-	if n := int(stopped.PoolStats().TotalConns); n < attempts+nodes.MaxCleanup {
-		t.Fatalf("%d connections open to the node, want at least %d", n, attempts+nodes.MaxCleanup)
-	}
+	require.GreaterOrEqual(t, int(stopped.PoolStats().TotalConns), attempts+nodes.MaxCleanup, "connections open to the node, want at least %d", attempts+nodes.MaxCleanup)
 	srvs[2].Pause()
 	t.Cleanup(srvs[2].Resume)
 	rdbs := []redis.UniversalClient{srvs[0].Client(nil), srvs[1].Client(nil), stopped}
@@ -155,41 +153,28 @@ func TestCleanupToBlackholedNodeDoesNotBlockLiveCalls(t *testing.T) {
 		redislock.WithNodeTimeout(5*time.Second), redislock.WithReleaseTimeout(10*time.Second),
 		// Batched calls are bounded by go-redis' ReadTimeout, not by their context.
 		redislock.WithAutoPipeline(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t, time.Minute)
+	require.NoError(t, err)
+	ctx := testkit.Context(t)
 	for i := range attempts {
 		// Each grant is won on the two live nodes and released at once,
 		// while the third node's obtain is still out: that node is
 		// released when its answer (a failure, at the node timeout) comes,
 		// by a clean-up release that hangs there.
 		l, err := c.Obtain(ctx, "bh:"+strconv.Itoa(i), 10*time.Second)
-		if err != nil {
-			t.Fatalf("Obtain %d with clean-ups pending: %v", i, err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release %d with clean-ups pending: %v", i, err)
-		}
+		require.NoError(t, err, "Obtain %d with clean-ups pending", i)
+		require.NoError(t, l.Release(ctx), "Release %d with clean-ups pending", i)
 	}
 	// Once the cap of clean-ups in flight is reached, the rest are refused.
-	eventually(t, 30*time.Second, "clean-ups beyond the cap refused", func() bool {
+	require.Eventually(t, func() bool {
 		return int(failed.busy.Load()) == attempts-nodes.MaxCleanup
-	})
+	}, 30*time.Second, 5*time.Millisecond, "clean-ups beyond the cap refused")
 	// With the node's clean-up capacity taken, live calls still go through.
 	l, err := c.Obtain(ctx, "bh:live", 10*time.Second)
-	if err != nil {
-		t.Fatalf("Obtain with the clean-up pool full: %v", err)
-	}
-	if l.Fence() <= 0 {
-		t.Fatalf("fence %d", l.Fence())
-	}
+	require.NoError(t, err, "Obtain with the clean-up pool full")
+	require.Greater(t, l.Fence(), int64(0), "fence")
 	// Close waits for the pending clean-ups, each bounded by the release
 	// timeout, which reports them as failed.
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if n := failed.busy.Load() + failed.other.Load(); int(n) < attempts {
-		t.Fatalf("%d clean-ups reported failed after Close, want all %d", n, attempts)
-	}
+	require.NoError(t, c.Close())
+	n := failed.busy.Load() + failed.other.Load()
+	require.GreaterOrEqual(t, int(n), attempts, "%d clean-ups reported failed after Close, want all %d", n, attempts)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // The fair queue under server clock steps (docs/limitations.md, Clocks).
@@ -57,11 +58,11 @@ func TestClockServerStepBackFairQueue(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartClock(t)
 	rdb := srv.Client(nil)
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testkit.Context(t)
 	const key, qttl = "fairback", 3 * time.Second
 	opts := []redislock.ClientOption{redislock.WithFair(true), redislock.WithQueueTTL(qttl)}
 	a, b := newClient(t, rdb, opts...), newClient(t, rdb, opts...)
-	la := mustObtain(t, ctx, a, key, time.Minute)
+	la := obtainInValidity(t, ctx, a, key, time.Minute)
 	// A waiter's attempt, after which it died: its entry heads the queue.
 	require.False(t, fairAttempt(t, ctx, rdb, key, "dead", qttl))
 
@@ -78,31 +79,31 @@ func TestClockServerStepBackFairQueue(t *testing.T) {
 		l, err := b.Obtain(bctx, key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(100*time.Millisecond)))
 		got <- result{l, err, time.Now()}
 	}()
-	eventually(t, 10*time.Second, "live waiter queued behind the dead one", func() bool { return queueLen(t, rdb, key) == 2 })
+	require.Eventually(t, func() bool { return queueLen(t, rdb, key) == 2 }, 10*time.Second, 5*time.Millisecond, "live waiter queued behind the dead one")
 
 	srv.Step(-time.Hour)
 	// The live waiter's next attempt renews its entry from the stepped
 	// clock: then the script has seen the step.
-	eventually(t, 20*time.Second, "live waiter tried after the step", func() bool {
+	require.Eventually(t, func() bool {
 		for m, left := range queueDeadlines(t, ctx, rdb, key) {
 			if m != "dead" && left <= qttl {
 				return true
 			}
 		}
 		return false
-	})
+	}, 20*time.Second, 5*time.Millisecond, "live waiter tried after the step")
 	left, ok := queueDeadlines(t, ctx, rdb, key)["dead"]
 	if ok {
 		assert.LessOrEqual(t, left, qttl, "dead waiter's entry outlives the queue TTL after a step back")
 	}
 
 	released := time.Now()
-	mustRelease(t, ctx, la)
+	require.NoError(t, la.Release(ctx))
 	r := <-got
 	require.NoError(t, r.err, "live waiter behind a dead one after a step back")
 	t.Logf("the live waiter got the lock %v after the release", r.at.Sub(released).Round(time.Millisecond))
 	assert.Greater(t, r.l.Fence(), la.Fence())
-	mustRelease(t, ctx, r.l)
+	require.NoError(t, r.l.Release(ctx))
 	assert.Zero(t, queueLen(t, rdb, key), "queue left behind")
 }
 
@@ -114,10 +115,10 @@ func TestClockServerStepForwardFairQueue(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartClock(t)
 	rdb := srv.Client(nil)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	const key, qttl = "fairfwd", 3 * time.Second
 	a := newClient(t, rdb, redislock.WithFair(true))
-	la := mustObtain(t, ctx, a, key, time.Minute)
+	la := obtainInValidity(t, ctx, a, key, time.Minute)
 	require.False(t, fairAttempt(t, ctx, rdb, key, "w1", qttl))
 	require.False(t, fairAttempt(t, ctx, rdb, key, "w2", qttl))
 
@@ -131,7 +132,7 @@ func TestClockServerStepForwardFairQueue(t *testing.T) {
 	assert.Equal(t, []string{"w2", "w1"}, q, "queue after the step")
 
 	require.NoError(t, la.Refresh(ctx, time.Minute), "holder's refresh after a step shorter than its TTL")
-	mustRelease(t, ctx, la)
+	require.NoError(t, la.Release(ctx))
 	assert.False(t, fairAttempt(t, ctx, rdb, key, "w1", qttl), "w1 granted ahead of the new head")
 	assert.True(t, fairAttempt(t, ctx, rdb, key, "w2", qttl), "the head after the step")
 	assert.False(t, fairAttempt(t, ctx, rdb, key, "w1", qttl), "w1 granted while w2 holds the lock")
@@ -145,7 +146,7 @@ func TestClockServerStepForwardFairQueue(t *testing.T) {
 func TestFairQueueKeysGo(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := ctxT(t, 20*time.Second)
+		ctx := testkit.Context(t)
 		const key = "fairkeys"
 		c := newClient(t, b.rdb, redislock.WithFair(true))
 		gone := func(when string) {
@@ -154,7 +155,7 @@ func TestFairQueueKeysGo(t *testing.T) {
 			require.NoError(t, err)
 			assert.Zero(t, n, "queue keys left %s", when)
 		}
-		l := mustObtain(t, ctx, c, key, time.Minute)
+		l := obtainInValidity(t, ctx, c, key, time.Minute)
 		// A waiter that gives up.
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -162,13 +163,13 @@ func TestFairQueueKeysGo(t *testing.T) {
 			_, err := c.Obtain(wctx, key, time.Second, redislock.WithRetry(redislock.LinearBackoff(50*time.Millisecond)))
 			done <- err
 		}()
-		eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, b.rdb, key) == 1 })
+		require.Eventually(t, func() bool { return queueLen(t, b.rdb, key) == 1 }, 5*time.Second, 5*time.Millisecond, "waiter queued")
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
 		gone("after the last waiter left")
 		// A waiter granted the lock.
 		require.False(t, fairAttempt(t, ctx, b.rdb, key, "w", 3*time.Second))
-		mustRelease(t, ctx, l)
+		require.NoError(t, l.Release(ctx))
 		require.True(t, fairAttempt(t, ctx, b.rdb, key, "w", 3*time.Second))
 		gone("after the last waiter was granted the lock")
 	})

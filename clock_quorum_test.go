@@ -1,7 +1,6 @@
 package redislock_test
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // clockQuorum is three real servers under libfaketime: a cluster (its
@@ -41,38 +41,31 @@ func startClockQuorum(t *testing.T) *clockQuorum {
 func TestClockQuorumServerStepForward(t *testing.T) {
 	t.Parallel()
 	q := startClockQuorum(t)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	a, b := q.client(t), q.client(t)
-	la := mustObtain(t, ctx, a, "qf", 10*time.Second)
+	la := obtainInValidity(t, ctx, a, "qf", 10*time.Second)
 	// Obtain returns at a majority; the third node's grant may still be on
 	// its way, and a contender that reached it first would win the node
 	// whose clock jumps and that one: wait until all three hold la.
 	for i, rdb := range q.rdbs {
-		eventually(t, 10*time.Second, fmt.Sprintf("node %d holds the lock", i), func() bool { return held(ctx, rdb, redislock.LockKey("qf")) })
+		require.Eventually(t, func() bool { return held(ctx, rdb, redislock.LockKey("qf")) }, 10*time.Second, 5*time.Millisecond, fmt.Sprintf("node %d holds the lock", i))
 	}
 
 	q.clocks[0].Step(time.Hour)
-	if _, err := b.Obtain(ctx, "qf", 10*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("one node's clock ahead: contender got %v, want ErrNotObtained", err)
-	}
-	if err := la.Refresh(ctx, 10*time.Second); err != nil {
-		t.Fatalf("one node's clock ahead: holder's refresh: %v", err)
-	}
+	_, err := b.Obtain(ctx, "qf", 10*time.Second)
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "one node's clock ahead: contender got, want ErrNotObtained")
+	require.NoError(t, la.Refresh(ctx, 10*time.Second), "one node's clock ahead: holder's refresh")
 
 	q.clocks[1].Step(time.Hour)
 	// The refused attempt's grant on node 0 may still be being released in
 	// the background (it answered after the refusal was certain).
-	eventually(t, 10*time.Second, "node 0 free", func() bool { return !held(ctx, q.rdbs[0], redislock.LockKey("qf")) })
-	lb := mustObtain(t, ctx, b, "qf", 10*time.Second)
+	require.Eventually(t, func() bool { return !held(ctx, q.rdbs[0], redislock.LockKey("qf")) }, 10*time.Second, 5*time.Millisecond, "node 0 free")
+	lb := obtainInValidity(t, ctx, b, "qf", 10*time.Second)
 	if !time.Now().Before(la.ValidUntil()) {
 		t.Skip("the machine took 10 s: the first grant's validity ended anyway")
 	}
-	if lb.Fence() <= la.Fence() {
-		t.Fatalf("fence %d after %d", lb.Fence(), la.Fence())
-	}
-	if err := la.Refresh(ctx, 10*time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("stale holder's refresh: %v, want ErrNotHeld", err)
-	}
+	require.Greater(t, lb.Fence(), la.Fence(), "fence after %d", la.Fence())
+	require.ErrorIs(t, la.Refresh(ctx, 10*time.Second), redislock.ErrNotHeld, "stale holder's refresh, want ErrNotHeld")
 }
 
 // One node's clock stepped forward past the TTL, on a grant that rests on
@@ -86,7 +79,7 @@ func TestClockQuorumServerStepForward(t *testing.T) {
 func TestClockQuorumStepBareMajority(t *testing.T) {
 	t.Parallel()
 	q := startClockQuorum(t)
-	ctx := ctxT(t, time.Minute)
+	ctx := testkit.Context(t)
 	// The clients reach node 2 through a proxy that takes it off the
 	// network (its requests never arrive) and brings it back.
 	proxy := redistest.StartProxy(t, q.srvs[2].Addr())
@@ -105,10 +98,10 @@ func TestClockQuorumStepBareMajority(t *testing.T) {
 	bare := func(key string) *redislock.Lock {
 		t.Helper()
 		proxy.Cut(redistest.Both)
-		l := mustObtain(t, ctx, a, key, 10*time.Second)
-		eventually(t, 10*time.Second, "node 2's call to fail", func() bool { return redislock.NodeSettled(l, 2) })
+		l := obtainInValidity(t, ctx, a, key, 10*time.Second)
+		require.Eventually(t, func() bool { return redislock.NodeSettled(l, 2) }, 10*time.Second, 5*time.Millisecond, "node 2's call to fail")
 		proxy.Restore()
-		eventually(t, 10*time.Second, "node 2 back", func() bool { return via[2].Ping(ctx).Err() == nil })
+		require.Eventually(t, func() bool { return via[2].Ping(ctx).Err() == nil }, 10*time.Second, 5*time.Millisecond, "node 2 back")
 		require.Equal(t, 2, q.holders(t, key, l.Token()))
 		return l
 	}
@@ -140,25 +133,18 @@ func TestClockQuorumStepBareMajority(t *testing.T) {
 func TestClockQuorumServerStepBack(t *testing.T) {
 	t.Parallel()
 	q := startClockQuorum(t)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	a, b := q.client(t), q.client(t)
-	la := mustObtain(t, ctx, a, "qb", 2*time.Second)
+	la := obtainInValidity(t, ctx, a, "qb", 2*time.Second)
 	for _, s := range q.clocks {
 		s.Step(-time.Hour)
 	}
-	if _, err := b.Obtain(ctx, "qb", time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("contender: %v, want ErrNotObtained", err)
-	}
-	if err := la.Refresh(ctx, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := la.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lb := mustObtain(t, ctx, b, "qb", time.Second)
-	if lb.Fence() <= la.Fence() {
-		t.Fatalf("fence %d after %d", lb.Fence(), la.Fence())
-	}
+	_, err := b.Obtain(ctx, "qb", time.Second)
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "contender, want ErrNotObtained")
+	require.NoError(t, la.Refresh(ctx, 2*time.Second))
+	require.NoError(t, la.Release(ctx))
+	lb := obtainInValidity(t, ctx, b, "qb", time.Second)
+	require.Greater(t, lb.Fence(), la.Fence(), "fence after %d", la.Fence())
 }
 
 // fixedClock is a client wall clock a test sets.
@@ -179,7 +165,7 @@ func (c *fixedClock) option() redislock.ClientOption {
 func TestClockQuorumClientSkew(t *testing.T) {
 	t.Parallel()
 	q := startClockQuorum(t)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	// Records that outlive any pause of a loaded machine; the test forgets
 	// them itself (forget), as their expiry would.
 	const ttl = 10 * time.Second
@@ -187,9 +173,7 @@ func TestClockQuorumClientSkew(t *testing.T) {
 	key := redislock.LockKey("skew")
 	forget := func() {
 		for _, rdb := range q.rdbs {
-			if err := rdb.Del(ctx, key).Err(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, rdb.Del(ctx, key).Err())
 		}
 	}
 	t0 := time.Now().UnixMicro()
@@ -198,34 +182,26 @@ func TestClockQuorumClientSkew(t *testing.T) {
 	cb.set(t0 - time.Hour.Microseconds())
 	a, b := q.client(t, ca.option(), opt), q.client(t, cb.option(), opt)
 
-	la := mustObtain(t, ctx, a, "skew", ttl)
-	if la.Fence() != t0 {
-		t.Fatalf("fence %d, want the proposer's clock %d", la.Fence(), t0)
-	}
-	mustRelease(t, ctx, la)
-	lb := mustObtain(t, ctx, b, "skew", ttl) // an hour behind, the record remembers
-	if lb.Fence() <= la.Fence() {
-		t.Fatalf("clock an hour behind, record alive: fence %d after %d", lb.Fence(), la.Fence())
-	}
-	mustRelease(t, ctx, lb)
+	la := obtainInValidity(t, ctx, a, "skew", ttl)
+	require.Equal(t, t0, la.Fence(), "fence, want the proposer's clock %d", t0)
+	require.NoError(t, la.Release(ctx))
+	lb := obtainInValidity(t, ctx, b, "skew", ttl) // an hour behind, the record remembers
+	require.Greater(t, lb.Fence(), la.Fence(), "clock an hour behind, record alive: fence after %d", la.Fence())
+	require.NoError(t, lb.Release(ctx))
 	forget()
 
 	// No node remembers the key. A clock that reads the last fence exactly
 	// proposes it again: the same fence, not a higher one.
 	cc.set(lb.Fence())
 	c := q.client(t, cc.option(), opt)
-	lc := mustObtain(t, ctx, c, "skew", ttl)
-	if lc.Fence() != lb.Fence() {
-		t.Fatalf("clock at the last fence: fence %d, want the same %d", lc.Fence(), lb.Fence())
-	}
-	mustRelease(t, ctx, lc)
+	lc := obtainInValidity(t, ctx, c, "skew", ttl)
+	require.Equal(t, lb.Fence(), lc.Fence(), "clock at the last fence: fence, want the same %d", lb.Fence())
+	require.NoError(t, lc.Release(ctx))
 	forget()
 	// One µs later, and the fence is above it.
 	cd.set(lc.Fence() + 1)
 	d := q.client(t, cd.option(), opt)
-	ld := mustObtain(t, ctx, d, "skew", ttl)
-	if ld.Fence() <= lc.Fence() {
-		t.Fatalf("clock 1µs past the last fence: fence %d after %d", ld.Fence(), lc.Fence())
-	}
-	mustRelease(t, ctx, ld)
+	ld := obtainInValidity(t, ctx, d, "skew", ttl)
+	require.Greater(t, ld.Fence(), lc.Fence(), "clock 1µs past the last fence: fence after %d", lc.Fence())
+	require.NoError(t, ld.Release(ctx))
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Faults of a real Redis Cluster under a held lock (subtests of
@@ -29,7 +32,7 @@ func validityFrom(start time.Time, ttl time.Duration) time.Time {
 // (which keeps the last fence) moves with it, so the next grant's fence is
 // higher.
 func clusterSlotMigration(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	c, other := newClient(t, rc.rdb), newClient(t, rc.rdb)
 	key := t.Name()
 	const ttl = 1500 * time.Millisecond
@@ -38,32 +41,19 @@ func clusterSlotMigration(t *testing.T, rc realCluster) {
 		fence = l.Fence()
 		from := rc.masterOf(t, key)
 		to := rc.otherMaster(t, from)
-		if err := rc.MigrateSlot(ctx, rc.slotOf(t, redislock.LockKey(key)), to); err != nil {
-			t.Fatal(err)
-		}
-		if !holds(t, to.Server, key, l.Token()) {
-			t.Fatalf("the lock is not on the slot's new master %s", to.Addr())
-		}
+		require.NoError(t, rc.MigrateSlot(ctx, rc.slotOf(t, redislock.LockKey(key)), to))
+		require.True(t, holds(t, to.Server, key, l.Token()), "the lock is not on the slot's new master %s", to.Addr())
 		renewedAfter(t, l, validityFrom(time.Now(), ttl), 5*time.Second)
-		if d := pttl(t, to.Server, key); d < ttl/2 {
-			t.Fatalf("PTTL on the new master %v after a renewal of %v", d, ttl)
-		}
-		if _, err := other.Obtain(ctx, key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-			t.Fatalf("Obtain after the migration = %v, want ErrNotObtained", err)
-		}
+		require.GreaterOrEqual(t, pttl(t, to.Server, key), ttl/2, "PTTL on the new master after a renewal of %v", ttl)
+		_, err := other.Obtain(ctx, key, time.Second)
+		require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain after the migration, want ErrNotObtained")
 		return ctx.Err()
 	})
-	if err != nil {
-		t.Fatalf("Run across a slot migration = %v, want the lock kept", err)
-	}
+	require.NoError(t, err, "Run across a slot migration, want the lock kept")
 	l, err := other.Obtain(ctx, key, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Release(context.Background())
-	if l.Fence() <= fence {
-		t.Fatalf("fence %d after %d: the counter did not move with the slot", l.Fence(), fence)
-	}
+	require.Greater(t, l.Fence(), fence, "fence after %d: the counter did not move with the slot", fence)
 }
 
 // While a lock's slot is being migrated (between MIGRATING and SETSLOT
@@ -72,19 +62,15 @@ func clusterSlotMigration(t *testing.T, rc realCluster) {
 // the lock held, and Release, after which the next grant's fence is higher
 // (the released record moves with the slot).
 func clusterMigrationWindow(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	c, other := newClient(t, rc.rdb), newClient(t, rc.rdb)
 	key := t.Name()
 	l, err := c.Obtain(ctx, key, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	from := rc.masterOf(t, key)
 	to := rc.otherMaster(t, from)
 	m, err := rc.BeginMigration(ctx, rc.slotOf(t, redislock.LockKey(key)), to)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	finished := false
 	defer func() {
 		if !finished { // leave the cluster usable for the next subtests
@@ -94,44 +80,28 @@ func clusterMigrationWindow(t *testing.T, rc realCluster) {
 	}()
 	check := func(stage string) {
 		t.Helper()
-		if err := l.Refresh(ctx, 10*time.Second); err != nil {
-			t.Fatalf("%s: Refresh = %v", stage, err)
-		}
+		require.NoError(t, l.Refresh(ctx, 10*time.Second), "%s: Refresh", stage)
 		if d, err := l.TTL(ctx); err != nil || d <= 5*time.Second {
-			t.Fatalf("%s: TTL = %v, %v", stage, d, err)
+			require.Fail(t, fmt.Sprintf("%s: TTL = %v, %v", stage, d, err))
 		}
 		if _, err := other.Obtain(ctx, key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-			t.Fatalf("%s: Obtain = %v, want ErrNotObtained", stage, err)
+			require.Fail(t, fmt.Sprintf("%s: Obtain = %v, want ErrNotObtained", stage, err))
 		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("%s: Release = %v", stage, err)
-		}
-		if held(ctx, rc.rdb, redislock.LockKey(key)) {
-			t.Fatalf("%s: the lock is still held after Release", stage)
-		}
+		require.NoError(t, l.Release(ctx), "%s: Release", stage)
+		require.False(t, held(ctx, rc.rdb, redislock.LockKey(key)), "%s: the lock is still held after Release", stage)
 		fence := l.Fence()
 		if l, err = c.Obtain(ctx, key, 10*time.Second); err != nil || l.Fence() <= fence {
-			t.Fatalf("%s: Obtain after Release = %v (fence %d after %d)", stage, err, l.Fence(), fence)
+			require.Fail(t, fmt.Sprintf("%s: Obtain after Release = %v (fence %d after %d)", stage, err, l.Fence(), fence))
 		}
 	}
 	check("slot migrating, keys on the source")
-	if err := m.MoveKeys(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.MoveKeys(ctx))
 	check("slot migrating, keys on the target")
-	if err := m.Finish(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Finish(ctx))
 	finished = true
-	if err := l.Refresh(ctx, 10*time.Second); err != nil {
-		t.Fatalf("Refresh after the migration = %v", err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatalf("Release after the migration = %v", err)
-	}
-	if held(ctx, rc.rdb, redislock.LockKey(key)) {
-		t.Fatal("the lock is still held after Release")
-	}
+	require.NoError(t, l.Refresh(ctx, 10*time.Second), "Refresh after the migration")
+	require.NoError(t, l.Release(ctx), "Release after the migration")
+	require.False(t, held(ctx, rc.rdb, redislock.LockKey(key)), "the lock is still held after Release")
 }
 
 // A waiter subscribed with sharded pub/sub (SSUBSCRIBE on the master that
@@ -142,14 +112,12 @@ func clusterWaiterAcrossMigration(t *testing.T, rc realCluster) {
 	t.Skip("known bug: when a slot moves, its old master drops the shard channel subscriptions of that slot " +
 		"(an unsolicited sunsubscribe, which internal/wake's reader takes for a confirmation and ignores); " +
 		"the waiter stays registered on the old master's waker, hears no release and sleeps its full backoff")
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	opts := []redislock.ClientOption{redislock.WithShardedPubSub(true)}
 	c, w := newClient(t, rc.rdb, opts...), newClient(t, rc.rdb, opts...)
 	key := t.Name()
 	h, err := c.Obtain(ctx, key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	type grant struct {
 		at  time.Time
 		err error
@@ -164,25 +132,17 @@ func clusterWaiterAcrossMigration(t *testing.T, rc realCluster) {
 		got <- grant{at, err}
 	}()
 	from := rc.masterOf(t, key)
-	eventually(t, 5*time.Second, "waiter subscribed", func() bool {
+	require.Eventually(t, func() bool {
 		v, err := from.Do(ctx, "PUBSUB", "SHARDNUMSUB", redislock.LockKey(key)+":wake")
 		n, _ := v.([]any)
 		return err == nil && len(n) == 2 && n[1] == int64(1)
-	})
-	if err := rc.MigrateSlot(ctx, rc.slotOf(t, redislock.LockKey(key)), rc.otherMaster(t, from)); err != nil {
-		t.Fatal(err)
-	}
+	}, 5*time.Second, 5*time.Millisecond, "waiter subscribed")
+	require.NoError(t, rc.MigrateSlot(ctx, rc.slotOf(t, redislock.LockKey(key)), rc.otherMaster(t, from)))
 	released := time.Now()
-	if err := h.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.Release(ctx))
 	g := <-got
-	if g.err != nil {
-		t.Fatal(g.err)
-	}
-	if took := g.at.Sub(released); took > 2*time.Second {
-		t.Fatalf("granted %v after the release: the waiter, subscribed before the migration, did not hear the release on the new master and slept its backoff", took)
-	}
+	require.NoError(t, g.err)
+	require.LessOrEqual(t, g.at.Sub(released), 2*time.Second, "granted after the release: the waiter, subscribed before the migration, did not hear the release on the new master and slept its backoff")
 }
 
 // A coordinated manual failover (CLUSTER FAILOVER on the replica: the
@@ -190,7 +150,7 @@ func clusterWaiterAcrossMigration(t *testing.T, rc realCluster) {
 // held by Run: the replica had it, renewals follow the new master (MOVED),
 // and the lock stays exclusive.
 func clusterManualFailover(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	c, other := newClient(t, rc.rdb), newClient(t, rc.rdb)
 	key := t.Name()
 	const ttl = 1500 * time.Millisecond
@@ -198,32 +158,20 @@ func clusterManualFailover(t *testing.T, rc realCluster) {
 	err := c.Run(ctx, key, ttl, func(ctx context.Context, l *redislock.Lock) error {
 		fence = l.Fence()
 		replica := rc.replicaOf(t, rc.masterOf(t, key))
-		if err := rc.Failover(ctx, replica, redisproc.FailoverCoordinated); err != nil {
-			t.Fatal(err)
-		}
-		if m := rc.masterOf(t, key); m != replica {
-			t.Fatalf("after the failover the slot is on %s, want %s", m.Addr(), replica.Addr())
-		}
-		if !holds(t, replica.Server, key, l.Token()) {
-			t.Fatal("the promoted replica does not hold the lock")
-		}
+		require.NoError(t, rc.Failover(ctx, replica, redisproc.FailoverCoordinated))
+		m := rc.masterOf(t, key)
+		require.Same(t, replica, m, "after the failover the slot is on %s, want %s", m.Addr(), replica.Addr())
+		require.True(t, holds(t, replica.Server, key, l.Token()), "the promoted replica does not hold the lock")
 		renewedAfter(t, l, validityFrom(time.Now(), ttl), 5*time.Second)
-		if _, err := other.Obtain(ctx, key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-			t.Fatalf("Obtain after the failover = %v, want ErrNotObtained", err)
-		}
+		_, err := other.Obtain(ctx, key, time.Second)
+		require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain after the failover, want ErrNotObtained")
 		return ctx.Err()
 	})
-	if err != nil {
-		t.Fatalf("Run across a manual failover = %v, want the lock kept", err)
-	}
+	require.NoError(t, err, "Run across a manual failover, want the lock kept")
 	l, err := other.Obtain(ctx, key, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Release(context.Background())
-	if l.Fence() <= fence {
-		t.Fatalf("fence %d after %d", l.Fence(), fence)
-	}
+	require.Greater(t, l.Fence(), fence, "fence after %d", fence)
 }
 
 // A failover to a replica that never received the grant loses the lock.
@@ -243,7 +191,7 @@ func clusterManualFailover(t *testing.T, rc realCluster) {
 // higher fence: the fence counter was lost too, and the new master seeds
 // it from its clock.
 func clusterTakeoverWithoutGrant(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	keys := []string{t.Name() + "-stale-routes", t.Name() + "-new-routes"}
 	var master *redisproc.Node
 	for i := 0; rc.masterOf(t, keys[1]) != rc.masterOf(t, keys[0]); i++ {
@@ -253,10 +201,8 @@ func clusterTakeoverWithoutGrant(t *testing.T, rc realCluster) {
 	replica := rc.replicaOf(t, master)
 	defer func() { // leave the cluster whole
 		replica.Resume()
-		if err := master.Revive(); err != nil {
-			t.Error(err)
-		} else if err := rc.WaitHealthy(context.Background()); err != nil {
-			t.Error(err)
+		if assert.NoError(t, master.Revive()) {
+			assert.NoError(t, rc.WaitHealthy(context.Background()))
 		}
 	}()
 	type holder struct {
@@ -275,15 +221,12 @@ func clusterTakeoverWithoutGrant(t *testing.T, rc realCluster) {
 		// for it would wait its read timeout, and a replica paused for
 		// seconds is flagged failing by the others, which this test is
 		// not about.
-		if err := h.rdb.Get(ctx, redislock.LockKey(key)).Err(); !errors.Is(err, redis.Nil) {
-			t.Fatal(err)
-		}
+		require.ErrorIs(t, h.rdb.Get(ctx, redislock.LockKey(key)).Err(), redis.Nil)
 		hs = append(hs, h)
 	}
 	replica.Pause()
-	if _, err := master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica")
+	require.NoError(t, err)
 	for _, h := range hs {
 		c := newClient(t, h.rdb)
 		got := make(chan struct{})
@@ -298,7 +241,7 @@ func clusterTakeoverWithoutGrant(t *testing.T, rc realCluster) {
 		select {
 		case <-got:
 		case err := <-h.result:
-			t.Fatalf("Run on %s: %v", h.key, err)
+			require.Fail(t, fmt.Sprintf("Run on %s: %v", h.key, err))
 		}
 	}
 	master.Kill()
@@ -306,13 +249,10 @@ func clusterTakeoverWithoutGrant(t *testing.T, rc realCluster) {
 		h.until = h.lock.ValidUntil() // renewals go to the dead master from here on
 	}
 	replica.Resume()
-	if err := rc.Failover(ctx, replica, redisproc.FailoverTakeover); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rc.Failover(ctx, replica, redisproc.FailoverTakeover))
 	for _, key := range keys {
-		if v, err := replica.Do(ctx, "EXISTS", redislock.LockKey(key)); err != nil || v != int64(0) {
-			t.Fatalf("the replica has %s (%v, %v): the fault did not happen", key, v, err)
-		}
+		v, err := replica.Do(ctx, "EXISTS", redislock.LockKey(key))
+		require.False(t, err != nil || v != int64(0), "the replica has %s (%v, %v): the fault did not happen", key, v, err)
 	}
 	hs[1].rdb.ReloadState(ctx)
 	fresh := newClient(t, rc.Client(nil)) // a client that knows the new slot map
@@ -320,18 +260,10 @@ func clusterTakeoverWithoutGrant(t *testing.T, rc realCluster) {
 		h := hs[i]
 		h.loss.before(t, h.until, want)
 		close(h.fnDone)
-		if err := <-h.result; !errors.Is(err, redislock.ErrLockLost) {
-			t.Errorf("Run on %s = %v, want ErrLockLost", keys[i], err)
-		}
+		assert.ErrorIs(t, <-h.result, redislock.ErrLockLost, "Run on %s, want ErrLockLost", keys[i])
 		l2, err := fresh.Obtain(ctx, keys[i], time.Second)
-		if err != nil {
-			t.Fatalf("Obtain of %s after the loss = %v", keys[i], err)
-		}
-		if l2.Fence() <= h.lock.Fence() {
-			t.Errorf("fence %d after %d: the new master's fences went backwards", l2.Fence(), h.lock.Fence())
-		}
-		if err := l2.Release(ctx); err != nil {
-			t.Error(err)
-		}
+		require.NoError(t, err, "Obtain of %s after the loss", keys[i])
+		assert.Greater(t, l2.Fence(), h.lock.Fence(), "fence after %d: the new master's fences went backwards", h.lock.Fence())
+		assert.NoError(t, l2.Release(ctx))
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // realCluster is a 3-master Redis Cluster with a replica per master,
@@ -31,9 +33,7 @@ func startRealCluster(t *testing.T) realCluster {
 func (rc realCluster) slotOf(t *testing.T, redisKey string) int {
 	t.Helper()
 	slot, err := rc.Slot(context.Background(), redisKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return slot
 }
 
@@ -41,9 +41,7 @@ func (rc realCluster) slotOf(t *testing.T, redisKey string) int {
 func (rc realCluster) masterOf(t *testing.T, key string) *redisproc.Node {
 	t.Helper()
 	m, err := rc.MasterOf(context.Background(), rc.slotOf(t, redislock.LockKey(key)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return m
 }
 
@@ -54,9 +52,7 @@ func (rc realCluster) keysOnMasters(t *testing.T, prefix string, n int) []string
 	var keys []string
 	seen := map[*redisproc.Node]bool{}
 	for i := 0; len(keys) < n; i++ {
-		if i > 100 {
-			t.Fatalf("no %d keys on distinct masters among 100", n)
-		}
+		require.LessOrEqual(t, i, 100, "no %d keys on distinct masters among 100", n)
 		k := fmt.Sprintf("%s-%d", prefix, i)
 		if m := rc.masterOf(t, k); !seen[m] {
 			seen[m] = true
@@ -70,15 +66,13 @@ func (rc realCluster) keysOnMasters(t *testing.T, prefix string, n int) []string
 func (rc realCluster) otherMaster(t *testing.T, m *redisproc.Node) *redisproc.Node {
 	t.Helper()
 	ms, err := rc.Masters(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, o := range ms {
 		if o != m {
 			return o
 		}
 	}
-	t.Fatal("no other master")
+	require.Fail(t, "no other master")
 	return nil
 }
 
@@ -86,9 +80,8 @@ func (rc realCluster) otherMaster(t *testing.T, m *redisproc.Node) *redisproc.No
 func (rc realCluster) replicaOf(t *testing.T, m *redisproc.Node) *redisproc.Node {
 	t.Helper()
 	rs, err := rc.ReplicasOf(context.Background(), m)
-	if err != nil || len(rs) == 0 {
-		t.Fatalf("replicas of %s: %v, %v", m.Addr(), rs, err)
-	}
+	require.NoError(t, err, "replicas of %s: %v", m.Addr(), rs)
+	require.NotEqual(t, 0, len(rs), "replicas of %s: %v, %v", m.Addr(), rs, err)
 	return rs[0]
 }
 
@@ -101,7 +94,7 @@ func holds(t *testing.T, n *redisproc.Server, key, token string) bool {
 	case errors.Is(err, redis.Nil):
 		return false
 	case err != nil:
-		t.Fatalf("GET on %s: %v", n.Addr(), err)
+		require.Fail(t, fmt.Sprintf("GET on %s: %v", n.Addr(), err))
 	}
 	s, _ := v.(string)
 	return strings.HasPrefix(s, token+":")
@@ -111,9 +104,7 @@ func holds(t *testing.T, n *redisproc.Server, key, token string) bool {
 func pttl(t *testing.T, n *redisproc.Server, key string) time.Duration {
 	t.Helper()
 	v, err := n.Do(context.Background(), "PTTL", redislock.LockKey(key))
-	if err != nil {
-		t.Fatalf("PTTL on %s: %v", n.Addr(), err)
-	}
+	require.NoError(t, err, "PTTL on %s", n.Addr())
 	ms, _ := v.(int64)
 	return time.Duration(ms) * time.Millisecond
 }
@@ -122,11 +113,11 @@ func pttl(t *testing.T, n *redisproc.Server, key string) time.Duration {
 // confirmed after since (bounded by d).
 func renewedAfter(t *testing.T, l interface{ ValidUntil() time.Time }, since time.Time, d time.Duration) {
 	t.Helper()
-	eventually(t, d, "a renewal after "+since.Format(time.StampMilli), func() bool { return l.ValidUntil().After(since) })
+	require.Eventually(t, func() bool { return l.ValidUntil().After(since) }, d, 5*time.Millisecond, "a renewal after "+since.Format(time.StampMilli))
 }
 
 // schedulerSlack is how late, past ValidUntil, a loss may reach fn's
-// context in these tests: the report is due backend.LossLead before
+// context in these tests: the report is due lease.LossLead before
 // ValidUntil (tested exactly on a fake clock in package lease), but the
 // timer, the cancellation and the AfterFunc that records it run on a
 // loaded 2-core machine, six redis-servers beside them, where one -race
@@ -170,13 +161,9 @@ func (w *lossWatch) before(t *testing.T, validUntil time.Time, want error) {
 	if w.until.After(validUntil) {
 		validUntil = w.until
 	}
-	if w.at.After(validUntil.Add(schedulerSlack)) {
-		t.Errorf("the loss was reported %v after ValidUntil", w.at.Sub(validUntil))
-	}
+	assert.False(t, w.at.After(validUntil.Add(schedulerSlack)), "the loss was reported %v after ValidUntil", w.at.Sub(validUntil))
 	cause := context.Cause(w.ctx)
-	if !errors.Is(cause, want) || want != redislock.ErrLeaseExpired && errors.Is(cause, redislock.ErrLeaseExpired) {
-		t.Errorf("cause of the loss = %v, want %v", cause, want)
-	}
+	assert.False(t, !errors.Is(cause, want) || want != redislock.ErrLeaseExpired && errors.Is(cause, redislock.ErrLeaseExpired), "cause of the loss = %v, want %v", cause, want)
 }
 
 // wait returns once the loss was reported, failing t if that has not
@@ -195,8 +182,6 @@ func (w *lossWatch) wait(t *testing.T, validUntil time.Time) {
 			return
 		case <-timer.C:
 		}
-		if !w.lock.ValidUntil().After(end) {
-			t.Fatalf("the loss was not reported (ValidUntil was %v ago)", time.Since(end))
-		}
+		require.True(t, w.lock.ValidUntil().After(end), "the loss was not reported (ValidUntil was %v ago)", time.Since(end))
 	}
 }

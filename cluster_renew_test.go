@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/observe"
 )
@@ -20,7 +23,7 @@ import (
 // node (one batch_refresh.lua per slot) pipelined; a lock deleted behind
 // its holder's back is reported to that holder alone.
 func clusterKeptAcrossSlots(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	rdb := rc.Client(nil)
 	calls := &batchCalls{}
 	rdb.AddHook(calls)
@@ -32,23 +35,18 @@ func clusterKeptAcrossSlots(t *testing.T, rc realCluster) {
 	for _, h := range held {
 		defer h.Release(ctx)
 	}
-	eventually(t, 10*time.Second, "every lock renewed", func() bool { return rec.renewedAll(keys) })
-	if p, k := calls.pipelines.Load(), calls.calls.Load(); p == 0 || p >= k {
-		t.Errorf("%d pipelines for %d batch_refresh calls: not pipelined", p, k)
-	}
+	require.Eventually(t, func() bool { return rec.renewedAll(keys) }, 10*time.Second, 5*time.Millisecond, "every lock renewed")
+	p, k := calls.pipelines.Load(), calls.calls.Load()
+	assert.False(t, p == 0 || p >= k, "%d pipelines for %d batch_refresh calls: not pipelined", p, k)
 	victim := held[7]
 	watch := watchLoss(victim.Context(), victim.Lock())
 	until := victim.Lock().ValidUntil()
-	if err := rdb.Del(ctx, redislock.LockKey(keys[7])).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rdb.Del(ctx, redislock.LockKey(keys[7])).Err())
 	watch.before(t, until, redislock.ErrNotHeld)
 	for i, h := range held {
 		if i != 7 {
 			renewedAfter(t, h.Lock(), until, 5*time.Second)
-			if h.Err() != nil {
-				t.Fatalf("%s: %v", keys[i], h.Err())
-			}
+			require.NoError(t, h.Err(), "%s", keys[i])
 		}
 	}
 }
@@ -59,38 +57,29 @@ func clusterKeptAcrossSlots(t *testing.T, rc realCluster) {
 // (go-redis alone would go on asking the dead master until its slot map is
 // 10 s old, and the lease would run out).
 func clusterKilledMasterFollowed(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	rdb := rc.Client(nil)
 	c := newClient(t, rdb, redislock.WithObserver(nodeLog{t}))
 	key := t.Name()
 	master := rc.masterOf(t, key)
 	replica := rc.replicaOf(t, master)
 	defer func() { // leave the cluster whole
-		if err := master.Revive(); err != nil {
-			t.Error(err)
-		} else if err := rc.WaitHealthy(context.Background()); err != nil {
-			t.Error(err)
+		if assert.NoError(t, master.Revive()) {
+			assert.NoError(t, rc.WaitHealthy(context.Background()))
 		}
 	}()
 	const ttl = 4 * time.Second
 	err := c.Run(ctx, key, ttl, func(ctx context.Context, l *redislock.Lock) error {
-		if acked, err := master.Do(ctx, "WAIT", 1, 2000); err != nil || acked != int64(1) {
-			t.Fatalf("WAIT = %v, %v", acked, err)
-		}
+		acked, err := master.Do(ctx, "WAIT", 1, 2000)
+		require.False(t, err != nil || acked != int64(1), "WAIT = %v, %v", acked, err)
 		master.Kill()
 		killed := time.Now()
-		if err := rc.Failover(ctx, replica, redisproc.FailoverTakeover); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rc.Failover(ctx, replica, redisproc.FailoverTakeover))
 		renewedAfter(t, l, validityFrom(killed, ttl), 10*time.Second)
-		if !holds(t, replica.Server, key, l.Token()) {
-			t.Fatal("the new master does not hold the lock")
-		}
+		require.True(t, holds(t, replica.Server, key, l.Token()), "the new master does not hold the lock")
 		return context.Cause(ctx)
 	}, redislock.WithRefreshInterval(ttl/4))
-	if err != nil {
-		t.Fatalf("Run across a killed master = %v, want the lock kept", err)
-	}
+	require.NoError(t, err, "Run across a killed master, want the lock kept")
 }
 
 // nodeLog is an Observer that logs the failed node calls (the renewals
@@ -105,27 +94,20 @@ func (n nodeLog) NodeFailed(_ context.Context, e observe.NodeEvent) {
 // so the grant is on that master's replica when Obtain returns; Run's
 // batched renewals wait for it too.
 func clusterReplicas(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	c := newClient(t, rc.rdb, redislock.WithReplicas(1, 2*time.Second))
 	for _, key := range rc.keysOnMasters(t, t.Name(), 3) {
 		replica := rc.replicaOf(t, rc.masterOf(t, key))
 		err := c.Run(ctx, key, time.Second, func(ctx context.Context, l *redislock.Lock) error {
-			if !replicaHolds(t, replica, key, l.Token()) {
-				t.Fatalf("%s: Obtain returned before the replica had the grant", key)
-			}
+			require.True(t, replicaHolds(t, replica, key, l.Token()), "%s: Obtain returned before the replica had the grant", key)
 			renewedAfter(t, l, l.ValidUntil(), 5*time.Second)
 			return context.Cause(ctx)
 		})
-		if err != nil {
-			t.Fatalf("%s: Run = %v", key, err)
-		}
+		require.NoError(t, err, "%s: Run", key)
 		// Each master has one replica: two never acknowledge.
-		if _, err := c.Obtain(ctx, key, time.Second, redislock.WithReplicas(2, 20*time.Millisecond)); !errors.Is(err, redislock.ErrNotReplicated) {
-			t.Fatalf("%s: Obtain wanting 2 replicas = %v, want ErrNotReplicated", key, err)
-		}
-		if held(ctx, rc.rdb, redislock.LockKey(key)) {
-			t.Fatalf("%s: the unacknowledged grant was not released", key)
-		}
+		_, err = c.Obtain(ctx, key, time.Second, redislock.WithReplicas(2, 20*time.Millisecond))
+		require.ErrorIs(t, err, redislock.ErrNotReplicated, "%s: Obtain wanting 2 replicas, want ErrNotReplicated", key)
+		require.False(t, held(ctx, rc.rdb, redislock.LockKey(key)), "%s: the unacknowledged grant was not released", key)
 	}
 }
 
@@ -142,7 +124,7 @@ func replicaHolds(t *testing.T, n *redisproc.Node, key, token string) bool {
 	case errors.Is(err, redis.Nil):
 		return false
 	case err != nil:
-		t.Fatalf("GET on %s: %v", n.Addr(), err)
+		require.Fail(t, fmt.Sprintf("GET on %s: %v", n.Addr(), err))
 	}
 	return strings.HasPrefix(v, token+":")
 }
@@ -150,12 +132,10 @@ func replicaHolds(t *testing.T, n *redisproc.Node, key, token string) bool {
 // Under load, calls through a ClusterClient are auto-pipelined too (one
 // pipeline per node), and every grant, fence and release is still right.
 func clusterAutoPipeline(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	c := newClient(t, rc.Client(nil))
 	ObtainReleaseLoop(ctx, t, c, t.Name(), 64, 30)
-	if !redislock.Pipelined(c) {
-		t.Fatal("64 callers did not set up auto-pipelining")
-	}
+	require.True(t, redislock.Pipelined(c), "64 callers did not set up auto-pipelining")
 }
 
 // Two locks renewed with WithReplicas share calls on their master; one's
@@ -163,7 +143,7 @@ func clusterAutoPipeline(t *testing.T, rc realCluster) {
 // on the master that serves it now: the renewal waits on a connection per
 // current master, not on the one the locks shared.
 func clusterReplicasAcrossMigration(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	c := newClient(t, rc.rdb, redislock.WithReplicas(1, 2*time.Second))
 	moved := t.Name() + "-moved"
 	master := rc.masterOf(t, moved)
@@ -177,27 +157,19 @@ func clusterReplicasAcrossMigration(t *testing.T, rc realCluster) {
 	var held []*lease.Held
 	for _, key := range []string{moved, stays} {
 		l, err := c.Obtain(ctx, key, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		h, err := lease.Hold(ctx, l, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer h.Release(ctx)
 		held = append(held, h)
 	}
 	to := rc.otherMaster(t, master)
-	if err := rc.MigrateSlot(ctx, rc.slotOf(t, redislock.LockKey(moved)), to); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rc.MigrateSlot(ctx, rc.slotOf(t, redislock.LockKey(moved)), to))
 	since := validityFrom(time.Now(), ttl)
 	for _, h := range held {
 		renewedAfter(t, h.Lock(), since, 5*time.Second)
 		renewedAfter(t, h.Lock(), h.Lock().ValidUntil(), 5*time.Second)
-		if h.Err() != nil {
-			t.Fatalf("%s: %v", h.Lock().Key(), h.Err())
-		}
+		require.NoError(t, h.Err(), "%s", h.Lock().Key())
 	}
 }
 
@@ -207,26 +179,19 @@ func clusterReplicasAcrossMigration(t *testing.T, rc realCluster) {
 // acknowledged again within a short lease and Run keeps the lock; the old
 // master, now the replica, has the renewed grant.
 func clusterReplicasManualFailover(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	c := newClient(t, rc.rdb, redislock.WithReplicas(1, time.Second))
 	key := t.Name()
 	const ttl = 1500 * time.Millisecond
 	err := c.Run(ctx, key, ttl, func(ctx context.Context, l *redislock.Lock) error {
 		old := rc.masterOf(t, key)
 		replica := rc.replicaOf(t, old)
-		if err := rc.Failover(ctx, replica, redisproc.FailoverCoordinated); err != nil {
-			t.Fatal(err)
-		}
-		if m := rc.masterOf(t, key); m != replica {
-			t.Fatalf("after the failover the slot is on %s, want %s", m.Addr(), replica.Addr())
-		}
+		require.NoError(t, rc.Failover(ctx, replica, redisproc.FailoverCoordinated))
+		m := rc.masterOf(t, key)
+		require.Same(t, replica, m, "after the failover the slot is on %s, want %s", m.Addr(), replica.Addr())
 		renewedAfter(t, l, validityFrom(time.Now(), ttl), 5*time.Second)
-		if !replicaHolds(t, old, key, l.Token()) {
-			t.Fatal("a renewal acknowledged before the old master, now a replica, had the grant")
-		}
+		require.True(t, replicaHolds(t, old, key, l.Token()), "a renewal acknowledged before the old master, now a replica, had the grant")
 		return context.Cause(ctx)
 	})
-	if err != nil {
-		t.Fatalf("Run with WithReplicas across a manual failover = %v, want the lock kept", err)
-	}
+	require.NoError(t, err, "Run with WithReplicas across a manual failover, want the lock kept")
 }

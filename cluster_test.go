@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/lease/leasetest"
+	"github.com/stretchr/testify/require"
 )
 
 // testCluster runs every operation through a redis.ClusterClient on a real
@@ -53,45 +54,30 @@ func testCluster(t *testing.T) {
 // A lock on each master: held there and nowhere else, exclusive, renewable,
 // inspectable, released once.
 func clusterLock(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	c, other := newClient(t, rc.rdb), newClient(t, rc.rdb)
 	for _, key := range rc.keysOnMasters(t, t.Name(), 3) {
 		l, err := c.Obtain(ctx, key, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m := rc.masterOf(t, key); !holds(t, m.Server, key, l.Token()) {
-			t.Fatalf("%s: lock not on its slot's master %s", key, m.Addr())
-		}
+		require.NoError(t, err)
+		m := rc.masterOf(t, key)
+		require.True(t, holds(t, m.Server, key, l.Token()), "%s: lock not on its slot's master %s", key, m.Addr())
 		if _, err := other.Obtain(ctx, key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-			t.Fatalf("%s: second Obtain = %v, want ErrNotObtained", key, err)
+			require.Fail(t, fmt.Sprintf("%s: second Obtain = %v, want ErrNotObtained", key, err))
 		}
-		if err := l.Refresh(ctx, 10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if d, err := l.TTL(ctx); err != nil || d <= 5*time.Second {
-			t.Fatalf("%s: TTL after Refresh(10s) = %v, %v", key, d, err)
-		}
+		require.NoError(t, l.Refresh(ctx, 10*time.Second))
+		d, err := l.TTL(ctx)
+		require.NoError(t, err, "%s: TTL after Refresh(10s) = %v", key, d)
+		require.Greater(t, d, 5*time.Second, "%s: TTL after Refresh(10s), %v", key, err)
 		info, err := other.Inspect(ctx, key)
-		if err != nil || !info.Held || info.Fence != l.Fence() {
-			t.Fatalf("%s: Inspect = %+v, %v", key, info, err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("%s: second Release = %v, want ErrNotHeld", key, err)
-		}
+		require.NoError(t, err, "%s: Inspect = %+v", key, info)
+		require.True(t, info.Held, "%s: Inspect = %+v, %v", key, info, err)
+		require.Equal(t, l.Fence(), info.Fence, "%s: Inspect = %+v, %v", key, info, err)
+		require.NoError(t, l.Release(ctx))
+		require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld, "%s: second Release, want ErrNotHeld", key)
 		l2, err := other.Obtain(ctx, key, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l2.Fence() <= l.Fence() {
-			t.Fatalf("%s: fence %d after %d", key, l2.Fence(), l.Fence())
-		}
-		if err := l2.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.Greater(t, l2.Fence(), l.Fence(), "%s: fence after %d", key, l.Fence())
+		require.NoError(t, l2.Release(ctx))
 	}
 }
 
@@ -100,81 +86,57 @@ func clusterLock(t *testing.T, rc realCluster) {
 // own, and ObtainMulti takes them one slot at a time, all or nothing.
 func clusterMultiUserTags(t *testing.T, rc realCluster) {
 	a, b := "{order:7}:a", "{order:7}:b"
-	ctx := ctxT(t, 5*time.Second)
+	ctx := testkit.Context(t)
 	m, err := newClient(t, rc.rdb).ObtainMulti(ctx, []string{a, b}, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer m.Release(context.Background())
 	// As ObtainMulti's doc says: the braces of a key do not pick its slot.
-	if sa, sb := rc.slotOf(t, redislock.LockKey(a)), rc.slotOf(t, redislock.LockKey(b)); sa == sb {
-		t.Fatalf("lock keys %q and %q share slot %d", redislock.LockKey(a), redislock.LockKey(b), sa)
-	}
+	sa, sb := rc.slotOf(t, redislock.LockKey(a)), rc.slotOf(t, redislock.LockKey(b))
+	require.NotEqual(t, sb, sa, "lock keys %q and %q share slot", redislock.LockKey(a), redislock.LockKey(b))
 	for _, k := range []string{a, b} {
-		if rc.rdb.Exists(ctx, redislock.LockKey(k)).Val() != 1 {
-			t.Fatalf("%s not held", k)
-		}
+		require.Equal(t, int64(1), rc.rdb.Exists(ctx, redislock.LockKey(k)).Val(), "%s not held", k)
 	}
 }
 
 // Keys on three masters are taken all or nothing, one slot at a time:
 // a competing set that overlaps gets none of its keys.
 func clusterMultiAcrossSlots(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	c, other := newClient(t, rc.rdb), newClient(t, rc.rdb)
 	keys := rc.keysOnMasters(t, t.Name(), 3)
 	m, err := c.ObtainMulti(ctx, keys, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, k := range keys {
-		if !holds(t, rc.masterOf(t, k).Server, k, m.Token()) || m.Fence(k) <= 0 {
-			t.Fatalf("%s not held on its master (fence %d)", k, m.Fence(k))
-		}
+		require.True(t, holds(t, rc.masterOf(t, k).Server, k, m.Token()), "%s not held on its master (fence %d)", k, m.Fence(k))
+		require.Greater(t, m.Fence(k), int64(0), "%s not held on its master (fence)", k)
 	}
 	free := t.Name() + "-free"
 	if _, err := other.ObtainMulti(ctx, []string{free, keys[1]}, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("overlapping ObtainMulti = %v, want ErrNotObtained", err)
+		require.Fail(t, fmt.Sprintf("overlapping ObtainMulti = %v, want ErrNotObtained", err))
 	}
-	if held(ctx, rc.rdb, redislock.LockKey(free)) {
-		t.Fatal("the failed overlapping set left its free key held")
-	}
-	if err := m.Refresh(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	require.False(t, held(ctx, rc.rdb, redislock.LockKey(free)), "the failed overlapping set left its free key held")
+	require.NoError(t, m.Refresh(ctx, 10*time.Second))
 	if d, err := m.TTL(ctx); err != nil || d <= 5*time.Second {
-		t.Fatalf("TTL after Refresh(10s) = %v, %v", d, err)
+		require.Fail(t, fmt.Sprintf("TTL after Refresh(10s) = %v, %v", d, err))
 	}
-	if err := m.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Release(ctx))
 	for _, k := range keys {
-		if held(ctx, rc.rdb, redislock.LockKey(k)) {
-			t.Fatalf("%s held after Release", k)
-		}
+		require.False(t, held(ctx, rc.rdb, redislock.LockKey(k)), "%s held after Release", k)
 	}
 	// A waiter for the set is woken by the release of the key it found held.
 	h, err := c.Obtain(ctx, keys[2], time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	released := make(chan error, 1)
 	go func() {
-		eventually(t, 5*time.Second, "set waiter subscribed", func() bool { _, ready := redislock.LocalWaiters(other, keys[2]); return ready })
+		require.Eventually(t, func() bool { _, ready := redislock.LocalWaiters(other, keys[2]); return ready }, 5*time.Second, 5*time.Millisecond, "set waiter subscribed")
 		released <- h.Release(context.Background())
 	}()
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Second) // shorter than the backoff: only a wake-up grants it
 	defer cancel()
 	m2, err := other.ObtainMulti(wctx, keys, time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
-	if rerr := <-released; rerr != nil {
-		t.Fatal(rerr)
-	}
-	if err != nil {
-		t.Fatalf("set waiter: %v (the release was not heard)", err)
-	}
-	if err := m2.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-released)
+	require.NoError(t, err, "set waiter (the release was not heard)")
+	require.NoError(t, m2.Release(ctx))
 }
 
 // Notified waiting with PUBLISH (broadcast to every node) and with sharded
@@ -192,44 +154,32 @@ func clusterNotified(t *testing.T, rc realCluster) {
 func clusterFair(t *testing.T, rc realCluster) {
 	for _, key := range rc.keysOnMasters(t, t.Name(), 2) {
 		order := fairOrder(t, rc.rdb, key, 4, redislock.WithFair(true))
-		if !slices.Equal(order, []int{0, 1, 2, 3}) {
-			t.Fatalf("%s: granted in order %v, want arrival order", key, order)
-		}
+		require.True(t, slices.Equal(order, []int{0, 1, 2, 3}), "%s: granted in order %v, want arrival order", key, order)
 	}
 }
 
 // Fences increase across clients on every master, and FencedSet on the
 // cluster refuses a stale fence.
 func clusterFences(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	clients := []*redislock.Client{newClient(t, rc.rdb), newClient(t, rc.rdb)}
 	for _, key := range rc.keysOnMasters(t, t.Name(), 3) {
 		var last int64
 		for i := range 6 {
 			l, err := clients[i%2].Obtain(ctx, key, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l.Fence() <= last {
-				t.Fatalf("%s: fence %d after %d", key, l.Fence(), last)
-			}
+			require.NoError(t, err)
+			require.Greater(t, l.Fence(), last, "%s: fence after %d", key, last)
 			last = l.Fence()
-			if err := redislock.FencedSet(ctx, rc.rdb, key+":resource", fmt.Sprint(i), l.Fence(), time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, redislock.FencedSet(ctx, rc.rdb, key+":resource", fmt.Sprint(i), l.Fence(), time.Minute))
+			require.NoError(t, l.Release(ctx))
 		}
-		if err := redislock.FencedSet(ctx, rc.rdb, key+":resource", "stale", last-1, time.Minute); !errors.Is(err, redislock.ErrStaleFence) {
-			t.Fatalf("%s: stale FencedSet = %v, want ErrStaleFence", key, err)
-		}
+		require.ErrorIs(t, redislock.FencedSet(ctx, rc.rdb, key+":resource", "stale", last-1, time.Minute), redislock.ErrStaleFence, "%s: stale FencedSet, want ErrStaleFence", key)
 	}
 }
 
 // Run renews a lock on each master past its TTL and releases it.
 func clusterRun(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	c := newClient(t, rc.rdb)
 	for _, key := range rc.keysOnMasters(t, t.Name(), 3) {
 		err := c.Run(ctx, key, 600*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
@@ -238,12 +188,8 @@ func clusterRun(t *testing.T, rc realCluster) {
 			renewedAfter(t, l, l.ValidUntil(), 5*time.Second)
 			return ctx.Err()
 		})
-		if err != nil {
-			t.Fatalf("%s: Run = %v", key, err)
-		}
-		if held(ctx, rc.rdb, redislock.LockKey(key)) {
-			t.Fatalf("%s: Run did not release", key)
-		}
+		require.NoError(t, err, "%s: Run", key)
+		require.False(t, held(ctx, rc.rdb, redislock.LockKey(key)), "%s: Run did not release", key)
 	}
 }
 
@@ -268,27 +214,20 @@ func clusterLeaseContract(t *testing.T, rc realCluster) {
 // cluster client (routed by the first key), and Redis refuses keys of two
 // slots (CROSSSLOT): the batched renewal groups keys by slot.
 func clusterBatchRefresh(t *testing.T, rc realCluster) {
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	var keys, tokens []string
 	for i := range 100 {
 		k, tok := fmt.Sprintf("{%s}:%d", t.Name(), i), fmt.Sprintf("t%d", i)
-		if err := rc.rdb.Set(ctx, k, tok+":1", time.Second).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rc.rdb.Set(ctx, k, tok+":1", time.Second).Err())
 		keys, tokens = append(keys, k), append(tokens, tok)
 	}
 	got, err := script.BatchRefresh(ctx, rc.rdb, keys, tokens, 60000, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i, s := range got {
-		if s != script.BatchRenewed {
-			t.Fatalf("key %d: %v", i, s)
-		}
+		require.Equal(t, script.BatchRenewed, s, "key %d", i)
 	}
 	two := rc.keysOnMasters(t, t.Name()+"-x", 2)
 	_, err = script.BatchRefresh(ctx, rc.rdb, []string{redislock.LockKey(two[0]), redislock.LockKey(two[1])}, []string{"a", "b"}, 1000, nil)
-	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
-		t.Fatalf("keys of two slots: %v, want CROSSSLOT", err)
-	}
+	require.Error(t, err, "keys of two slots, want CROSSSLOT")
+	require.Contains(t, err.Error(), "CROSSSLOT", "keys of two slots: %v, want CROSSSLOT", err)
 }

@@ -7,60 +7,26 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
-// The errors shared by every backend are those of package lease, so that
-// errors.Is matches across backends.
+// The errors shared by every backend are package lease's, re-exported
+// here: each is documented there, and errors.Is matches it across
+// backends.
 var (
-	// ErrNotObtained means the lock is held by someone else: it was still held
-	// when the retry strategy gave up or the context ended (then the error also
-	// matches the context's error). It never stands for an unreachable Redis.
-	ErrNotObtained = lease.ErrNotObtained
+	ErrNotObtained     = lease.ErrNotObtained     // held by another; never an unreachable Redis
+	ErrNotHeld         = lease.ErrNotHeld         // not held by this grant; methods on a nil *Lock return it too
+	ErrLockLost        = lease.ErrLockLost        // Run: the lock was lost while fn ran
+	ErrReleased        = lease.ErrReleased        // Run, RunMulti: the lock was released while fn ran
+	ErrLeaseExpired    = lease.ErrLeaseExpired    // a loss's cause: no renewal got through before the validity ended
+	ErrGrantExpired    = lease.ErrGrantExpired    // confirmed after its validity; nothing is held
+	ErrInvalidArgument = lease.ErrInvalidArgument // bad input, refused before any call to Redis
+	ErrClosed          = lease.ErrClosed          // a Client's method after Close
+	ErrStaleFence      = lease.ErrStaleFence      // FencedSet, the Store: a newer fence wrote first
+	ErrNotFound        = lease.ErrNotFound        // the Store's Get: no record at the key
+)
 
-	// ErrNotHeld is returned by Refresh, Release and TTL when this Lock's grant
-	// is no longer held: it expired, was released, or was never confirmed on a
-	// majority. Methods on a nil *Lock return it too.
-	ErrNotHeld = lease.ErrNotHeld
-
-	// ErrLockLost is returned by Run when the lock was lost while fn ran: a
-	// renewal found it gone (the cause matches ErrNotHeld), or renewals could
-	// not get through before its validity ended (ErrLeaseExpired, joined with
-	// the last renewal's error). fn's context was cancelled no later than
-	// ValidUntil.
-	ErrLockLost = lease.ErrLockLost
-
-	// ErrReleased is returned by Run (and RunMulti) when the lock was
-	// released while fn ran: fn, or another goroutine, called its Release.
-	// fn's context was cancelled when that Release was called, with
-	// ErrReleased as its cause, and Run did not release the lock again.
-	// What fn did after the Release ran without the lock.
-	ErrReleased = lease.ErrReleased
-
-	// ErrLeaseExpired is the cause of a loss when the validity ended before
-	// a renewal got through: Redis was unreachable, slow or paused.
-	ErrLeaseExpired = lease.ErrLeaseExpired
-
-	// ErrGrantExpired means a grant or refresh was confirmed only after the
-	// validity it asked for had passed (the round trip took longer than TTL
-	// minus drift). The partial grant was released; nothing is held.
-	ErrGrantExpired = lease.ErrGrantExpired
-
-	// ErrInvalidArgument is matched by every error about bad input: an empty
-	// key, a TTL that leaves no validity or exceeds MaxTTL, a nil client, an
-	// invalid option. Such errors are returned before any call to Redis.
-	ErrInvalidArgument = lease.ErrInvalidArgument
-
-	// ErrClosed is returned by a Client's methods after Close.
-	ErrClosed = lease.ErrClosed
-
-	// ErrStaleFence is returned by FencedSet and the Store when a newer fence
-	// has already written the resource: the writer's lock was superseded.
-	ErrStaleFence = lease.ErrStaleFence
-
-	// ErrNotFound is returned by the Store's Get for a key without record.
-	ErrNotFound = lease.ErrNotFound
-
+// The errors of this package alone.
+var (
 	// ErrNoQuorum means a majority of the nodes could not be reached or
 	// answered with errors, so the outcome of the operation is unknown or the
 	// operation could not be done. The per-node causes are joined to it as
@@ -145,4 +111,4 @@ func (e *QuorumError) Error() string {
 // Unwrap returns Err and the nodes' errors.
 func (e *QuorumError) Unwrap() []error { return append([]error{e.Err}, e.Nodes...) }
 
-func invalid(format string, args ...any) error { return backend.Invalid(format, args...) }
+func invalid(format string, args ...any) error { return lease.Invalid(format, args...) }

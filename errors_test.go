@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/require"
 )
 
 // SCRIPT FLUSH between calls: go-redis falls back from EVALSHA to EVAL.
@@ -18,25 +21,18 @@ func TestScriptFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	c := newClient(t, rdb)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	flush := func() { t.Helper(); rdb.ScriptFlush(ctx) }
 	flush()
 	l, err := c.Obtain(ctx, "flush", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	flush()
-	if err := l.Refresh(ctx, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Refresh(ctx, time.Second))
 	flush()
-	if _, err := l.TTL(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, err = l.TTL(ctx)
+	require.NoError(t, err)
 	flush()
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Release(ctx))
 }
 
 // An unreachable server is an error of its own, never contention.
@@ -45,39 +41,36 @@ func TestUnreachable(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(func(o *redis.Options) { o.MaxRetries = -1; o.DialTimeout = 200 * time.Millisecond })
 	c := newClient(t, rdb)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	l, err := c.Obtain(ctx, "gone", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv.Kill()
 	_, err = c.Obtain(ctx, "gone2", time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
 	var ne *redislock.NodeError
-	if err == nil || errors.Is(err, redislock.ErrNotObtained) || !errors.As(err, &ne) {
-		t.Fatalf("Obtain on a dead server = %v, want a *NodeError", err)
-	}
+	require.Error(t, err, "Obtain on a dead server, want a *NodeError")
+	require.NotErrorIs(t, err, redislock.ErrNotObtained, "Obtain on a dead server, want a *NodeError")
+	require.ErrorAs(t, err, &ne, "Obtain on a dead server, want a *NodeError")
 	if err := l.Refresh(ctx, time.Second); err == nil || errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("Refresh on a dead server = %v, want a connection error", err)
+		require.Fail(t, fmt.Sprintf("Refresh on a dead server = %v, want a connection error", err))
 	}
-	if err := l.Release(ctx); err == nil || errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("Release on a dead server = %v", err)
-	}
+	err = l.Release(ctx)
+	require.Error(t, err, "Release on a dead server")
+	require.NotErrorIs(t, err, redislock.ErrNotHeld, "Release on a dead server")
 }
 
 // Redis error replies are errors, never a grant and never contention.
 func TestRedisErrorReplies(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	check := func(t *testing.T, c *redislock.Client, key, want string) {
 		t.Helper()
 		l, err := c.Obtain(ctx, key, time.Second, redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 2)))
 		if err == nil {
 			_ = l.Release(ctx)
-			t.Fatal("granted")
+			require.Fail(t, "granted")
 		}
-		if errors.Is(err, redislock.ErrNotObtained) || !strings.Contains(err.Error(), want) {
-			t.Fatalf("got %v, want an error containing %q", err, want)
-		}
+		require.NotErrorIs(t, err, redislock.ErrNotObtained, "got, want an error containing %q", want)
+		require.Contains(t, err.Error(), want, "got %v, want an error containing %q", err, want)
 	}
 	t.Run("WRONGTYPE", func(t *testing.T) {
 		srv := redistest.Start(t)
@@ -102,21 +95,15 @@ func TestRedisErrorReplies(t *testing.T) {
 		rdb := srv.Client(nil)
 		c := newClient(t, rdb)
 		l, err := c.Obtain(ctx, "held-before-oom", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		big := strings.Repeat("x", 64<<10)
 		for i := range 40 {
 			rdb.Set(ctx, "fill:"+strconv.Itoa(i), big, 0)
 		}
 		// Used memory is now well above the limit: every write is refused.
-		if err := rdb.ConfigSet(ctx, "maxmemory", "1mb").Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1mb").Err())
 		check(t, c, "oom", "OOM")
 		// Release still works under OOM: DEL frees memory.
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("Release under OOM: %v", err)
-		}
+		require.NoError(t, l.Release(ctx), "Release under OOM")
 	})
 }

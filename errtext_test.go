@@ -2,7 +2,8 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // checkErrText fails t unless err's message is one line, says each phrase
@@ -18,16 +22,12 @@ import (
 func checkErrText(t *testing.T, what string, err error, single bool) {
 	t.Helper()
 	if err == nil {
-		t.Errorf("%s: no error", what)
+		assert.Fail(t, fmt.Sprintf("%s: no error", what))
 		return
 	}
 	msg := err.Error()
-	if strings.Contains(msg, "\n") {
-		t.Errorf("%s: message of several lines: %q", what, msg)
-	}
-	if single && strings.Contains(msg, "node ") {
-		t.Errorf("%s: single-mode message names a node: %q", what, msg)
-	}
+	assert.NotContains(t, msg, "\n", "%s: message of several lines", what)
+	assert.False(t, single && strings.Contains(msg, "node "), "%s: single-mode message names a node: %q", what, msg)
 	// Each node's clause of a quorum error ("; ") may say what another's
 	// does; within a clause no phrase comes twice.
 	for _, clause := range strings.Split(msg, "; ") {
@@ -38,7 +38,7 @@ func checkErrText(t *testing.T, what string, err error, single bool) {
 				continue
 			}
 			if seen[part] {
-				t.Errorf("%s: %q says %q twice", what, msg, part)
+				assert.Fail(t, fmt.Sprintf("%s: %q says %q twice", what, msg, part))
 				return
 			}
 			seen[part] = true
@@ -54,7 +54,7 @@ func TestErrorTexts(t *testing.T) {
 	rdb := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	admin := srv.Client(nil)
 	c := newClient(t, rdb)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { _ = down.Close() })
@@ -70,24 +70,20 @@ func TestErrorTexts(t *testing.T) {
 	checkErrText(t, "wrong type", err, true)
 
 	held, err := c.Obtain(ctx, "held", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err = c.Obtain(wctx, "held", time.Second, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
 	cancel()
 	checkErrText(t, "wait ended by ctx", err, true)
 
-	// A call cut short by its ctx while the server sleeps.
-	pause := make(chan struct{})
-	go func() {
-		defer close(pause)
-		admin.Do(context.Background(), "CLIENT", "PAUSE", "300", "WRITE")
-	}()
-	<-pause
+	// A call cut short by its ctx while the server sleeps: paused for
+	// writes until the call returned (however long the machine takes to
+	// send it).
+	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", strconv.Itoa(int(testkit.Bound.Milliseconds())), "WRITE").Err())
 	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err = c.Obtain(sctx, "paused", time.Second)
 	cancel()
+	require.NoError(t, admin.Do(ctx, "CLIENT", "UNPAUSE").Err())
 	checkErrText(t, "ctx ended during the call", err, true)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -116,13 +112,9 @@ func TestErrorTexts(t *testing.T) {
 		rdbs = append(rdbs, d)
 	}
 	q, err := redislock.NewQuorum(append(rdbs, srv.Client(nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close() })
 	_, err = q.Obtain(ctx, "q", time.Second)
-	if !errors.Is(err, redislock.ErrNoQuorum) {
-		t.Fatalf("quorum with 2 of 3 down: %v", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrNoQuorum, "quorum with 2 of 3 down")
 	checkErrText(t, "no quorum", err, false)
 }

@@ -1,7 +1,6 @@
 package redislock_test
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -35,24 +35,6 @@ func (e *evictions) list() []observe.EvictionEvent {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]observe.EvictionEvent(nil), e.events...)
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // evictionWarning is the slog adapter's message for a server that can
@@ -83,7 +65,7 @@ func TestEvictionPolicyWarning(t *testing.T) {
 			var logs syncBuffer
 			c := newClient(t, srv.Client(nil), redislock.WithObserver(rec),
 				redislock.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-			ctx := ctxT(t, 20*time.Second)
+			ctx := testkit.Context(t)
 			before := infoCalls(t, srv) + 1 // and the one that read it
 			for range 5 {
 				l, err := c.Obtain(ctx, "evictable", time.Second)
@@ -137,7 +119,7 @@ func TestEvictionPolicyRefused(t *testing.T) {
 	rdb := srv.Client(func(o *redis.Options) { o.Username, o.Password = "locker", "pw" })
 	rec := &evictions{}
 	c := newClient(t, rdb, redislock.WithObserver(rec))
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	l, err := c.Obtain(ctx, "unknown-policy", time.Second)
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
@@ -164,7 +146,7 @@ func TestEvictionPolicyQuorum(t *testing.T) {
 	c, err := redislock.NewQuorum(rdbs, redislock.WithObserver(rec), slackNodeTimeout)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	l, err := c.Obtain(ctx, "quorum-evictable", time.Second)
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
@@ -178,12 +160,12 @@ func TestEvictionPolicyQuorum(t *testing.T) {
 // reported once.
 func TestEvictionPolicyCluster(t *testing.T) {
 	t.Parallel()
-	skipShort(t)
+	testkit.SkipShort(t)
 	cl := redistest.StartCluster(t, redisproc.ClusterConfig{Replicas: redisproc.NoReplicas,
 		Args: []string{"--maxmemory-policy", "volatile-lru"}})
 	rec := &evictions{}
 	c := newClient(t, cl.Client(nil), redislock.WithObserver(rec))
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	for i := range 3 {
 		l, err := c.Obtain(ctx, fmt.Sprintf("cluster-evictable-%d", i), 10*time.Second)
 		require.NoError(t, err)

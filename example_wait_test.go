@@ -26,7 +26,7 @@ func ExampleWithNotify() {
 		log.Fatal(err)
 	}
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the holder's work, in an example
 		holder.Release(ctx)
 	}()
 

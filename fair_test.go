@@ -13,14 +13,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/require"
 )
 
 func queueLen(t *testing.T, rdb redis.UniversalClient, key string) int64 {
 	t.Helper()
 	n, err := rdb.ZCard(context.Background(), redislock.LockKey(key)+":queue").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return n
 }
 
@@ -40,12 +40,8 @@ func TestFairOrder(t *testing.T) {
 				for i := range want {
 					want[i] = i
 				}
-				if !slices.Equal(order, want) {
-					t.Fatalf("granted in order %v, want arrival order %v", order, want)
-				}
-				if n := queueLen(t, b.rdb, key); n != 0 {
-					t.Fatalf("%d entries left in the queue", n)
-				}
+				require.True(t, slices.Equal(order, want), "granted in order %v, want arrival order %v", order, want)
+				require.Equal(t, int64(0), queueLen(t, b.rdb, key), "entries left in the queue")
 			})
 		}
 	})
@@ -57,11 +53,9 @@ func TestFairOrder(t *testing.T) {
 // in which the waiters were granted it.
 func fairOrder(t *testing.T, rdb redis.UniversalClient, key string, waiters int, opts ...redislock.ClientOption) []int {
 	t.Helper()
-	holder, err := newClient(t, rdb, opts...).Obtain(ctxT(t, 10*time.Second), key, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t, 30*time.Second)
+	holder, err := newClient(t, rdb, opts...).Obtain(testkit.Context(t), key, 10*time.Second)
+	require.NoError(t, err)
+	ctx := testkit.Context(t)
 	var mu sync.Mutex
 	var order []int
 	var wg sync.WaitGroup
@@ -80,17 +74,13 @@ func fairOrder(t *testing.T, rdb redis.UniversalClient, key string, waiters int,
 			errs <- l.Release(ctx)
 		})
 		// The next one arrives after this one is queued.
-		eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, rdb, key) == int64(i+1) })
+		require.Eventually(t, func() bool { return queueLen(t, rdb, key) == int64(i+1) }, 5*time.Second, 5*time.Millisecond, "waiter queued")
 	}
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, holder.Release(ctx))
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	return order
 }
@@ -104,17 +94,13 @@ func TestFairWaiterLeaves(t *testing.T) {
 		key := t.Name()
 		opts := []redislock.ClientOption{redislock.WithFair(true), redislock.WithQueueTTL(300 * time.Millisecond)}
 		c := newClient(t, b.rdb, opts...)
-		holder, err := c.Obtain(ctxT(t, 10*time.Second), key, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		holder, err := c.Obtain(testkit.Context(t), key, 10*time.Second)
+		require.NoError(t, err)
 		// A single try (NoRetry) that finds the lock held leaves no entry.
-		if _, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-			t.Fatalf("Obtain on a held fair lock: %v", err)
+		if _, err := c.Obtain(testkit.Context(t), key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+			require.Fail(t, fmt.Sprintf("Obtain on a held fair lock: %v", err))
 		}
-		if n := queueLen(t, b.rdb, key); n != 0 {
-			t.Fatalf("a failed single try left %d queue entries", n)
-		}
+		require.Equal(t, int64(0), queueLen(t, b.rdb, key), "a failed single try left queue entries")
 		// A cancelled waiter leaves no entry.
 		cctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -122,19 +108,13 @@ func TestFairWaiterLeaves(t *testing.T) {
 			_, err := c.Obtain(cctx, key, time.Second, redislock.WithRetry(redislock.LinearBackoff(50*time.Millisecond)))
 			done <- err
 		}()
-		eventually(t, 5*time.Second, "waiter queued", func() bool { return queueLen(t, b.rdb, key) == 1 })
+		require.Eventually(t, func() bool { return queueLen(t, b.rdb, key) == 1 }, 5*time.Second, 5*time.Millisecond, "waiter queued")
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled waiter: %v", err)
-		}
-		if n := queueLen(t, b.rdb, key); n != 0 {
-			t.Fatalf("cancelled waiter left %d entries", n)
-		}
+		require.ErrorIs(t, <-done, context.Canceled, "cancelled waiter")
+		require.Equal(t, int64(0), queueLen(t, b.rdb, key), "cancelled waiter left entries")
 		// A dead waiter's entry at the head, valid for 1 s of server time.
 		now, err := b.rdb.Time(context.Background()).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		deadline := now.Add(time.Second)
 		// As a waiter's own attempts leave them, the queue keys outlive the
 		// entry: else they expire with the live waiter's queue TTL (300 ms)
@@ -145,28 +125,16 @@ func TestFairWaiterLeaves(t *testing.T) {
 			if k == "qexp" {
 				score = float64(deadline.UnixMilli())
 			}
-			if err := b.rdb.ZAdd(context.Background(), qk, redis.Z{Score: score, Member: "dead"}).Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.rdb.PExpireAt(context.Background(), qk, deadline).Err(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.rdb.ZAdd(context.Background(), qk, redis.Z{Score: score, Member: "dead"}).Err())
+			require.NoError(t, b.rdb.PExpireAt(context.Background(), qk, deadline).Err())
 		}
-		if err := holder.Release(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		l, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
-		if err != nil {
-			t.Fatalf("the queue stayed blocked after the dead entry expired: %v", err)
-		}
+		require.NoError(t, holder.Release(context.Background()))
+		l, err := c.Obtain(testkit.Context(t), key, time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
+		require.NoError(t, err, "the queue stayed blocked after the dead entry expired")
 		defer l.Release(context.Background())
 		after, err := b.rdb.Time(context.Background()).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if after.Before(deadline) {
-			t.Fatalf("granted at %v, before the dead head's entry expired at %v: the queue was overtaken", after, deadline)
-		}
+		require.NoError(t, err)
+		require.False(t, after.Before(deadline), "granted at %v, before the dead head's entry expired at %v: the queue was overtaken", after, deadline)
 	})
 }
 
@@ -177,22 +145,18 @@ func TestFairInvalid(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := newClient(t, rdb)
-	if _, err := c.Obtain(ctxT(t, 10*time.Second), "k", time.Second, redislock.WithQueueTTL(time.Millisecond)); !errors.Is(err, redislock.ErrInvalidArgument) {
-		t.Fatalf("WithQueueTTL(1ms): %v", err)
-	}
+	_, err := c.Obtain(testkit.Context(t), "k", time.Second, redislock.WithQueueTTL(time.Millisecond))
+	require.ErrorIs(t, err, redislock.ErrInvalidArgument, "WithQueueTTL(1ms)")
 	rdb2 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"})
 	t.Cleanup(func() { _ = rdb2.Close() })
-	if q, err := redislock.NewQuorum([]redis.UniversalClient{rdb, rdb2}, redislock.WithFair(true)); !errors.Is(err, redislock.ErrInvalidArgument) || q != nil {
-		t.Fatalf("fair NewQuorum: %v, %v", q, err)
-	}
-	q, err := redislock.NewQuorum([]redis.UniversalClient{rdb, rdb2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, err := redislock.NewQuorum([]redis.UniversalClient{rdb, rdb2}, redislock.WithFair(true))
+	require.ErrorIs(t, err, redislock.ErrInvalidArgument, "fair NewQuorum: %v", q)
+	require.Nil(t, q, "fair NewQuorum, %v", err)
+	q, err = redislock.NewQuorum([]redis.UniversalClient{rdb, rdb2})
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close() })
-	if _, err := q.Obtain(ctxT(t, 10*time.Second), "k", time.Second, redislock.WithFair(true)); !errors.Is(err, redislock.ErrInvalidArgument) {
-		t.Fatalf("fair quorum Obtain: %v", err)
-	}
+	_, err = q.Obtain(testkit.Context(t), "k", time.Second, redislock.WithFair(true))
+	require.ErrorIs(t, err, redislock.ErrInvalidArgument, "fair quorum Obtain")
 }
 
 // An attempt still in flight when its waiter's ctx ends is abandoned, and
@@ -206,10 +170,8 @@ func TestFairAbandonedAttemptLeaves(t *testing.T) {
 		hook := &lateScript{}
 		b.rdb.AddHook(hook)
 		c := newClient(t, b.rdb, redislock.WithFair(true), redislock.WithQueueTTL(time.Minute))
-		holder, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		holder, err := c.Obtain(testkit.Context(t), key, time.Minute)
+		require.NoError(t, err)
 		hook.entered, hook.proceed, hook.ran = make(chan struct{}), make(chan struct{}), make(chan struct{})
 		hook.armed.Store(true) // the waiter's first attempt
 		cctx, cancel := context.WithCancel(context.Background())
@@ -220,15 +182,11 @@ func TestFairAbandonedAttemptLeaves(t *testing.T) {
 		}()
 		<-hook.entered
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled waiter: %v", err)
-		}
+		require.ErrorIs(t, <-done, context.Canceled, "cancelled waiter")
 		close(hook.proceed) // the abandoned attempt reaches Redis now, and queues the ticket
 		<-hook.ran
-		eventually(t, 10*time.Second, "the abandoned attempt's ticket out of the queue", func() bool { return queueLen(t, b.rdb, key) == 0 })
-		if err := holder.Release(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		require.Eventually(t, func() bool { return queueLen(t, b.rdb, key) == 0 }, 10*time.Second, 5*time.Millisecond, "the abandoned attempt's ticket out of the queue")
+		require.NoError(t, holder.Release(context.Background()))
 	})
 }
 

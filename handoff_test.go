@@ -2,7 +2,7 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -11,6 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestHandoff: a Release while another caller of the same Client waits for
@@ -22,60 +25,41 @@ func TestHandoff(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 20*time.Second)
+		ctx := testkit.Context(t)
 		// Load the scripts first: no NOSCRIPT round below.
 		warm, err := c.Obtain(ctx, "ho-warm", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := warm.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, warm.Release(ctx))
 		held, err := c.Obtain(ctx, "ho", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		base := scriptCalls(t, b)
 		got := make(chan *redislock.Lock, 1)
 		go func() {
 			l, err := c.Obtain(ctx, "ho", 30*time.Second, redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
-			if err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, err)
 			got <- l
 		}()
 		channel := redislock.DefaultPrefix + "{ho}:wake"
-		eventually(t, 5*time.Second, "the waiter subscribed", func() bool { return numSub(t, b.rdb, channel) == 1 })
+		require.Eventually(t, func() bool { return numSub(t, b.rdb, channel) == 1 }, 5*time.Second, 5*time.Millisecond, "the waiter subscribed")
 		// Its attempt and its recheck after subscribing are done.
-		eventually(t, 5*time.Second, "the waiter's two attempts", func() bool { return b.real == nil || scriptCalls(t, b)-base == 2 })
+		require.Eventually(t, func() bool { return b.real == nil || scriptCalls(t, b)-base == 2 }, 5*time.Second, 5*time.Millisecond, "the waiter's two attempts")
 		before := scriptCalls(t, b)
-		if err := held.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, held.Release(ctx))
 		l := <-got
 		if l == nil {
 			return
 		}
 		defer l.Release(ctx)
-		if n := scriptCalls(t, b) - before; b.real != nil && n != 1 {
-			t.Fatalf("%d script calls from release to grant, want 1 (the handoff)", n)
-		}
-		if l.Fence() != held.Fence()+1 {
-			t.Fatalf("handed fence %d after %d", l.Fence(), held.Fence())
-		}
+		n := scriptCalls(t, b) - before
+		require.False(t, b.real != nil && n != 1, "%d script calls from release to grant, want 1 (the handoff)", n)
+		require.Equal(t, held.Fence()+1, l.Fence(), "handed fence after %d", held.Fence())
 		v := b.rdb.Get(ctx, redislock.DefaultPrefix+"{ho}").Val()
-		if !strings.HasPrefix(v, l.Token()+":") {
-			t.Fatalf("lock key holds %q, want the waiter's token", v)
-		}
+		require.True(t, strings.HasPrefix(v, l.Token()+":"), "lock key holds %q, want the waiter's token", v)
 		if ttl, err := l.TTL(ctx); err != nil || ttl > 30*time.Second || ttl < 20*time.Second {
-			t.Fatalf("handed TTL %v (%v), want the waiter's 30s", ttl, err)
+			require.Fail(t, fmt.Sprintf("handed TTL %v (%v), want the waiter's 30s", ttl, err))
 		}
-		if err := held.Refresh(ctx, time.Minute); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("the releaser's Refresh after the handoff: %v", err)
-		}
-		if err := held.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-			t.Fatalf("second Release: %v", err)
-		}
+		require.ErrorIs(t, held.Refresh(ctx, time.Minute), redislock.ErrNotHeld, "the releaser's Refresh after the handoff")
+		require.ErrorIs(t, held.Release(ctx), redislock.ErrNotHeld, "second Release")
 	})
 }
 
@@ -86,7 +70,7 @@ func TestHandoffChainEnds(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		busy := newClient(t, b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
 		other := newClient(t, b.rdb)
-		ctx := ctxT(t, 30*time.Second)
+		ctx := testkit.Context(t)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for range 4 {
@@ -98,12 +82,10 @@ func TestHandoffChainEnds(t *testing.T) {
 					default:
 					}
 					l, err := busy.Obtain(ctx, "chain", time.Minute)
-					if err != nil {
-						t.Error(err)
+					if !assert.NoError(t, err) {
 						return
 					}
-					if err := l.Release(ctx); err != nil {
-						t.Error(err)
+					if !assert.NoError(t, l.Release(ctx)) {
 						return
 					}
 				}
@@ -111,15 +93,13 @@ func TestHandoffChainEnds(t *testing.T) {
 		}
 		defer wg.Wait()
 		defer close(stop)
-		eventually(t, 5*time.Second, "the busy Client's waiters queued", func() bool {
+		require.Eventually(t, func() bool {
 			n, _ := redislock.LocalWaiters(busy, "chain")
 			return n >= 2
-		})
-		l, err := other.Obtain(ctxT(t, 20*time.Second), "chain", time.Minute,
+		}, 5*time.Second, 5*time.Millisecond, "the busy Client's waiters queued")
+		l, err := other.Obtain(testkit.Context(t), "chain", time.Minute,
 			redislock.WithRetry(redislock.LinearBackoff(5*time.Second)))
-		if err != nil {
-			t.Fatalf("another Client's waiter never got the busy key: %v", err)
-		}
+		require.NoError(t, err, "another Client's waiter never got the busy key")
 		_ = l.Release(ctx)
 	})
 }
@@ -131,14 +111,12 @@ func TestHandoffLeavingWaiters(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := redislock.New(b.rdb, redislock.WithRetry(redislock.LinearBackoff(time.Millisecond)))
-		ctx := ctxT(t, 30*time.Second)
+		ctx := testkit.Context(t)
 		// Load the scripts first: a call cut short by its ctx returns no
 		// lock, and the first calls take longer than most of the waits below.
-		if warm, err := c.Obtain(ctx, "leaving", time.Minute); err != nil {
-			t.Fatal(err)
-		} else if err := warm.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		warm, err := c.Obtain(ctx, "leaving", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, warm.Release(ctx))
 		var wg sync.WaitGroup
 		var grants int
 		var mu sync.Mutex
@@ -156,29 +134,20 @@ func TestHandoffLeavingWaiters(t *testing.T) {
 					l, err := c.Obtain(octx, "leaving", time.Minute)
 					cancel()
 					if err != nil {
-						if !errors.Is(err, context.DeadlineExceeded) {
-							t.Error(err)
-						}
+						assert.ErrorIs(t, err, context.DeadlineExceeded)
 						continue
 					}
 					mu.Lock()
 					grants++
 					mu.Unlock()
-					if err := l.Release(ctx); err != nil {
-						t.Error(err)
-					}
+					assert.NoError(t, l.Release(ctx))
 				}
 			})
 		}
 		wg.Wait()
 		_ = c.Close()
-		if grants == 0 {
-			t.Fatal("no grants: the test exercised nothing")
-		}
-		if held(ctx, b.rdb, redislock.DefaultPrefix+"{leaving}") {
-			t.Fatalf("after %d grants the lock is still held by %q: a handed grant leaked", grants,
-				b.rdb.Get(ctx, redislock.DefaultPrefix+"{leaving}").Val())
-		}
+		require.NotEqual(t, 0, grants, "no grants: the test exercised nothing")
+		require.False(t, held(ctx, b.rdb, redislock.DefaultPrefix+"{leaving}"), "after %d grants the lock is still held by %q: a handed grant leaked", grants, b.rdb.Get(ctx, redislock.DefaultPrefix+"{leaving}").Val())
 	})
 }
 
@@ -195,64 +164,59 @@ func TestHandoffQueue(t *testing.T) {
 		scripts := &scriptHook{}
 		b.rdb.AddHook(scripts)
 		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 30*time.Second)
+		ctx := testkit.Context(t)
 		warm, err := c.Obtain(ctx, "warm", time.Minute) // load the scripts: no NOSCRIPT round below
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_ = warm.Release(ctx)
 		before := scripts.calls.Load()
 		held, err := c.Obtain(ctx, "queue", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		const waiters = 8
 		var mu sync.Mutex
 		var order, handoffs []int
 		var wg sync.WaitGroup
+		turns := make([]countedRetry, waiters)
+		for i := range turns {
+			turns[i] = newCountedRetry(redislock.LinearBackoff(10 * time.Millisecond))
+		}
 		for i := range waiters {
 			wg.Go(func() {
 				// The first waiter polls rarely, the others often: an
 				// attempt by any of those would show in the count.
-				backoff := 10 * time.Millisecond
+				var retry redislock.RetryStrategy = turns[i]
 				if i == 0 {
-					backoff = 10 * time.Second
+					retry = redislock.LinearBackoff(10 * time.Second)
 				}
-				l, err := c.Obtain(ctx, "queue", time.Minute, redislock.WithRetry(redislock.LinearBackoff(backoff)))
-				if err != nil {
-					t.Error(err)
+				l, err := c.Obtain(ctx, "queue", time.Minute, redislock.WithRetry(retry))
+				if !assert.NoError(t, err) {
 					return
 				}
 				mu.Lock()
 				order = append(order, i)
 				handoffs = append(handoffs, redislock.Handoffs(l))
 				mu.Unlock()
-				if err := l.Release(ctx); err != nil {
-					t.Error(err)
-				}
+				assert.NoError(t, l.Release(ctx))
 			})
 			// The next one arrives after this one queued (and, for the
 			// first, made its attempt and its recheck).
-			eventually(t, 5*time.Second, "the waiter queued", func() bool {
+			require.Eventually(t, func() bool {
 				n, ready := redislock.LocalWaiters(c, "queue")
 				return n == i+1 && ready && scripts.calls.Load()-before >= 3
-			})
+			}, 5*time.Second, 5*time.Millisecond, "the waiter queued")
 		}
-		// A window in which the others' 10 ms backoff passes ten times:
-		// an attempt by any of them would show in the count.
-		time.Sleep(100 * time.Millisecond)
+		// A window in which each of the others' 10 ms backoff passes ten
+		// times (ten turns of its wait loop, each where an attempt would
+		// be): an attempt by any of them would show in the count.
+		for _, r := range turns[1:] {
+			r.await(t, 10)
+		}
 		// 1 obtain + 2 attempts of the first waiter.
-		if n := scripts.calls.Load() - before; n != 3 {
-			t.Fatalf("%d script calls while callers queued, want 3: waiters behind the first made attempts", n)
-		}
-		if err := held.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.Equal(t, int32(3), scripts.calls.Load()-before, "script calls while callers queued, want 3: waiters behind the first made attempts")
+		require.NoError(t, held.Release(ctx))
 		wg.Wait()
 		for i, w := range order {
-			if w != i || handoffs[i] != i+1 {
-				t.Fatalf("grant order %v with handoffs in a row %v, want arrival order, each grant by a handoff", order, handoffs)
-			}
+			require.Equal(t, i, w, "grant order %v with handoffs in a row %v, want arrival order, each grant by a handoff", order, handoffs)
+			require.Equal(t, i+1, handoffs[i], "grant order %v with handoffs in a row %v, want arrival order, each grant by a handoff", order, handoffs)
 		}
 	})
 }
@@ -267,12 +231,10 @@ func TestNotifyNoBargingWithinClient(t *testing.T) {
 		scripts := &scriptHook{}
 		b.rdb.AddHook(scripts)
 		c := newClient(t, b.rdb)
-		ctx := ctxT(t, 20*time.Second)
+		ctx := testkit.Context(t)
 		long := redislock.WithRetry(redislock.LinearBackoff(5 * time.Second))
 		held, err := c.Obtain(ctx, "fifo", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		before := scripts.calls.Load()
 		var mu sync.Mutex
 		var order []string
@@ -280,8 +242,7 @@ func TestNotifyNoBargingWithinClient(t *testing.T) {
 		take := func(name string) {
 			defer wg.Done()
 			l, err := c.Obtain(ctx, "fifo", time.Minute, long)
-			if err != nil {
-				t.Error(name, err)
+			if !assert.NoError(t, err, name) {
 				return
 			}
 			mu.Lock()
@@ -292,19 +253,16 @@ func TestNotifyNoBargingWithinClient(t *testing.T) {
 		wg.Add(1)
 		go take("first")
 		// Subscribed, and its recheck after subscribing done: it sleeps.
-		eventually(t, 5*time.Second, "the first waiter's attempt and recheck", func() bool {
+		require.Eventually(t, func() bool {
 			n, ready := redislock.LocalWaiters(c, "fifo")
 			return n == 1 && ready && scripts.calls.Load()-before == 2
-		})
-		if err := held.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		}, 5*time.Second, 5*time.Millisecond, "the first waiter's attempt and recheck")
+		require.NoError(t, held.Release(ctx))
 		wg.Add(1)
 		take("second") // arrives at once, with the lock free
 		wg.Wait()
-		if len(order) != 2 || order[0] != "first" {
-			t.Fatalf("grant order %v, want the waiting caller first", order)
-		}
+		require.Equal(t, 2, len(order), "grant order %v, want the waiting caller first", order)
+		require.Equal(t, "first", order[0], "grant order %v, want the waiting caller first", order)
 	})
 }
 
@@ -316,62 +274,56 @@ func TestQuorumLocalQueue(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	held, err := c.Obtain(ctx, "lq", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Obtain returns at a majority: wait until the third node ran its
 	// grant too, so that it is not counted below as a waiter's attempt.
-	eventually(t, 5*time.Second, "the grant on every node", func() bool { return q.holders(t, "lq", held.Token()) == 3 })
+	require.Eventually(t, func() bool { return q.holders(t, "lq", held.Token()) == 3 }, 5*time.Second, 5*time.Millisecond, "the grant on every node")
 	calls := func() int { return evalCalls(q.rdbs[0].(*redis.Client)) }
 	before := calls()
 	const waiters = 8
 	var mu sync.Mutex
 	var order []int
 	var wg sync.WaitGroup
+	turns := make([]countedRetry, waiters)
+	for i := range turns {
+		turns[i] = newCountedRetry(redislock.LinearBackoff(5 * time.Millisecond))
+	}
 	for i := range waiters {
 		wg.Go(func() {
 			// The first waiter's backoff outlasts the test: only the
 			// release's wake-up gets it the lock in time. The others
 			// would poll often, were they not queued behind it.
-			retry := redislock.LinearBackoff(5 * time.Millisecond)
+			var retry redislock.RetryStrategy = turns[i]
 			if i == 0 {
 				retry = redislock.LinearBackoff(time.Minute)
 			}
 			l, err := c.Obtain(ctx, "lq", time.Minute, redislock.WithRetry(retry))
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) {
 				return
 			}
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-			if err := l.Release(ctx); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, l.Release(ctx))
 		})
-		eventually(t, 5*time.Second, "the waiter queued", func() bool {
+		require.Eventually(t, func() bool {
 			n, _ := redislock.LocalWaiters(c, "lq")
 			return n == i+1
-		})
+		}, 5*time.Second, 5*time.Millisecond, "the waiter queued")
 	}
-	// A window in which the others' 5 ms backoff passes twenty times: an
-	// attempt by any of them would show in the count.
-	time.Sleep(100 * time.Millisecond)
-	if n := calls() - before; n != 1 {
-		t.Fatalf("%d attempts on node 0 while %d callers waited, want 1 (the first one's): waiters behind it made attempts", n, waiters)
+	// A window in which each of the others' 5 ms backoff passes twenty
+	// times (twenty turns of its wait loop, each where an attempt would
+	// be): an attempt by any of them would show in the count.
+	for _, r := range turns[1:] {
+		r.await(t, 20)
 	}
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.Equal(t, 1, calls()-before, "attempts on node 0 while %d callers waited, want 1 (the first one's): waiters behind it made attempts", waiters)
+	require.NoError(t, held.Release(ctx))
 	wg.Wait()
-	if len(order) != waiters {
-		t.Fatalf("%d of %d waiters granted", len(order), waiters)
-	}
+	require.Equal(t, waiters, len(order), "of %d waiters granted", waiters)
 	for i, w := range order {
-		if w != i {
-			t.Fatalf("grant order %v, want arrival order", order)
-		}
+		require.Equal(t, i, w, "grant order %v, want arrival order", order)
 	}
 }

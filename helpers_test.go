@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -12,8 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"github.com/redislock-go/redislock/observe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // backend is one kind of Redis the behaviour tests run against.
@@ -21,7 +25,8 @@ type backend struct {
 	name string
 	rdb  *redis.Client
 	// elapse lets d pass for key expiry (miniredis fast-forwards; a real
-	// server sleeps).
+	// server expires keys on its own clock, which no test controls, so
+	// there it is a sleep).
 	elapse func(d time.Duration)
 	real   *redistest.Server
 }
@@ -55,15 +60,6 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	}
 }
 
-// skipShort skips t under -short: a Redis Cluster or Sentinel deployment
-// of its own, or a soak, takes seconds to start or to run.
-func skipShort(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("a topology or soak test: skipped under -short")
-	}
-}
-
 // newClient returns a redislock client that is closed when the test ends.
 func newClient(t testing.TB, rdb redis.UniversalClient, opts ...redislock.ClientOption) *redislock.Client {
 	c := redislock.New(rdb, opts...)
@@ -71,24 +67,11 @@ func newClient(t testing.TB, rdb redis.UniversalClient, opts ...redislock.Client
 	return c
 }
 
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // held reports whether the lock key lockKey holds a grant: a released
 // record ("~:...", scripts/release.lua) or no key at all is free.
 func held(ctx context.Context, rdb redis.Cmdable, lockKey string) bool {
 	v, err := rdb.Get(ctx, lockKey).Result()
 	return err == nil && !strings.HasPrefix(v, "~:")
-}
-
-// eventually polls cond until it holds, failing t after d: for a state
-// that no event announces (a server's subscription count, a key).
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	redistest.Eventually(t, d, what, cond)
 }
 
 // scriptCalls counts the scripts a server ran (a real server's
@@ -167,18 +150,6 @@ func (w *waitStarts) WaitStart(context.Context, observe.WaitEvent) {
 	w.ch <- struct{}{}
 }
 
-// await waits for n more WaitStart events (failing t after 10 s).
-func (w *waitStarts) await(t *testing.T, n int) {
-	t.Helper()
-	for range n {
-		select {
-		case <-w.ch:
-		case <-time.After(10 * time.Second):
-			t.Fatal("no WaitStart event")
-		}
-	}
-}
-
 // onWait is a WaitObserver that runs f at each WaitStart, on the waiting
 // caller's goroutine, before it waits.
 type onWait func()
@@ -207,15 +178,11 @@ func exclusion(t *testing.T, workers, rounds int, obtain func(ctx context.Contex
 		fences = append(fences, fence)
 		mu.Unlock()
 		return func() {
-			if err := release(); err != nil {
-				t.Errorf("release: %v", err)
-			}
+			assert.NoError(t, release(), "release")
 		}, nil
 	})
 	for i := 1; i < len(fences); i++ {
-		if fences[i] <= fences[i-1] {
-			t.Fatalf("grant %d: fence %d after %d: fences out of grant order", i, fences[i], fences[i-1])
-		}
+		require.Greater(t, fences[i], fences[i-1], "grant %d: fence after %d: fences out of grant order", i, fences[i-1])
 	}
 }
 
@@ -273,4 +240,54 @@ func (r renewals) RefreshDone(_ context.Context, e observe.RefreshDoneEvent) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// countedRetry is a RetryStrategy that signals each wait it hands out: each
+// is one turn of its caller's wait loop, where an attempt would be made
+// (a waiter queued behind another takes its turns without attempting).
+type countedRetry struct {
+	redislock.RetryStrategy
+	turns chan struct{}
+}
+
+func newCountedRetry(r redislock.RetryStrategy) countedRetry {
+	return countedRetry{RetryStrategy: r, turns: make(chan struct{}, 1)}
+}
+
+func (r countedRetry) Backoff(attempt int) (time.Duration, bool) {
+	select {
+	case r.turns <- struct{}{}:
+	default: // one signal pending is enough: await counts turns since it began
+	}
+	return r.RetryStrategy.Backoff(attempt)
+}
+
+// await waits until the caller took n more turns, counted from now.
+func (r countedRetry) await(t *testing.T, n int) {
+	t.Helper()
+	select {
+	case <-r.turns: // a turn before now
+	default:
+	}
+	for range n {
+		testkit.Recv(t, r.turns, "a turn of the wait loop")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -15,7 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/observe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // After Release, a lock leaves exactly one key: its released record, with
@@ -24,33 +27,23 @@ import (
 func TestKeysLeftAfterRelease(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := ctxT(t, 10*time.Second)
+		ctx := testkit.Context(t)
 		const rt = 300 * time.Millisecond
 		c := newClient(t, b.rdb, redislock.WithReleaseTimeout(rt))
-		if d := redislock.RecordTTL(50*time.Millisecond, rt); d != rt {
-			t.Fatalf("record TTL of a 50 ms lock = %v, want the release timeout", d)
-		}
-		if d := redislock.RecordTTL(time.Minute, rt); d != time.Minute {
-			t.Fatalf("record TTL of a 1 min lock = %v, want its TTL", d)
-		}
+		require.Equal(t, rt, redislock.RecordTTL(50*time.Millisecond, rt), "record TTL of a 50 ms lock, want the release timeout")
+		require.Equal(t, time.Minute, redislock.RecordTTL(time.Minute, rt), "record TTL of a 1 min lock, want its TTL")
 		// left checks the keys in Redis: want of them, each with a TTL in
 		// (0, bound]; released: each a released record.
 		left := func(how string, want int, bound time.Duration, released bool) {
 			t.Helper()
 			ks, err := b.rdb.Keys(ctx, "*").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(ks) != want {
-				t.Fatalf("%s: keys %q, want %d", how, ks, want)
-			}
+			require.NoError(t, err)
+			require.Equal(t, want, len(ks), "%s: keys %q, want %d", how, ks, want)
 			for _, k := range ks {
-				if d := b.rdb.PTTL(ctx, k).Val(); d <= 0 || d > bound {
-					t.Errorf("%s: key %q has PTTL %v, want in (0, %v]", how, k, d, bound)
-				}
-				if v := b.rdb.Get(ctx, k).Val(); released && !strings.HasPrefix(v, "~:") {
-					t.Errorf("%s: key %q holds %q, want a released record", how, k, v)
-				}
+				d := b.rdb.PTTL(ctx, k).Val()
+				assert.False(t, d <= 0 || d > bound, "%s: key %q has PTTL %v, want in (0, %v]", how, k, d, bound)
+				v := b.rdb.Get(ctx, k).Val()
+				assert.False(t, released && !strings.HasPrefix(v, "~:"), "%s: key %q holds %q, want a released record", how, k, v)
 			}
 		}
 		for _, tc := range []struct {
@@ -66,44 +59,28 @@ func TestKeysLeftAfterRelease(t *testing.T) {
 		} {
 			b.rdb.FlushAll(ctx)
 			l, err := c.Obtain(ctx, tc.name, tc.ttl, tc.opts...)
-			if err != nil {
-				t.Fatal(tc.name, err)
-			}
+			require.NoError(t, err, tc.name)
 			left(tc.name+" held", 1, tc.ttl, false)
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(tc.name, err)
-			}
+			require.NoError(t, l.Release(ctx), tc.name)
 			left(tc.name+" released", 1, tc.bound, true)
 			// The next grant reuses the key: still one.
 			l, err = c.Obtain(ctx, tc.name, tc.ttl, tc.opts...)
-			if err != nil {
-				t.Fatal(tc.name, err)
-			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(tc.name, err)
-			}
+			require.NoError(t, err, tc.name)
+			require.NoError(t, l.Release(ctx), tc.name)
 			left(tc.name+" released twice", 1, tc.bound, true)
 		}
 
 		b.rdb.FlushAll(ctx)
 		m, err := c.ObtainMulti(ctx, []string{"m1", "m2", "m3"}, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, m.Release(ctx))
 		left("multi released", 3, 5*time.Second, true)
 
 		// A released record expires: nothing is left.
 		b.rdb.FlushAll(ctx)
 		l, err := c.Obtain(ctx, "gone", 200*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
 		b.elapse(rt + 100*time.Millisecond)
 		left("after the record's TTL", 0, 0, true)
 	})
@@ -145,13 +122,13 @@ const (
 // that every key left has an expiry within its stated bound; on miniredis,
 // fast-forwarded past the longest bound, the key count returns to zero.
 func TestKeyHygiene(t *testing.T) {
-	skipShort(t)
+	testkit.SkipShort(t)
 	t.Parallel()
 	n := soakDefaultKeys
 	if s := os.Getenv("REDISLOCK_SOAK_KEYS"); s != "" {
 		var err error
 		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
-			t.Fatalf("REDISLOCK_SOAK_KEYS=%q", s)
+			require.Fail(t, fmt.Sprintf("REDISLOCK_SOAK_KEYS=%q", s))
 		}
 	}
 	t.Run("redis-server", func(t *testing.T) {
@@ -162,15 +139,11 @@ func TestKeyHygiene(t *testing.T) {
 		t.Logf("%d keys in %v", n, time.Since(start).Round(time.Millisecond))
 		counts := checkKeys(t, rdb)
 		t.Logf("left: %v", counts)
-		if counts[""] > n {
-			t.Errorf("%d lock keys left for %d locks: more than one each", counts[""], n)
-		}
-		if g := grants(t, rdb); g > abandoned {
-			t.Errorf("%d grants left, %d abandoned", g, abandoned)
-		}
+		assert.LessOrEqual(t, counts[""], n, "lock keys left for %d locks: more than one each", n)
+		assert.LessOrEqual(t, grants(t, rdb), abandoned, "grants left, %d abandoned", abandoned)
 		// The abandoned grants and the released records expire within
 		// their bound.
-		eventually(t, soakKeys[0].bound+5*time.Second, "lock keys expired", func() bool { return checkKeys(t, rdb)[""] == 0 })
+		require.Eventually(t, func() bool { return checkKeys(t, rdb)[""] == 0 }, soakKeys[0].bound+5*time.Second, 5*time.Millisecond, "lock keys expired")
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		m := miniredis.RunT(t)
@@ -183,9 +156,8 @@ func TestKeyHygiene(t *testing.T) {
 			longest = max(longest, k.bound)
 		}
 		m.FastForward(longest)
-		if left := m.Keys(); len(left) != 0 {
-			t.Fatalf("%d keys left after the longest stated bound (%v), e.g. %q", len(left), longest, left[0])
-		}
+		left := m.Keys()
+		require.Empty(t, left, "keys left after the longest stated bound (%v)", longest)
 	})
 }
 
@@ -193,7 +165,8 @@ func TestKeyHygiene(t *testing.T) {
 // many locks it abandoned.
 func soak(t *testing.T, rdb *redis.Client, n, workers int) (abandoned int) {
 	t.Helper()
-	ctx := ctxT(t, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	waits := &waitSignals{}
 	c := newClient(t, rdb, redislock.WithObserver(waits))
 	jobs := make(chan int)
@@ -224,14 +197,14 @@ func soak(t *testing.T, rdb *redis.Client, n, workers int) (abandoned int) {
 		case err := <-errs:
 			close(jobs)
 			wg.Wait()
-			t.Fatal(err)
+			require.NoError(t, err)
 		}
 	}
 	close(jobs)
 	wg.Wait()
 	select {
 	case err := <-errs:
-		t.Fatal(err)
+		require.NoError(t, err)
 	default:
 	}
 	return abandoned
@@ -314,9 +287,7 @@ func grants(t *testing.T, rdb *redis.Client) int {
 			n++
 		}
 	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, iter.Err())
 	return n
 }
 
@@ -334,8 +305,8 @@ func checkKeys(t *testing.T, rdb *redis.Client) map[string]int {
 		for i, k := range batch {
 			ttls[i] = pipe.PTTL(ctx, k)
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatal(err)
+		if _, err := pipe.Exec(ctx); !errors.Is(err, redis.Nil) {
+			require.NoError(t, err)
 		}
 		for i, k := range batch {
 			checkKey(t, k, ttls[i].Val(), counts)
@@ -347,9 +318,7 @@ func checkKeys(t *testing.T, rdb *redis.Client) map[string]int {
 			flush()
 		}
 	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, iter.Err())
 	flush()
 	return counts
 }
@@ -357,9 +326,8 @@ func checkKeys(t *testing.T, rdb *redis.Client) map[string]int {
 func checkKey(t *testing.T, key string, ttl time.Duration, counts map[string]int) {
 	t.Helper()
 	end := strings.LastIndexByte(key, '}')
-	if !strings.HasPrefix(key, redislock.DefaultPrefix+"{") || end < 0 {
-		t.Fatalf("key %q is not of redislock", key)
-	}
+	require.True(t, strings.HasPrefix(key, redislock.DefaultPrefix+"{"), "key %q is not of redislock", key)
+	require.GreaterOrEqual(t, end, 0, "key %q is not of redislock", key)
 	suffix := key[end+1:]
 	for _, k := range soakKeys {
 		if k.suffix != suffix {
@@ -368,14 +336,14 @@ func checkKey(t *testing.T, key string, ttl time.Duration, counts map[string]int
 		switch {
 		case ttl == -2: // expired between SCAN and PTTL
 		case ttl < 0:
-			t.Fatalf("%s %q has no expiry (PTTL %v)", k.what, key, ttl)
+			require.Fail(t, fmt.Sprintf("%s %q has no expiry (PTTL %v)", k.what, key, ttl))
 		case ttl > k.bound:
-			t.Fatalf("%s %q has PTTL %v, above its bound %v", k.what, key, ttl, k.bound)
+			require.Fail(t, fmt.Sprintf("%s %q has PTTL %v, above its bound %v", k.what, key, ttl, k.bound))
 		}
 		counts[suffix]++
 		return
 	}
-	t.Fatalf("key %q (suffix %q) is of no kind the docs name", key, suffix)
+	require.Fail(t, fmt.Sprintf("key %q (suffix %q) is of no kind the docs name", key, suffix))
 }
 
 // waitSignals is a WaitObserver that tells, per key, when a caller starts

@@ -2,12 +2,13 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/require"
 )
 
 // Inspect counts the waiters it can know of: a waiter of another Client
@@ -17,12 +18,10 @@ func TestInspectWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	starts := newWaitStarts()
 	holder, others := newClient(t, srv.Client(nil)), newClient(t, srv.Client(nil), redislock.WithObserver(starts))
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	waiters := func(c *redislock.Client, key string) int {
 		info, err := c.Inspect(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return info.Waiters
 	}
 	for _, tc := range []struct {
@@ -35,12 +34,8 @@ func TestInspectWaiters(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "inspect-" + tc.name
 			l, err := holder.Obtain(ctx, key, 10*time.Second, tc.opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := waiters(holder, key); n != 0 {
-				t.Fatalf("Waiters = %d before anyone waits", n)
-			}
+			require.NoError(t, err)
+			require.Equal(t, 0, waiters(holder, key), "Waiters before anyone waits")
 			wctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 2)
 			for range 2 {
@@ -49,22 +44,20 @@ func TestInspectWaiters(t *testing.T) {
 					done <- err
 				}()
 			}
-			eventually(t, 10*time.Second, "the holder's Client sees a waiter", func() bool { return waiters(holder, key) >= 1 })
-			eventually(t, 10*time.Second, "the waiters' Client counts both", func() bool { return waiters(others, key) == 2 })
+			require.Eventually(t, func() bool { return waiters(holder, key) >= 1 }, 10*time.Second, 5*time.Millisecond, "the holder's Client sees a waiter")
+			require.Eventually(t, func() bool { return waiters(others, key) == 2 }, 10*time.Second, 5*time.Millisecond, "the waiters' Client counts both")
 			// Both found the lock held (a fair waiter is counted from its
 			// attempt's run on Redis, before its reply came back): their
 			// ctx ends a wait.
-			starts.await(t, 2)
+			for range 2 {
+				testkit.Recv(t, starts.ch, "WaitStart")
+			}
 			cancel()
 			for range 2 {
-				if err := <-done; !errors.Is(err, redislock.ErrNotObtained) {
-					t.Fatalf("waiter: %v", err)
-				}
+				require.ErrorIs(t, <-done, redislock.ErrNotObtained, "waiter")
 			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, 10*time.Second, "no waiter after they left", func() bool { return waiters(others, key) == 0 })
+			require.NoError(t, l.Release(ctx))
+			require.Eventually(t, func() bool { return waiters(others, key) == 0 }, 10*time.Second, 5*time.Millisecond, "no waiter after they left")
 		})
 	}
 }
@@ -75,12 +68,10 @@ func TestInspectFairQueue(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	holder := newClient(t, srv.Client(nil))
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	fair := redislock.WithFair(true)
 	l, err := holder.Obtain(ctx, "queue", 10*time.Second, fair)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for range 2 {
@@ -89,12 +80,10 @@ func TestInspectFairQueue(t *testing.T) {
 			_, _ = c.Obtain(wctx, "queue", time.Second, fair, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
 		}()
 	}
-	eventually(t, 10*time.Second, "two queued waiters", func() bool {
+	require.Eventually(t, func() bool {
 		info, err := holder.Inspect(ctx, "queue")
 		return err == nil && info.Waiters == 2
-	})
+	}, 10*time.Second, 5*time.Millisecond, "two queued waiters")
 	cancel()
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Release(ctx))
 }

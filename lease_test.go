@@ -9,6 +9,7 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/lease/leasetest"
+	"github.com/stretchr/testify/require"
 )
 
 // The Client passes the lease contract's conformance suite: single mode on
@@ -73,18 +74,26 @@ func newQuorum(t *testing.T, srvs []*redistest.Server, opts ...redislock.ClientO
 		rdbs = append(rdbs, s.Client(nil))
 	}
 	c, err := redislock.NewQuorum(rdbs, append([]redislock.ClientOption{slackNodeTimeout}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-// breakOn deletes a lock on every server, as an operator's DEL would.
+// breakOn takes a lock away behind its holder's back: on one server as an
+// operator's DEL would. On several (quorum mode) it puts another grant in
+// its place for a while instead: a renewal that came between the servers'
+// DELs would take the deleted ones back (a refresh joins the nodes where
+// the key is free, join.lua), and with a renewal between each two DELs (a
+// loaded machine) the lock was never lost; a join never takes a node that
+// holds another grant, so the next renewals find the lock gone.
 func breakOn(srvs ...*redistest.Server) func(key string) {
 	return func(key string) {
 		for _, s := range srvs {
-			if _, err := s.Do("DEL", redislock.LockKey(key)); err != nil {
+			cmd := []any{"DEL", redislock.LockKey(key)}
+			if len(srvs) > 1 {
+				cmd = []any{"SET", redislock.LockKey(key), "broken:1::;", "PX", 10_000}
+			}
+			if _, err := s.Do(cmd...); err != nil {
 				panic(err)
 			}
 		}
@@ -97,6 +106,7 @@ func miniSleep(m *miniredis.Miniredis) func(time.Duration) {
 	return func(d time.Duration) {
 		const step = 10 * time.Millisecond
 		for ; d > 0; d -= step {
+			// A sleep: the client renews on the wall clock.
 			time.Sleep(min(step, d))
 			m.FastForward(min(step, d))
 		}

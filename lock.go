@@ -18,12 +18,11 @@ import (
 // Lock is one grant of a lock. Its methods are safe for concurrent use, and
 // a nil *Lock answers ErrNotHeld.
 type Lock struct {
-	keeping // renewed by Run and lease.Hold through keeper (renew.go)
-	c       *Client
-	key     string
-	keys    keys.Lock
-	token   string
-	arg     any // token, boxed once for the script calls
+	c     *Client
+	key   string
+	keys  keys.Lock
+	token string
+	arg   any // token, boxed once for the script calls
 	// ttlArg is the TTL in ms of the request that granted it, boxed once
 	// for the script calls.
 	ttlArg any
@@ -36,7 +35,7 @@ type Lock struct {
 	handoffs int         // how many handoffs in a row led to this grant (handoff.go)
 	kept     *kept       // guarded by mu: the Client's renewer renews it (renew.go)
 	attempt  attempt     // the obtain call that made it (single.go)
-	// watch, guarded by mu, ends Run's and Hold's keeping on Release (renew.go)
+	// watch, guarded by mu, ends Run's and Hold's renewal on Release (renew.go)
 	watch *backend.ReleaseWatch
 }
 
@@ -326,7 +325,5 @@ var defaultReleaseTimeoutMS any = DefaultReleaseTimeout.Milliseconds()
 
 func (r *request) newLock() *Lock {
 	token := rand.Text()
-	l := &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
-	l.keeping = backend.KeepWith(keeper{l})
-	return l
+	return &Lock{c: r.c, key: r.key, keys: r.keys, token: token, arg: token, ttlArg: r.ttlArg, opts: r.opts}
 }

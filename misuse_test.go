@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // Bad input is refused with ErrInvalidArgument before any call to Redis.
@@ -24,7 +26,7 @@ func TestInvalidInput(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := newClient(t, rdb)
-	ctx := ctxT(t, 5*time.Second)
+	ctx := testkit.Context(t)
 
 	cases := map[string]func() error{
 		"empty key":        func() error { _, err := c.Obtain(ctx, "", time.Second); return err },
@@ -83,36 +85,24 @@ func TestInvalidInput(t *testing.T) {
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
 			err := f()
-			if !errors.Is(err, redislock.ErrInvalidArgument) {
-				t.Fatalf("got %v, want ErrInvalidArgument", err)
-			}
-			if errors.Is(err, redislock.ErrNotObtained) {
-				t.Fatalf("invalid input reported as contention: %v", err)
-			}
+			require.ErrorIs(t, err, redislock.ErrInvalidArgument, "got, want ErrInvalidArgument")
+			require.NotErrorIs(t, err, redislock.ErrNotObtained, "invalid input reported as contention")
 		})
 	}
-	if n := m.CommandCount() - before; n != 0 {
-		t.Fatalf("invalid input sent %d commands to Redis", n)
-	}
+	require.Equal(t, 0, m.CommandCount()-before, "invalid input sent commands to Redis")
 
 	t.Run("refresh", func(t *testing.T) {
 		l, err := c.Obtain(ctx, "r", 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer l.Release(ctx)
 		before := m.CommandCount()
 		for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond} {
-			if err := l.Refresh(ctx, ttl); !errors.Is(err, redislock.ErrInvalidArgument) {
-				t.Fatalf("Refresh(%v) = %v, want ErrInvalidArgument", ttl, err)
-			}
+			require.ErrorIs(t, l.Refresh(ctx, ttl), redislock.ErrInvalidArgument, "Refresh(%v), want ErrInvalidArgument", ttl)
 		}
-		if n := m.CommandCount() - before; n != 0 {
-			t.Fatalf("invalid Refresh sent %d commands", n)
-		}
-		if ttl, err := l.TTL(ctx); err != nil || ttl <= 0 {
-			t.Fatalf("lock damaged by invalid Refresh: %v %v", ttl, err)
-		}
+		require.Equal(t, 0, m.CommandCount()-before, "invalid Refresh sent commands")
+		ttl, err := l.TTL(ctx)
+		require.NoError(t, err, "lock damaged by invalid Refresh: %v", ttl)
+		require.Greater(t, ttl, time.Duration(0), "lock damaged by invalid Refresh %v", err)
 	})
 }
 
@@ -122,7 +112,7 @@ func TestObtainAndRunValidateAlike(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(nil))
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	cases := []struct {
 		ttl  time.Duration
 		opts []redislock.Option
@@ -159,8 +149,7 @@ func TestObtainAndRunValidateAlike(t *testing.T) {
 		}
 		for _, v := range verdicts[1:] {
 			if v != verdicts[0] {
-				t.Errorf("TTL %v with %d options: Obtain %v, Run %v, ObtainMulti %v, RunMulti %v: not alike",
-					tc.ttl, len(tc.opts), obtained, ran, multi, ranMulti)
+				assert.Fail(t, fmt.Sprintf("TTL %v with %d options: Obtain %v, Run %v, ObtainMulti %v, RunMulti %v: not alike", tc.ttl, len(tc.opts), obtained, ran, multi, ranMulti))
 				break
 			}
 		}
@@ -173,14 +162,13 @@ func TestTooShortTTLSaysSo(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(nil))
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	l, err := c.Obtain(ctx, "short", 3*time.Millisecond)
 	if err == nil {
 		_ = l.Release(ctx)
 	}
-	if !errors.Is(err, redislock.ErrInvalidArgument) || !strings.Contains(err.Error(), "too short") {
-		t.Fatalf("Obtain with a 3ms TTL = %v, want ErrInvalidArgument saying the TTL is too short", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrInvalidArgument, "Obtain with a 3ms TTL, want ErrInvalidArgument saying the TTL is too short")
+	require.Contains(t, err.Error(), "too short", "Obtain with a 3ms TTL = %v, want ErrInvalidArgument saying the TTL is too short", err)
 }
 
 // Every TTL accepted gives a ValidUntil with Go's monotonic clock reading,
@@ -192,7 +180,7 @@ func TestMaxTTL(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	q := startQuorum(t, 3)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	monotonic := func(tm time.Time) bool { return strings.Contains(tm.String(), " m=+") }
 	for _, mode := range []struct {
 		name   string

@@ -32,7 +32,7 @@ type MultiLock struct {
 	opts   options
 
 	validity
-	watch backend.ReleaseWatch // ends RunMulti's keeping on Release
+	watch backend.ReleaseWatch // ends RunMulti's renewal on Release
 }
 
 // ObtainMulti takes the locks on all keys at once, as one lock: either it

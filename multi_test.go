@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // multiBackend is a Redis for multi-key tests: rdb runs the lock, plain
@@ -35,14 +39,13 @@ func multiBackends(t *testing.T) []multiBackend {
 func startCluster(t *testing.T) *redis.ClusterClient {
 	t.Helper()
 	srv := redistest.Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-	if _, err := srv.Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "cluster state ok", func() bool {
+	_, err := srv.Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
 		info, err := srv.Do("CLUSTER", "INFO")
 		s, _ := info.(string)
 		return err == nil && strings.Contains(s, "cluster_state:ok")
-	})
+	}, 10*time.Second, 5*time.Millisecond, "cluster state ok")
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}, DialTimeout: time.Second, ReadTimeout: time.Second})
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
@@ -59,67 +62,43 @@ func TestObtainMulti(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			c := newClient(t, b.rdb)
-			ctx := ctxT(t, 10*time.Second)
+			ctx := testkit.Context(t)
 			k := func(s string) string { return t.Name() + "-" + s }
 			m, err := c.ObtainMulti(ctx, []string{k("a"), k("b"), k("c")}, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for _, key := range []string{k("a"), k("b"), k("c")} {
-				if !b.exists(t, key) {
-					t.Fatalf("%s not held", key)
-				}
-				if m.Fence(key) <= 0 {
-					t.Fatalf("fence of %s = %d", key, m.Fence(key))
-				}
+				require.True(t, b.exists(t, key), "%s not held", key)
+				require.Greater(t, m.Fence(key), int64(0), "fence of %s", key)
 			}
-			if m.Fence(k("zzz")) != 0 {
-				t.Fatal("fence of a key outside the lock")
-			}
-			if got := m.Keys(); len(got) != 3 || got[0] != k("a") {
-				t.Fatalf("Keys() = %v", got)
-			}
+			require.Equal(t, int64(0), m.Fence(k("zzz")), "fence of a key outside the lock")
+			got := m.Keys()
+			require.Equal(t, 3, len(got), "Keys() = %v", got)
+			require.Equal(t, k("a"), got[0], "Keys() = %v", got)
 			// A set that overlaps is refused, and holds nothing afterwards.
 			_, err = c.ObtainMulti(ctx, []string{k("d"), k("c")}, 5*time.Second)
-			if !errors.Is(err, redislock.ErrNotObtained) {
-				t.Fatalf("overlapping ObtainMulti = %v, want ErrNotObtained", err)
-			}
-			if b.exists(t, k("d")) {
-				t.Fatal("partial hold of d left behind")
-			}
+			require.ErrorIs(t, err, redislock.ErrNotObtained, "overlapping ObtainMulti, want ErrNotObtained")
+			require.False(t, b.exists(t, k("d")), "partial hold of d left behind")
 			// A single-key Obtain on one of the keys is refused too.
 			if _, err := c.Obtain(ctx, k("b"), time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-				t.Fatalf("Obtain on a multi-locked key = %v", err)
+				require.Fail(t, fmt.Sprintf("Obtain on a multi-locked key = %v", err))
 			}
-			if err := m.Refresh(ctx, 10*time.Second); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, m.Refresh(ctx, 10*time.Second))
 			if d, err := m.TTL(ctx); err != nil || d <= 5*time.Second {
-				t.Fatalf("TTL = %v, %v after Refresh(10s)", d, err)
+				require.Fail(t, fmt.Sprintf("TTL = %v, %v after Refresh(10s)", d, err))
 			}
-			if err := m.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, m.Release(ctx))
 			for _, key := range []string{k("a"), k("b"), k("c")} {
-				if b.exists(t, key) {
-					t.Fatalf("%s still held after Release", key)
-				}
+				require.False(t, b.exists(t, key), "%s still held after Release", key)
 			}
-			if err := m.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-				t.Fatalf("second Release = %v", err)
-			}
-			if _, err := m.TTL(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-				t.Fatalf("TTL after Release = %v", err)
-			}
+			require.ErrorIs(t, m.Release(ctx), redislock.ErrNotHeld, "second Release")
+			_, err = m.TTL(ctx)
+			require.ErrorIs(t, err, redislock.ErrNotHeld, "TTL after Release")
 			// Fences increase across grants, per key.
 			m2, err := c.ObtainMulti(ctx, []string{k("c"), k("a")}, time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer m2.Release(ctx)
-			if m2.Fence(k("a")) <= m.Fence(k("a")) || m2.Fence(k("c")) <= m.Fence(k("c")) {
-				t.Fatal("fences did not increase")
-			}
+			require.Greater(t, m2.Fence(k("a")), m.Fence(k("a")), "fences did not increase")
+			require.Greater(t, m2.Fence(k("c")), m.Fence(k("c")), "fences did not increase")
 		})
 	}
 }
@@ -130,24 +109,14 @@ func TestObtainMultiLostKey(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			c := newClient(t, b.rdb)
-			ctx := ctxT(t, 10*time.Second)
+			ctx := testkit.Context(t)
 			a, z := t.Name()+"-a", t.Name()+"-z"
 			m, err := c.ObtainMulti(ctx, []string{a, z}, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := b.rdb.Del(ctx, "redislock:{"+z+"}").Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Refresh(ctx, 5*time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-				t.Fatalf("Refresh with a lost key = %v, want ErrNotHeld", err)
-			}
-			if b.exists(t, a) {
-				t.Fatal("the keys still held were not released")
-			}
-			if !m.ValidUntil().IsZero() {
-				t.Fatal("ValidUntil not cleared")
-			}
+			require.NoError(t, err)
+			require.NoError(t, b.rdb.Del(ctx, "redislock:{"+z+"}").Err())
+			require.ErrorIs(t, m.Refresh(ctx, 5*time.Second), redislock.ErrNotHeld, "Refresh with a lost key, want ErrNotHeld")
+			require.False(t, b.exists(t, a), "the keys still held were not released")
+			require.True(t, m.ValidUntil().IsZero(), "ValidUntil not cleared")
 		})
 	}
 }
@@ -157,19 +126,15 @@ func TestObtainMultiInvalid(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := newClient(t, rdb)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	for _, keys := range [][]string{nil, {}, {""}, {"a", ""}, {"a", "b", "a"}} {
-		if _, err := c.ObtainMulti(ctx, keys, time.Second); !errors.Is(err, redislock.ErrInvalidArgument) {
-			t.Errorf("ObtainMulti(%q) = %v, want ErrInvalidArgument", keys, err)
-		}
+		_, err := c.ObtainMulti(ctx, keys, time.Second)
+		assert.ErrorIs(t, err, redislock.ErrInvalidArgument, "ObtainMulti(%q), want ErrInvalidArgument", keys)
 	}
-	if _, err := c.ObtainMulti(ctx, []string{"a"}, time.Second, redislock.WithFair(true)); !errors.Is(err, redislock.ErrInvalidArgument) {
-		t.Errorf("ObtainMulti with WithFair = %v, want ErrInvalidArgument", err)
-	}
+	_, err := c.ObtainMulti(ctx, []string{"a"}, time.Second, redislock.WithFair(true))
+	assert.ErrorIs(t, err, redislock.ErrInvalidArgument, "ObtainMulti with WithFair, want ErrInvalidArgument")
 	var m *redislock.MultiLock
-	if err := m.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Errorf("nil MultiLock Release = %v", err)
-	}
+	assert.ErrorIs(t, m.Release(ctx), redislock.ErrNotHeld, "nil MultiLock Release")
 }
 
 // TestObtainMultiNoDeadlock: goroutines lock {a,b} and {b,a} by RunMulti
@@ -191,9 +156,8 @@ func TestObtainMultiNoDeadlock(t *testing.T) {
 					return c.RunMulti(ctx, keys, 2*time.Second, func(_ context.Context, m *redislock.MultiLock) error { return fn(m.Fence(a)) }, retry)
 				})
 			})
-			if b.exists(t, a) || b.exists(t, z) {
-				t.Fatal("a lock key is still held after every RunMulti returned")
-			}
+			require.False(t, b.exists(t, a), "a lock key is still held after every RunMulti returned")
+			require.False(t, b.exists(t, z), "a lock key is still held after every RunMulti returned")
 		})
 	}
 }
@@ -210,20 +174,16 @@ func TestObtainMultiWaitsNotified(t *testing.T) {
 			t.Parallel()
 			c := newClient(t, b.rdb)
 			a, z := t.Name()+"-a", t.Name()+"-z"
-			h, err := c.Obtain(ctxT(t, 10*time.Second), z, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h, err := c.Obtain(testkit.Context(t), z, time.Minute)
+			require.NoError(t, err)
 			// z is released once the waiter's first attempt and its
 			// recheck after subscribing have found it held.
 			b.rdb.AddHook(&scriptHook{at: 2, after: func() { _ = h.Release(context.Background()) }})
 			// A backoff longer than the ctx: only the release of z can wake
 			// the waiter in time.
-			m, err := c.ObtainMulti(ctxT(t, 10*time.Second), []string{a, z}, time.Second,
+			m, err := c.ObtainMulti(testkit.Context(t), []string{a, z}, time.Second,
 				redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
-			if err != nil {
-				t.Fatalf("%v: the release of %s was missed", err, z)
-			}
+			require.NoError(t, err, "the release of %s was missed", z)
 			defer m.Release(context.Background())
 		})
 	}
@@ -241,7 +201,8 @@ func TestRunMultiLost(t *testing.T) {
 	// A lease far longer than the renewal interval: only a renewal's
 	// finding can end it, however loaded the machine; the test's ctx is a
 	// hang guard.
-	tctx := ctxT(t, 2*time.Minute)
+	tctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	err := c.RunMulti(tctx, []string{a, z}, 30*time.Second, func(ctx context.Context, m *redislock.MultiLock) error {
 		if err := rdb.Del(ctx, "redislock:{"+z+"}").Err(); err != nil {
 			return err
@@ -250,21 +211,13 @@ func TestRunMultiLost(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			// By the renewal that found the key gone, not the lease's end.
-			if cause := context.Cause(ctx); !errors.Is(cause, redislock.ErrNotHeld) {
-				t.Errorf("cause = %v, want a renewal's ErrNotHeld", cause)
-			}
-			if !time.Now().Before(validUntil) {
-				t.Errorf("loss noticed only after the validity ended")
-			}
+			assert.ErrorIs(t, context.Cause(ctx), redislock.ErrNotHeld, "cause, want a renewal's ErrNotHeld")
+			assert.True(t, time.Now().Before(validUntil), "loss noticed only after the validity ended")
 			return nil
 		case <-tctx.Done():
 			return errors.New("fn's ctx not cancelled after a key was lost")
 		}
 	}, redislock.WithRefreshInterval(20*time.Millisecond))
-	if !errors.Is(err, redislock.ErrLockLost) {
-		t.Fatalf("RunMulti = %v, want ErrLockLost", err)
-	}
-	if held(context.Background(), rdb, "redislock:{"+a+"}") {
-		t.Fatal("the other key is still held")
-	}
+	require.ErrorIs(t, err, redislock.ErrLockLost, "RunMulti, want ErrLockLost")
+	require.False(t, held(context.Background(), rdb, "redislock:{"+a+"}"), "the other key is still held")
 }

@@ -1,9 +1,9 @@
 package redislock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,7 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/observe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // recorder is an Observer of every kind; it keeps the events and signals
@@ -52,11 +55,7 @@ func (r *recorder) wait(t *testing.T, kind string) {
 	r.mu.Lock()
 	ch := r.signal(kind)
 	r.mu.Unlock()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no %s event", kind)
-	}
+	testkit.Recv(t, ch, kind+" event")
 }
 
 // last returns the newest event of type E.
@@ -117,108 +116,96 @@ func TestObserverEvents(t *testing.T) {
 	}})
 	rec := newRecorder()
 	c := newClient(t, rdb, redislock.WithObserver(rec))
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 
 	l, err := c.Obtain(ctx, "obs", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	select {
 	case <-spanSeen:
 	default:
-		t.Fatal("the Redis call did not get ObtainStart's context")
+		require.Fail(t, "the Redis call did not get ObtainStart's context")
 	}
-	if e, _ := last[observe.ObtainDoneEvent](rec); e.Outcome() != observe.Obtained || e.Fence != l.Fence() || e.Attempts != 1 || e.Key != "obs" {
-		t.Fatalf("ObtainDone = %+v, want obtained with fence %d", e, l.Fence())
-	}
+	e, _ := last[observe.ObtainDoneEvent](rec)
+	require.Equal(t, observe.Obtained, e.Outcome(), "ObtainDone = %+v, want obtained with fence %d", e, l.Fence())
+	require.Equal(t, l.Fence(), e.Fence, "ObtainDone = %+v, want obtained with fence %d", e, l.Fence())
+	require.Equal(t, 1, e.Attempts, "ObtainDone = %+v, want obtained with fence %d", e, l.Fence())
+	require.Equal(t, "obs", e.Key, "ObtainDone = %+v, want obtained with fence %d", e, l.Fence())
 
 	// Contention, once without waiting and once waiting.
-	if _, err := c.Obtain(ctx, "obs", time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatal(err)
+	_, err = c.Obtain(ctx, "obs", time.Second)
+	require.ErrorIs(t, err, redislock.ErrNotObtained)
+	e, _ = last[observe.ObtainDoneEvent](rec)
+	require.Equal(t, observe.Contended, e.Outcome(), "ObtainDone = %+v, want contended", e)
+	require.Equal(t, int64(0), e.Fence, "ObtainDone = %+v, want contended", e)
+	type obtained struct {
+		l   *redislock.Lock
+		err error
 	}
-	if e, _ := last[observe.ObtainDoneEvent](rec); e.Outcome() != observe.Contended || e.Fence != 0 {
-		t.Fatalf("ObtainDone = %+v, want contended", e)
-	}
-	waited := make(chan error, 1)
+	handed := make(chan obtained, 1)
 	go func() {
 		w, err := c.Obtain(ctx, "obs", 10*time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Second)))
-		if err == nil {
-			err = w.Release(ctx)
-		}
-		waited <- err
+		handed <- obtained{w, err}
 	}()
 	rec.wait(t, "wait")
 	if e, _ := last[observe.WaitEvent](rec); e.Key != "obs" || e.Waiters < 1 {
-		t.Fatalf("WaitStart = %+v, want a waiter on obs", e)
+		require.Fail(t, fmt.Sprintf("WaitStart = %+v, want a waiter on obs", e))
 	}
 
-	if err := l.Refresh(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Refresh(ctx, 10*time.Second))
 	if e, _ := last[observe.RefreshDoneEvent](rec); e.Err != nil || e.Renewal || e.Fence != l.Fence() {
-		t.Fatalf("RefreshDone = %+v", e)
+		require.Fail(t, fmt.Sprintf("RefreshDone = %+v", e))
 	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Release(ctx))
 	if e, _ := last[observe.ReleaseDoneEvent](rec); e.Err != nil || e.Held <= 0 || e.Fence != l.Fence() {
-		t.Fatalf("ReleaseDone = %+v", e)
+		require.Fail(t, fmt.Sprintf("ReleaseDone = %+v", e))
 	}
-	if err := <-waited; err != nil {
-		t.Fatal(err)
-	}
+	// The waiter releases only now, so that its ReleaseDone is not the
+	// last one above.
+	w := testkit.Recv(t, handed, "the waiter's grant")
+	require.NoError(t, w.err)
+	require.NoError(t, w.l.Release(ctx))
 
 	// A grant found gone: on refresh, on release, and by Run's renewal.
 	gone, err := c.Obtain(ctx, "gone", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rdb.Del(ctx, redislock.LockKey("gone"))
-	if err := gone.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, gone.Refresh(ctx, time.Second), redislock.ErrNotHeld)
 	if e, _ := last[observe.RefreshDoneEvent](rec); !errors.Is(e.Err, redislock.ErrNotHeld) {
-		t.Fatalf("RefreshDone = %+v, want ErrNotHeld", e)
+		require.Fail(t, fmt.Sprintf("RefreshDone = %+v, want ErrNotHeld", e))
 	}
-	if err := gone.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, gone.Release(ctx), redislock.ErrNotHeld)
 	if e, _ := last[observe.ReleaseDoneEvent](rec); !errors.Is(e.Err, redislock.ErrNotHeld) {
-		t.Fatalf("ReleaseDone = %+v, want ErrNotHeld", e)
+		require.Fail(t, fmt.Sprintf("ReleaseDone = %+v, want ErrNotHeld", e))
 	}
-	err = c.Run(ctx, "run", time.Second, func(ctx context.Context, l *redislock.Lock) error {
+	// The lease outlasts any renewal's round trip on a loaded machine: the
+	// loss is the renewal's finding the key gone (50 ms after the Del),
+	// not the lease's end racing a slow renewal.
+	err = c.Run(ctx, "run", time.Minute, func(ctx context.Context, l *redislock.Lock) error {
 		rdb.Del(ctx, redislock.LockKey("run"))
 		<-ctx.Done()
 		return nil
 	}, redislock.WithRefreshInterval(50*time.Millisecond))
-	if !errors.Is(err, redislock.ErrLockLost) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, err, redislock.ErrLockLost)
 	if e, ok := last[observe.LossEvent](rec); !ok || e.Key != "run" || !errors.Is(e.Cause, redislock.ErrNotHeld) {
-		t.Fatalf("LossEvent = %+v, %v", e, ok)
+		require.Fail(t, fmt.Sprintf("LossEvent = %+v, %v", e, ok))
 	}
 	if e, _ := last[observe.RefreshDoneEvent](rec); !e.Renewal {
-		t.Fatalf("Run's renewal = %+v, want Renewal", e)
+		require.Fail(t, fmt.Sprintf("Run's renewal = %+v, want Renewal", e))
 	}
 
 	// A stale owner's write.
 	st := c.Store()
-	if err := st.Put(ctx, "rec", []byte("new"), 9, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Put(ctx, "rec", []byte("old"), 3, 0); !errors.Is(err, redislock.ErrStaleFence) {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.Put(ctx, "rec", []byte("new"), 9, 0))
+	require.ErrorIs(t, st.Put(ctx, "rec", []byte("old"), 3, 0), redislock.ErrStaleFence)
 	if e, ok := last[observe.StaleFenceEvent](rec); !ok || e.Fence != 3 || e.Newest != 9 {
-		t.Fatalf("StaleFenceEvent = %+v", e)
+		require.Fail(t, fmt.Sprintf("StaleFenceEvent = %+v", e))
 	}
 
 	// The subscription connection dies while a waiter listens on it: it
 	// is replaced, and said so.
 	busy, err := c.Obtain(ctx, "busy", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	waited := make(chan error, 1)
 	go func() {
 		w, err := c.Obtain(ctx, "busy", 10*time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Minute)))
 		if err == nil {
@@ -226,33 +213,27 @@ func TestObserverEvents(t *testing.T) {
 		}
 		waited <- err
 	}()
-	eventually(t, 10*time.Second, "the waiter subscribed", func() bool {
+	require.Eventually(t, func() bool {
 		n, ready := redislock.LocalWaiters(c, "busy")
 		return n == 1 && ready
-	})
-	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
-		t.Fatal(err)
-	}
+	}, 10*time.Second, 5*time.Millisecond, "the waiter subscribed")
+	_, err = srv.Do("CLIENT", "KILL", "TYPE", "pubsub")
+	require.NoError(t, err)
 	rec.wait(t, "resubscribed")
-	if err := busy.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-waited; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, busy.Release(ctx))
+	require.NoError(t, <-waited)
 
 	// A node that fails: a call on a stopped server.
 	srv.Kill()
-	if _, err := c.Obtain(ctx, "down", time.Second); err == nil {
-		t.Fatal("granted on a dead server")
-	}
+	_, err = c.Obtain(ctx, "down", time.Second)
+	require.Error(t, err, "granted on a dead server")
 	if e, ok := last[observe.NodeEvent](rec); !ok || e.Op != "obtain" || e.Node != 0 {
-		t.Fatalf("NodeEvent = %+v, %v", e, ok)
+		require.Fail(t, fmt.Sprintf("NodeEvent = %+v, %v", e, ok))
 	}
 	// Its clean-up (the obtain's outcome was unknown) failed too.
 	rec.wait(t, "cleanup")
 	if e, _ := last[observe.CleanupEvent](rec); e.Key != "down" || e.Err == nil {
-		t.Fatalf("CleanupEvent = %+v", e)
+		require.Fail(t, fmt.Sprintf("CleanupEvent = %+v", e))
 	}
 }
 
@@ -276,47 +257,29 @@ func TestLoggerReportsLoss(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := newClient(t, rdb, redislock.WithLogger(logger))
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	var token string
-	err := c.Run(ctx, "logged", time.Second, func(ctx context.Context, l *redislock.Lock) error {
+	// A lease no renewal's round trip outlasts: the loss is the renewal's
+	// finding the key gone, not the lease's end.
+	err := c.Run(ctx, "logged", time.Minute, func(ctx context.Context, l *redislock.Lock) error {
 		token = l.Token()
 		rdb.Del(ctx, redislock.LockKey("logged"))
 		<-ctx.Done()
 		return nil
 	}, redislock.WithRefreshInterval(50*time.Millisecond))
-	if !errors.Is(err, redislock.ErrLockLost) {
-		t.Fatal(err)
-	}
-	mu.Lock()
+	require.ErrorIs(t, err, redislock.ErrLockLost)
 	out := buf.String()
-	mu.Unlock()
 	for _, want := range []string{
 		`level=DEBUG msg="redislock: obtained" key=logged fence=`,
 		`level=WARN msg="redislock: refresh found the lock gone" key=logged`,
 		`level=WARN msg="redislock: lock lost" key=logged fence=`,
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "the log")
 	}
-	if strings.Contains(out, token) {
-		t.Errorf("the log holds the token:\n%s", out)
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
+	assert.NotContains(t, out, token, "the log holds the token")
 }
 
 // A value that observes nothing is an invalid option, reported by calls.
@@ -326,10 +289,8 @@ func TestObserverInvalid(t *testing.T) {
 	defer rdb.Close()
 	c := redislock.New(rdb, redislock.WithObserver(42))
 	defer c.Close()
-	if _, err := c.Obtain(context.Background(), "k", time.Second); !errors.Is(err, redislock.ErrInvalidArgument) {
-		t.Fatalf("Obtain with WithObserver(42) = %v, want ErrInvalidArgument", err)
-	}
-	if _, err := redislock.NewQuorum([]redis.UniversalClient{rdb}, redislock.WithLogger(nil)); !errors.Is(err, redislock.ErrInvalidArgument) {
-		t.Fatalf("NewQuorum with WithLogger(nil) = %v", err)
-	}
+	_, err := c.Obtain(context.Background(), "k", time.Second)
+	require.ErrorIs(t, err, redislock.ErrInvalidArgument, "Obtain with WithObserver(42), want ErrInvalidArgument")
+	_, err = redislock.NewQuorum([]redis.UniversalClient{rdb}, redislock.WithLogger(nil))
+	require.ErrorIs(t, err, redislock.ErrInvalidArgument, "NewQuorum with WithLogger(nil)")
 }

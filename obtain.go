@@ -9,7 +9,6 @@ import (
 
 	"github.com/redislock-go/redislock/internal/keys"
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -159,11 +158,11 @@ func (c *Client) deliver(ctx context.Context, l *Lock, waited bool) (*Lock, erro
 func ended(ctx context.Context, key string, waited bool, err error) error {
 	switch {
 	case waited:
-		return backend.Join(ErrNotObtained, ctx.Err())
+		return lease.Join(ErrNotObtained, ctx.Err())
 	case err == nil:
-		return backend.Wrap(ctx.Err(), "obtain %q", key)
+		return lease.Wrap(ctx.Err(), "obtain %q", key)
 	}
-	return backend.Join(err, ctx.Err())
+	return lease.Join(err, ctx.Err())
 }
 
 // RunMulti is Run for a MultiLock: it obtains all keys with ObtainMulti,
@@ -185,9 +184,7 @@ func (c *Client) RunMulti(ctx context.Context, keyList []string, ttl time.Durati
 	if err != nil {
 		return err
 	}
-	ml := multiLease{MultiLock: m}
-	ml.keeping = backend.KeepWith(multiKeeper{m})
-	return lease.RunLock(ctx, ml, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
+	return lease.RunLock(ctx, multiLease{m}, ttl, func(ctx context.Context) error { return fn(ctx, m) }, lease.WithRefreshInterval(interval))
 }
 
 // Run obtains the lock on key, runs fn while renewing the lease in the
@@ -242,26 +239,18 @@ func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func
 	return lease.RunLock(ctx, newRunLock(l), ttl, func(ctx context.Context) error { return fn(ctx, l) }, lease.WithRefreshInterval(interval))
 }
 
-// runLock is a Lock as Run holds it: renewed by the Lock's keeper, noting
+// runLock is a Lock as Run holds it: renewed by the Lock's Keep, noting
 // the loss, and released without waiting when waiting cannot help.
 type runLock struct {
 	*Lock
-	keeping             // runKeeper: shallower than the Lock's own
-	gone    atomic.Bool // the keeper reported the lock lost
+	gone atomic.Bool // Keep reported the lock lost
 }
 
-func newRunLock(l *Lock) *runLock {
-	r := &runLock{Lock: l}
-	r.keeping = backend.KeepWith(runKeeper{r})
-	return r
-}
+func newRunLock(l *Lock) *runLock { return &runLock{Lock: l} }
 
-// runKeeper is the Lock's keeper, noting the loss.
-type runKeeper struct{ r *runLock }
-
-func (k runKeeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	r := k.r
-	return keeper{r.Lock}.Keep(ttl, interval, func(cause error) {
+// Keep is the Lock's Keep, noting the loss.
+func (r *runLock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return r.Lock.Keep(ttl, interval, func(cause error) {
 		r.gone.Store(true)
 		lost(cause)
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // Memory full (maxmemory with noeviction): Redis refuses every write that
@@ -48,10 +49,10 @@ func waitFor(t *testing.T, ctx context.Context, c *redislock.Client, rdb *redis.
 		}
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the waiter queued, its attempt and recheck made", func() bool {
+	require.Eventually(t, func() bool {
 		n, ready := redislock.LocalWaiters(c, key)
 		return n == 1 && ready && evalCalls(rdb)-before >= 2
-	})
+	}, 5*time.Second, 5*time.Millisecond, "the waiter queued, its attempt and recheck made")
 	return done
 }
 
@@ -63,7 +64,7 @@ func TestOOMReleaseWithWaiter(t *testing.T) {
 	t.Parallel()
 	rdb, fill := startFull(t)
 	c := newClient(t, rdb)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	l, err := c.Obtain(ctx, "oom", time.Minute)
 	require.NoError(t, err)
 	waiter := waitFor(t, ctx, c, rdb, "oom")
@@ -83,7 +84,7 @@ func TestOOMRunWithWaiter(t *testing.T) {
 	t.Parallel()
 	rdb, fill := startFull(t)
 	c := newClient(t, rdb)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	var waiter <-chan error
 	err := c.Run(ctx, "oom-run", time.Minute, func(ctx context.Context, l *redislock.Lock) error {
 		waiter = waitFor(t, ctx, c, rdb, "oom-run")
@@ -104,7 +105,7 @@ func TestOOMContention(t *testing.T) {
 	rdb, fill := startFull(t)
 	holder := newClient(t, rdb)
 	c := newClient(t, rdb)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	for _, key := range []string{"busy", "busy-fair", "busy-multi"} {
 		_, err := holder.Obtain(ctx, key, time.Minute)
 		require.NoError(t, err)

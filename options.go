@@ -130,7 +130,7 @@ func newConfig(opts []ClientOption) config {
 // context without deadline is bounded by WithMaxWait.
 func WithRetry(s RetryStrategy) Option {
 	return optionFunc(func(o *options) {
-		if err := backend.CheckRetry(s); err != nil {
+		if err := lease.CheckRetry(s); err != nil {
 			o.fail(err)
 			return
 		}
@@ -145,7 +145,7 @@ func WithRetry(s RetryStrategy) Option {
 // length in bytes.
 func WithHolder(id string) Option {
 	return optionFunc(func(o *options) {
-		if err := backend.CheckHolder(id); err != nil {
+		if err := lease.CheckHolder(id); err != nil {
 			o.fail(err)
 			return
 		}
@@ -292,7 +292,7 @@ func (o *options) validUntil(start time.Time, ttl time.Duration) time.Time {
 }
 
 // drift is the part of ttl that a grant's validity gives up for clock drift.
-func (o *options) drift(ttl time.Duration) time.Duration { return backend.Drift(ttl, o.driftFactor) }
+func (o *options) drift(ttl time.Duration) time.Duration { return lease.Drift(ttl, o.driftFactor) }
 
 func (o *options) checkTTL(ttl time.Duration) error { return backend.CheckTTL(ttl, o.driftFactor) }
 
@@ -303,5 +303,5 @@ func (o *options) checkCall(ttl time.Duration) (interval time.Duration, err erro
 	if err := o.checkTTL(ttl); err != nil {
 		return 0, err
 	}
-	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
+	return lease.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
 }

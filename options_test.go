@@ -11,6 +11,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Client-only options (WithObserver, WithLogger) do not compile as per-call
@@ -22,9 +25,7 @@ func TestClientOnlyOptionsDoNotCompilePerCall(t *testing.T) {
 		t.Skip("runs go list")
 	}
 	out, err := exec.Command("go", "list", "-export", "-deps", "-f", "{{.ImportPath}}={{.Export}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -export: %v", err)
-	}
+	require.NoError(t, err, "go list -export")
 	exports := make(map[string]string)
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if path, file, ok := strings.Cut(line, "="); ok && file != "" {
@@ -57,12 +58,8 @@ var _ = time.Second
 func f(ctx context.Context, rdb redis.UniversalClient, c *redislock.Client) { ` + c.call + ` }
 `
 		f, err := parser.ParseFile(fset, "p.go", src, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_, err = (&types.Config{Importer: imp}).Check("p", fset, []*ast.File{f}, nil)
-		if (err == nil) != c.compile {
-			t.Errorf("%s: compiles = %v (%v), want %v", c.call, err == nil, err, c.compile)
-		}
+		assert.Equal(t, c.compile, (err == nil), "%s: compiles = %v (%v), want %v", c.call, err == nil, err, c.compile)
 	}
 }

@@ -2,7 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -13,50 +12,38 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestQuorumMinorityDown(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 5)
 	c := q.client(t)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	q.srvs[0].Kill()
 	q.srvs[1].Kill()
 	l, err := c.Obtain(ctx, "m", 10*time.Second)
-	if err != nil {
-		t.Fatalf("Obtain with 2 of 5 down: %v", err)
-	}
-	if n := q.holders(t, "m", l.Token()); n != 3 {
-		t.Fatalf("held on %d nodes", n)
-	}
-	if err := l.Refresh(ctx, 20*time.Second); err != nil {
-		t.Fatalf("Refresh with 2 of 5 down: %v", err)
-	}
+	require.NoError(t, err, "Obtain with 2 of 5 down")
+	require.Equal(t, 3, q.holders(t, "m", l.Token()), "held on nodes")
+	require.NoError(t, l.Refresh(ctx, 20*time.Second), "Refresh with 2 of 5 down")
 	if ttl, err := l.TTL(ctx); err != nil || ttl <= 10*time.Second {
-		t.Fatalf("TTL = %v, %v", ttl, err)
+		require.Fail(t, fmt.Sprintf("TTL = %v, %v", ttl, err))
 	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatalf("Release with 2 of 5 down: %v", err)
-	}
-	if n := q.holders(t, "m", l.Token()); n != 0 {
-		t.Fatalf("still held on %d nodes", n)
-	}
+	require.NoError(t, l.Release(ctx), "Release with 2 of 5 down")
+	require.Equal(t, 0, q.holders(t, "m", l.Token()), "still held on nodes")
 	// A third node down: no majority, an error of its own.
 	q.srvs[2].Kill()
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err = c.Obtain(short, "m", time.Second, redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)))
-	if !errors.Is(err, redislock.ErrNoQuorum) || errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("Obtain with 3 of 5 down = %v, want ErrNoQuorum", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrNoQuorum, "Obtain with 3 of 5 down, want ErrNoQuorum")
+	require.NotErrorIs(t, err, redislock.ErrNotObtained, "Obtain with 3 of 5 down, want ErrNoQuorum")
 	var ne *redislock.NodeError
-	if !errors.As(err, &ne) {
-		t.Fatalf("no per-node detail in %v", err)
-	}
-	if time.Since(start) > 2*time.Second {
-		t.Fatal("Obtain outlived its ctx")
-	}
+	require.ErrorAs(t, err, &ne, "no per-node detail in")
+	require.LessOrEqual(t, time.Since(start), 2*time.Second, "Obtain outlived its ctx")
 }
 
 // A failing node does not turn contention into ErrNoQuorum: with a majority
@@ -65,7 +52,7 @@ func TestQuorumMinorityDown(t *testing.T) {
 func TestQuorumContentionWithAFailedNode(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 5)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	for _, rdb := range q.rdbs[:2] {
 		rdb.Set(ctx, redislock.DefaultPrefix+"{mixed}", "other:1", time.Minute)
 	}
@@ -73,9 +60,10 @@ func TestQuorumContentionWithAFailedNode(t *testing.T) {
 	c := q.client(t)
 	_, err := c.Obtain(ctx, "mixed", time.Second, redislock.WithRetry(redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 2)))
 	var ne *redislock.NodeError
-	if !errors.Is(err, redislock.ErrNotObtained) || errors.Is(err, redislock.ErrNoQuorum) || !errors.As(err, &ne) || ne.Node != 4 {
-		t.Fatalf("Obtain = %v, want ErrNotObtained with node 4's error", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain, want ErrNotObtained with node 4's error")
+	require.NotErrorIs(t, err, redislock.ErrNoQuorum, "Obtain, want ErrNotObtained with node 4's error")
+	require.ErrorAs(t, err, &ne, "Obtain, want ErrNotObtained with node 4's error")
+	require.Equal(t, 4, ne.Node, "Obtain = %v, want ErrNotObtained with node 4's error", err)
 }
 
 // A stalled node does not hold up the grant; its late grant is kept as part
@@ -92,23 +80,18 @@ func TestQuorumStalledNode(t *testing.T) {
 		patient = append(patient, s.Client(func(o *redis.Options) { o.ReadTimeout = time.Minute }))
 	}
 	c, err := redislock.NewQuorum(patient, redislock.WithNodeTimeout(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
-	ctx := ctxT(t, 20*time.Second)
-	if _, err := c.Obtain(ctx, "warm", time.Second); err != nil { // connections up
-		t.Fatal(err)
-	}
+	ctx := testkit.Context(t)
+	_, err = c.Obtain(ctx, "warm", time.Second) // connections up
+	require.NoError(t, err)
 	q.srvs[4].Pause()
 	// Obtain returns while the node is still stopped: an Obtain that waited
 	// for it would wait until the node is resumed, after this.
 	got := make(chan *redislock.Lock, 1)
 	go func() {
 		l, err := c.Obtain(ctx, "s", 10*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		got <- l
 	}()
 	var l *redislock.Lock
@@ -116,20 +99,16 @@ func TestQuorumStalledNode(t *testing.T) {
 	case l = <-got:
 	case <-time.After(10 * time.Second):
 		q.srvs[4].Resume()
-		t.Fatal("the grant waited for the stopped node")
+		require.Fail(t, "the grant waited for the stopped node")
 	}
 	if l == nil {
 		return
 	}
 	q.srvs[4].Resume()
-	eventually(t, 5*time.Second, "the late grant", func() bool { return q.holders(t, "s", l.Token()) == 5 })
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.Eventually(t, func() bool { return q.holders(t, "s", l.Token()) == 5 }, 5*time.Second, 5*time.Millisecond, "the late grant")
+	require.NoError(t, l.Release(ctx))
 	_ = c.Close() // Release returned at the majority: wait for the rest
-	if n := q.holders(t, "s", l.Token()); n != 0 {
-		t.Fatalf("Release left the grant on %d nodes", n)
-	}
+	require.Equal(t, 0, q.holders(t, "s", l.Token()), "Release left the grant on nodes")
 }
 
 // Release does not wait for a node whose grant has not answered, and its
@@ -144,23 +123,15 @@ func TestQuorumLateGrantAfterRelease(t *testing.T) {
 	hold := make(chan struct{})
 	q.rdbs[4].AddHook(holdHook{hold: hold, key: redislock.DefaultPrefix + "{lr}"})
 	c, err := redislock.NewQuorum(q.rdbs, slackNodeTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t, 20*time.Second)
+	require.NoError(t, err)
+	ctx := testkit.Context(t)
 	l, err := c.Obtain(ctx, "lr", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Release returns while node 4's grant is still held back.
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Release(ctx))
 	close(hold) // the grant runs on node 4, then its release
 	_ = c.Close()
-	if n := q.holders(t, "lr", l.Token()); n != 0 {
-		t.Fatalf("the grant is left on %d nodes", n)
-	}
+	require.Equal(t, 0, q.holders(t, "lr", l.Token()), "the grant is left on nodes")
 }
 
 // holdHook delays the obtain script calls of key until hold is closed.
@@ -250,23 +221,18 @@ func patientClients(t *testing.T, q *cluster, addrs map[int]string, dial map[int
 func holdThroughMinority(t *testing.T, q *cluster, rdbs []redis.UniversalClient, w *watchdog, bad ...int) {
 	t.Helper()
 	c, err := redislock.NewQuorum(rdbs, redislock.WithNodeTimeout(patience), redislock.WithReleaseTimeout(patience))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		w.release() // the calls still waiting for bad nodes end
 		_ = c.Close()
 	})
 	fired := w.fired.Load
-	ctx := ctxT(t, 2*patience)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
+	defer cancel()
 	check := func(what string, err error) {
 		t.Helper()
-		if err != nil {
-			t.Fatalf("%s with nodes %v not answering: %v", what, bad, err)
-		}
-		if fired() {
-			t.Fatalf("%s waited for the nodes %v that do not answer", what, bad)
-		}
+		require.NoError(t, err, "%s with nodes %v not answering", what, bad)
+		require.False(t, fired(), "%s waited for the nodes %v that do not answer", what, bad)
 	}
 	l, err := c.Obtain(ctx, "minority", 2*time.Second)
 	check("Obtain", err)
@@ -274,9 +240,7 @@ func holdThroughMinority(t *testing.T, q *cluster, rdbs []redis.UniversalClient,
 	_, err = l.TTL(ctx)
 	check("TTL", err)
 	check("Release", l.Release(ctx))
-	if n := q.holders(t, "minority", l.Token()); n != 0 {
-		t.Fatalf("Release left the grant on %d live nodes", n)
-	}
+	require.Equal(t, 0, q.holders(t, "minority", l.Token()), "Release left the grant on live nodes")
 
 	// A grant gone from the live nodes: ErrNotHeld, without waiting.
 	l, err = c.Obtain(ctx, "gone", 2*time.Second)
@@ -286,15 +250,9 @@ func holdThroughMinority(t *testing.T, q *cluster, rdbs []redis.UniversalClient,
 			rdb.Del(ctx, redislock.DefaultPrefix+"{gone}")
 		}
 	}
-	if err := l.Refresh(ctx, 2*time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("Refresh of a grant gone from the live nodes = %v, want ErrNotHeld", err)
-	}
-	if err := l.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("Release of a grant gone from the live nodes = %v, want ErrNotHeld", err)
-	}
-	if fired() {
-		t.Fatalf("ErrNotHeld waited for the nodes %v that do not answer", bad)
-	}
+	require.ErrorIs(t, l.Refresh(ctx, 2*time.Second), redislock.ErrNotHeld, "Refresh of a grant gone from the live nodes, want ErrNotHeld")
+	require.ErrorIs(t, l.Release(ctx), redislock.ErrNotHeld, "Release of a grant gone from the live nodes, want ErrNotHeld")
+	require.False(t, fired(), "ErrNotHeld waited for the nodes %v that do not answer", bad)
 
 	// The calls to the bad nodes go on in the background, and Close waits
 	// for them.
@@ -303,15 +261,12 @@ func holdThroughMinority(t *testing.T, q *cluster, rdbs []redis.UniversalClient,
 		fanned, cleaning := redislock.InFlight(c, i)
 		busy += fanned + cleaning
 	}
-	if busy == 0 {
-		t.Fatalf("no call in flight to the nodes %v that do not answer", bad)
-	}
+	require.NotEqual(t, 0, busy, "no call in flight to the nodes %v that do not answer", bad)
 	w.release()
 	_ = c.Close()
 	for i := range rdbs {
-		if fanned, cleaning := redislock.InFlight(c, i); fanned+cleaning > 0 {
-			t.Fatalf("Close returned with %d fan-out and %d clean-up calls in flight to node %d", fanned, cleaning, i)
-		}
+		fanned, cleaning := redislock.InFlight(c, i)
+		require.LessOrEqual(t, fanned+cleaning, 0, "Close returned with %d fan-out and %d clean-up calls in flight to node %d", fanned, cleaning, i)
 	}
 }
 
@@ -363,9 +318,7 @@ func TestQuorumMinorityStopped(t *testing.T) {
 	q := startQuorum(t, 5)
 	rdbs := patientClients(t, q, nil, nil)
 	for _, rdb := range rdbs { // connections up before the nodes stop
-		if err := rdb.Ping(context.Background()).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rdb.Ping(context.Background()).Err())
 	}
 	q.srvs[3].Pause()
 	q.srvs[4].Pause()

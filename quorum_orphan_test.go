@@ -12,6 +12,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // A node whose obtain timed out may hold the grant all the same (the
@@ -52,7 +53,7 @@ func TestQuorumRefreshCountsLateNode(t *testing.T) {
 	c, err := redislock.NewQuorum(rdbs, redislock.WithNodeTimeout(time.Second), redislock.WithReleaseTimeout(time.Minute))
 	require.NoError(t, err)
 	defer c.Close()
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	// Connections up and the scripts loaded, on another key.
 	warm, err := c.Obtain(ctx, "warm", ttl)
 	require.NoError(t, err)
@@ -61,10 +62,10 @@ func TestQuorumRefreshCountsLateNode(t *testing.T) {
 
 	l, err := c.Obtain(ctx, key, ttl)
 	require.NoError(t, err)
-	awaitClosed(t, ctx, hook.ran, "node 2's obtain")
+	testkit.Recv(t, hook.ran, "node 2's obtain")
 	// Its reply comes at the node timeout; once it has, the lock knows the
 	// node may hold the grant.
-	eventually(t, 10*time.Second, "node 2's obtain to answer", func() bool { return redislock.NodeSettled(l, 2) })
+	require.Eventually(t, func() bool { return redislock.NodeSettled(l, 2) }, 10*time.Second, 5*time.Millisecond, "node 2's obtain to answer")
 	require.Equal(t, 3, q.holders(t, key, l.Token()), "the grant is on every node (node 2's obtain ran)")
 	proxy.Cut(redistest.Both)
 	// Node 0 extends; node 1 does not answer; node 2 holds the grant.
@@ -80,16 +81,6 @@ func TestQuorumRefreshCountsLateNode(t *testing.T) {
 	got := time.Now()
 	require.False(t, got.Before(until), "a second client was granted fence %d %v before the first holder's validity ended", l2.Fence(), until.Sub(got))
 	require.Greater(t, l2.Fence(), l.Fence())
-}
-
-// awaitClosed returns once ch is closed, failing the test if ctx ends first.
-func awaitClosed(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-ctx.Done():
-		t.Fatalf("waiting for %s: %v", what, ctx.Err())
-	}
 }
 
 // lateNodeHook is node 2's network: the first obtain of key runs on the

@@ -12,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/require"
 )
 
 type cluster struct {
@@ -22,9 +24,7 @@ type cluster struct {
 func (q *cluster) client(t *testing.T, opts ...redislock.ClientOption) *redislock.Client {
 	t.Helper()
 	c, err := redislock.NewQuorum(q.rdbs, append([]redislock.ClientOption{slackNodeTimeout}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -73,20 +73,16 @@ func TestQuorumContention(t *testing.T) {
 func TestQuorumPartialGrantReleased(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 5)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	for _, rdb := range q.rdbs[:3] { // someone else holds a majority
 		rdb.Set(ctx, redislock.DefaultPrefix+"{part}", "other:1", time.Minute)
 	}
 	c := q.client(t)
 	_, err := c.Obtain(ctx, "part", time.Second)
-	if !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("Obtain = %v, want ErrNotObtained", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain, want ErrNotObtained")
 	_ = c.Close()
 	for i, rdb := range q.rdbs[3:] {
-		if held(ctx, rdb, redislock.DefaultPrefix+"{part}") {
-			t.Fatalf("node %d still holds the failed attempt's grant", i+3)
-		}
+		require.False(t, held(ctx, rdb, redislock.DefaultPrefix+"{part}"), "node %d still holds the failed attempt's grant", i+3)
 	}
 }
 
@@ -95,21 +91,15 @@ func TestQuorumRefreshLostMajority(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	l, err := c.Obtain(ctx, "lost", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = c.Close() // let a late node's release finish first
 	for _, rdb := range q.rdbs[:2] {
 		rdb.Del(ctx, redislock.DefaultPrefix+"{lost}")
 	}
-	if err := l.Refresh(ctx, 5*time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("Refresh = %v, want ErrNotHeld", err)
-	}
-	if n := q.holders(t, "lost", l.Token()); n != 0 {
-		t.Fatalf("minority extension left on %d nodes", n)
-	}
+	require.ErrorIs(t, l.Refresh(ctx, 5*time.Second), redislock.ErrNotHeld, "Refresh, want ErrNotHeld")
+	require.Equal(t, 0, q.holders(t, "lost", l.Token()), "minority extension left on nodes")
 }
 
 // A Refresh or TTL that only a minority answers is no success: the outcome
@@ -118,23 +108,17 @@ func TestQuorumRefreshWithoutMajority(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	l, err := c.Obtain(ctx, "minority", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	until := l.ValidUntil()
 	q.srvs[0].Kill()
 	q.srvs[1].Kill()
-	if err := l.Refresh(ctx, 5*time.Second); !errors.Is(err, redislock.ErrNoQuorum) {
-		t.Fatalf("Refresh with 2 of 3 down = %v, want ErrNoQuorum", err)
-	}
-	if got := l.ValidUntil(); !got.Equal(until) {
-		t.Fatalf("ValidUntil moved from %v to %v without a majority", until, got)
-	}
-	if _, err := l.TTL(ctx); !errors.Is(err, redislock.ErrNoQuorum) {
-		t.Fatalf("TTL with 2 of 3 down = %v, want ErrNoQuorum", err)
-	}
+	require.ErrorIs(t, l.Refresh(ctx, 5*time.Second), redislock.ErrNoQuorum, "Refresh with 2 of 3 down, want ErrNoQuorum")
+	got := l.ValidUntil()
+	require.True(t, got.Equal(until), "ValidUntil moved from %v to %v without a majority", until, got)
+	_, err = l.TTL(ctx)
+	require.ErrorIs(t, err, redislock.ErrNoQuorum, "TTL with 2 of 3 down, want ErrNoQuorum")
 }
 
 // A stale holder cannot refresh or release a newer quorum grant.
@@ -142,37 +126,23 @@ func TestQuorumStaleHolder(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	old, err := c.Obtain(ctx, "st", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Obtain returns at a majority: the third node's grant comes after.
-	eventually(t, 5*time.Second, "the grant on every node", func() bool { return q.holders(t, "st", old.Token()) == 3 })
+	require.Eventually(t, func() bool { return q.holders(t, "st", old.Token()) == 3 }, 5*time.Second, 5*time.Millisecond, "the grant on every node")
 	for _, rdb := range q.rdbs { // its lease ends everywhere, as an expiry would
 		rdb.Del(ctx, redislock.LockKey("st"))
 	}
 	cur, err := c.Obtain(ctx, "st", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Close() // wait for the background release of a late node, if any
 	held := q.holders(t, "st", cur.Token())
-	if held < 2 {
-		t.Fatalf("new grant held on %d of 3 nodes", held)
-	}
-	if err := old.Refresh(ctx, time.Second); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("stale Refresh = %+v", err)
-	}
-	if err := old.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("stale Release = %v", err)
-	}
-	if n := q.holders(t, "st", cur.Token()); n != held {
-		t.Fatalf("new grant held on %d nodes after stale calls, %d before", n, held)
-	}
-	if cur.Fence() <= old.Fence() {
-		t.Fatal("fence not increasing")
-	}
+	require.GreaterOrEqual(t, held, 2, "new grant held on of 3 nodes")
+	require.ErrorIs(t, old.Refresh(ctx, time.Second), redislock.ErrNotHeld, "stale Refresh")
+	require.ErrorIs(t, old.Release(ctx), redislock.ErrNotHeld, "stale Release")
+	require.Equal(t, held, q.holders(t, "st", cur.Token()), "new grant held on nodes after stale calls, %d before", held)
+	require.Greater(t, cur.Fence(), old.Fence(), "fence not increasing")
 	_ = cur.Release(ctx)
 }
 
@@ -181,7 +151,7 @@ func TestQuorumRun(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	err := c.Run(ctx, "run", time.Second, func(ctx context.Context, l *redislock.Lock) error {
 		renewedAfter(t, l, l.ValidUntil(), 5*time.Second)
 		if ctx.Err() != nil {
@@ -196,30 +166,22 @@ func TestQuorumRun(t *testing.T) {
 			return errors.New("loss of the majority not detected")
 		}
 	})
-	if !errors.Is(err, redislock.ErrLockLost) {
-		t.Fatalf("Run = %v, want ErrLockLost", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrLockLost, "Run, want ErrLockLost")
 }
 
 // Fences keep increasing when a node restarts empty between grants.
 func TestQuorumFencesAfterRestart(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 5)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	var last int64
 	for round := range 5 {
 		// A fresh client each round: no fence memory on the client side.
 		c, err := redislock.NewQuorum(q.rdbs, slackNodeTimeout)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		l, err := c.Obtain(ctx, "r", time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.Fence() <= last {
-			t.Fatalf("round %d: fence %d after %d", round, l.Fence(), last)
-		}
+		require.NoError(t, err)
+		require.Greater(t, l.Fence(), last, "round %d: fence after %d", round, last)
 		last = l.Fence()
 		_ = l.Release(ctx)
 		_ = c.Close()
@@ -231,19 +193,15 @@ func TestQuorumFencesAfterRestart(t *testing.T) {
 func TestQuorumFenceReproposal(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 3)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	future := time.Now().Add(time.Hour).UnixMicro()
 	for _, rdb := range q.rdbs[:2] { // two nodes have seen a fence from a fast clock
 		rdb.Set(ctx, redislock.DefaultPrefix+"{p}", fmt.Sprintf("~:%d:", future), time.Hour) // a released record
 	}
 	c := q.client(t)
 	l, err := c.Obtain(ctx, "p", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Fence() <= future {
-		t.Fatalf("fence %d not above the majority's counter %d", l.Fence(), future)
-	}
+	require.NoError(t, err)
+	require.Greater(t, l.Fence(), future, "fence not above the majority's counter %d", future)
 	_ = l.Release(ctx)
 }
 
@@ -252,19 +210,16 @@ func TestQuorumValidity(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 5)
 	c := q.client(t)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testkit.Context(t)
 	var vs []time.Duration
 	for range 20 {
 		start := time.Now()
 		l, err := c.Obtain(ctx, "v", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		end := time.Now()
 		v := l.ValidUntil().Sub(start)
-		if v <= 0 || l.ValidUntil().After(end.Add(time.Second-12*time.Millisecond)) {
-			t.Fatalf("validity %v (request took %v)", v, end.Sub(start))
-		}
+		require.Greater(t, v, time.Duration(0), "validity (request took %v)", end.Sub(start))
+		require.False(t, l.ValidUntil().After(end.Add(time.Second-12*time.Millisecond)), "validity %v (request took %v)", v, end.Sub(start))
 		vs = append(vs, v)
 		// Every node that holds it has at least the validity left. A node
 		// may still hold an earlier grant whose release did not get
@@ -275,9 +230,7 @@ func TestQuorumValidity(t *testing.T) {
 			if !strings.HasPrefix(rdb.Get(ctx, key).Val(), l.Token()+":") {
 				continue
 			}
-			if pttl > 0 && pttl < time.Until(l.ValidUntil()) {
-				t.Fatalf("node %d PTTL %v below remaining validity %v", i, pttl, time.Until(l.ValidUntil()))
-			}
+			require.False(t, pttl > 0 && pttl < time.Until(l.ValidUntil()), "node %d PTTL %v below remaining validity %v", i, pttl, time.Until(l.ValidUntil()))
 		}
 		_ = l.Release(ctx)
 	}

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The README's Go snippets are taken from the runnable examples: each
@@ -19,9 +22,7 @@ import (
 func TestReadmeSnippetsComeFromExamples(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var examples [][]string
 	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -40,27 +41,19 @@ func TestReadmeSnippetsComeFromExamples(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
-	if len(blocks) == 0 {
-		t.Fatal("no Go snippets found in README.md")
-	}
+	require.NotEqual(t, 0, len(blocks), "no Go snippets found in README.md")
 	for _, b := range blocks {
 		snippet := normalize(b[1])
 		if len(snippet) == 1 && strings.HasPrefix(snippet[0], "import ") {
 			continue // the import line
 		}
 		if snippet[0] == "package main" {
-			if !slices.ContainsFunc(examples, func(ex []string) bool { return slices.Equal(withoutComment(ex), snippet) }) {
-				t.Errorf("README program is no program under examples/, whole:\n%s", b[1])
-			}
+			assert.True(t, slices.ContainsFunc(examples, func(ex []string) bool { return slices.Equal(withoutComment(ex), snippet) }), "README program is no program under examples/, whole:\n%s", b[1])
 			continue
 		}
-		if !slices.ContainsFunc(examples, func(ex []string) bool { return containsRun(ex, snippet) }) {
-			t.Errorf("README snippet is in no example:\n%s", b[1])
-		}
+		assert.True(t, slices.ContainsFunc(examples, func(ex []string) bool { return containsRun(ex, snippet) }), "README snippet is in no example:\n%s", b[1])
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/redislock-go/redislock/internal/nodes"
 	"github.com/redislock-go/redislock/internal/renew"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
@@ -24,24 +25,17 @@ import (
 // one batch_refresh.lua call per node and slot for up to
 // renew.DefaultBatchSize locks, the calls of one Cluster node sent in one
 // pipeline. Quorum mode, a *redis.Ring and other clients renew each lock
-// with its own refresher (backend.Refresher).
+// with its own lease.Refresher.
 
-// keeping is the Lock's backend.Keeping, under a name of its own so that
-// the Lock's method set shows nothing of it.
-type keeping = backend.Keeping
-
-// keeper is a Lock as its own backend.Keeper: Run and lease.Hold find it
-// through the Lock's keeping.
-type keeper struct{ *Lock }
-
-var _ backend.Keeper = keeper{}
+var _ lease.Keeper = (*Lock)(nil)
 
 // Keep renews the lock to ttl every interval until stop is called, for Run
-// and lease.Hold (see backend.Keeper): lost is called, at most once, when a
-// renewal finds the lock gone or the validity ends before a renewal got
-// through, never later than the last ValidUntil, or at once, with
-// ErrReleased, when the Lock's Release is called. The Client's observers
-// see each renewal (RefreshDoneEvent.Renewal) and the loss (LossEvent).
+// and lease.Hold, which find it as a lease.Keeper: lost is called, at most
+// once, when a renewal finds the lock gone or the validity ends before a
+// renewal got through, never later than the last ValidUntil, or at once,
+// with ErrReleased, when the Lock's Release is called (on a nil *Lock: at
+// once, with ErrNotHeld). The Client's observers see each renewal
+// (RefreshDoneEvent.Renewal) and the loss (LossEvent).
 //
 // In single mode (standalone, Sentinel, Cluster) the Client's one renewer
 // renews all its kept locks in batches (no goroutine or timer per lock);
@@ -49,8 +43,11 @@ var _ backend.Keeper = keeper{}
 // renewal. Closing the Client reports its kept locks lost. In quorum mode,
 // on a Ring, after Close, or with an interval that leaves the renewer too
 // little time, each lock has its own timer and Refresh calls.
-func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	l := k.Lock
+func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	if l == nil {
+		lost(ErrNotHeld)
+		return func() {}
+	}
 	report := func(cause error) {
 		if obs := l.c.obs; obs != nil && !errors.Is(cause, ErrReleased) {
 			obs.lockLost(context.Background(), observe.LossEvent{Key: l.key, Fence: l.fence, Held: time.Since(l.start), Cause: cause})
@@ -63,12 +60,12 @@ func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop 
 				return k.stop
 			}
 		}
-		return backend.Refresher(nil, renewal{l}, ttl, interval, lost)
+		return lease.Refresher{Lock: renewal{l}}.Keep(ttl, interval, lost)
 	})
 }
 
 // releaseWatch returns the Lock's ReleaseWatch, made by its first Keep: a
-// Release ends its keeping at once (backend.Keeper).
+// Release ends its renewal by Run and lease.Hold at once (lease.Keeper).
 func (l *Lock) releaseWatch() *backend.ReleaseWatch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -100,7 +97,7 @@ func (c *Client) closeRenewer() {
 	}
 }
 
-// kept is a lock renewed by the Client's renewer (keeper.Keep).
+// kept is a lock renewed by the Client's renewer (Lock.Keep).
 type kept struct {
 	l       *Lock
 	ttl     time.Duration
@@ -275,18 +272,13 @@ func (s *single) renewBatch(ctx context.Context, _ renew.Group, reqs []renew.Req
 
 // multiLease is a MultiLock as lease.RunLock needs it: its renewal, release
 // and validity. (Its Key and Fence stand for the whole set.)
-type multiLease struct {
-	*MultiLock
-	keeping // multiKeeper: renewed by Refresh, ended by a Release at once
-}
+type multiLease struct{ *MultiLock }
 
-// multiKeeper renews a MultiLock by Refresh, and reports its Release at
-// once (backend.Keeper).
-type multiKeeper struct{ m *MultiLock }
-
-func (k multiKeeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	return k.m.watch.Keep(lost, func(lost func(cause error)) func() {
-		return backend.Refresher(nil, multiLease{MultiLock: k.m}, ttl, interval, lost)
+// Keep renews the set by Refresh, and reports its Release at once
+// (lease.Keeper).
+func (m multiLease) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	return m.watch.Keep(lost, func(lost func(cause error)) func() {
+		return lease.Refresher{Lock: m}.Keep(ttl, interval, lost)
 	})
 }
 

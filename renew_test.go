@@ -2,7 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -14,8 +13,11 @@ import (
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/internal/script"
+	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/observe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // renewLog is an Observer that records, per key, the renewals and losses
@@ -105,13 +107,9 @@ func holdMany(t *testing.T, ctx context.Context, c *redislock.Client, prefix str
 	for i := range n {
 		key := fmt.Sprintf("%s-%d", prefix, i)
 		l, err := c.Obtain(ctx, key, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		h, err := lease.Hold(ctx, l, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		keys, held = append(keys, key), append(held, h)
 	}
 	return keys, held
@@ -127,49 +125,29 @@ func TestKeepBatches(t *testing.T) {
 	rdb.AddHook(calls)
 	rec := newRenewLog()
 	c := newClient(t, rdb, redislock.WithObserver(rec))
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	const n = 200
 	const ttl = 1500 * time.Millisecond
 	before := runtime.NumGoroutine()
 	keys, held := holdMany(t, ctx, c, "batch", n, ttl)
-	if g := runtime.NumGoroutine() - before; g > 10 {
-		t.Errorf("%d more goroutines for %d held locks", g, n)
-	}
-	if got := redislock.Renewing(c); got != n {
-		t.Fatalf("renewer has %d locks, want %d", got, n)
-	}
-	eventually(t, 10*time.Second, "every lock renewed", func() bool { return rec.renewedAll(keys) })
-	if calls.most.Load() < 2 || calls.calls.Load() >= calls.keys.Load() {
-		t.Errorf("%d calls for %d renewals (at most %d in one): not batched", calls.calls.Load(), calls.keys.Load(), calls.most.Load())
-	}
+	assert.LessOrEqual(t, runtime.NumGoroutine()-before, 10, "more goroutines for %d held locks", n)
+	require.Equal(t, n, redislock.Renewing(c), "renewer has locks, want %d", n)
+	require.Eventually(t, func() bool { return rec.renewedAll(keys) }, 10*time.Second, 5*time.Millisecond, "every lock renewed")
+	assert.False(t, calls.most.Load() < 2 || calls.calls.Load() >= calls.keys.Load(), "%d calls for %d renewals (at most %d in one): not batched", calls.calls.Load(), calls.keys.Load(), calls.most.Load())
 	for i, h := range held {
-		if h.Err() != nil {
-			t.Fatalf("lock %d: %v", i, h.Err())
-		}
+		require.NoError(t, h.Err(), "lock %d", i)
 	}
 	// Released one way or the other, a lock leaves the renewer.
-	if err := held[0].Lock().Release(ctx); err != nil { // by the holder, under Hold
-		t.Fatal(err)
-	}
-	if got := redislock.Renewing(c); got != n-1 {
-		t.Fatalf("after a Release the renewer has %d locks, want %d", got, n-1)
-	}
+	require.NoError(t, held[0].Lock().Release(ctx))
+	require.Equal(t, n-1, redislock.Renewing(c), "after a Release the renewer has locks, want %d", n-1)
 	for _, h := range held[1:] {
-		if err := h.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h.Release(ctx))
 	}
-	if got := redislock.Renewing(c); got != 0 {
-		t.Fatalf("after the releases the renewer has %d locks", got)
-	}
-	if err := held[0].Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
-		t.Fatalf("Held.Release after Lock.Release = %v, want ErrNotHeld", err)
-	}
+	require.Equal(t, 0, redislock.Renewing(c), "after the releases the renewer has locks")
+	require.ErrorIs(t, held[0].Release(ctx), redislock.ErrNotHeld, "Held.Release after Lock.Release, want ErrNotHeld")
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.lost) != 0 {
-		t.Fatalf("losses reported for released locks: %v", rec.lost)
-	}
+	require.Equal(t, 0, len(rec.lost), "losses reported for released locks: %v", rec.lost)
 }
 
 // A lock deleted behind its holder's back is reported lost to that holder
@@ -178,7 +156,7 @@ func TestKeepLossReachesItsHolder(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		rec := newRenewLog()
 		c := newClient(t, b.rdb, redislock.WithObserver(rec))
-		ctx := ctxT(t, 20*time.Second)
+		ctx := testkit.Context(t)
 		const ttl = time.Second
 		_, held := holdMany(t, ctx, c, "loss", 3, ttl)
 		for _, h := range held {
@@ -187,24 +165,18 @@ func TestKeepLossReachesItsHolder(t *testing.T) {
 		victim := held[1]
 		watch := watchLoss(victim.Context(), victim.Lock())
 		until := victim.Lock().ValidUntil()
-		if err := b.rdb.Del(ctx, redislock.LockKey("loss-1")).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.rdb.Del(ctx, redislock.LockKey("loss-1")).Err())
 		watch.before(t, until, redislock.ErrNotHeld)
-		if !errors.Is(victim.Err(), redislock.ErrLockLost) || !victim.Lock().ValidUntil().IsZero() {
-			t.Fatalf("victim: Err %v, ValidUntil %v", victim.Err(), victim.Lock().ValidUntil())
-		}
+		require.ErrorIs(t, victim.Err(), redislock.ErrLockLost, "victim: Err, ValidUntil %v", victim.Lock().ValidUntil())
+		require.True(t, victim.Lock().ValidUntil().IsZero(), "victim: Err %v, ValidUntil %v", victim.Err(), victim.Lock().ValidUntil())
 		for _, i := range []int{0, 2} {
 			renewedAfter(t, held[i].Lock(), until, 5*time.Second)
-			if err := held[i].Err(); err != nil {
-				t.Fatalf("lock %d: %v", i, err)
-			}
+			require.NoError(t, held[i].Err(), "lock %d", i)
 		}
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		if len(rec.lost) != 1 || !errors.Is(rec.lost["loss-1"], redislock.ErrNotHeld) {
-			t.Fatalf("LossEvents %v, want loss-1's only", rec.lost)
-		}
+		require.Equal(t, 1, len(rec.lost), "LossEvents %v, want loss-1's only", rec.lost)
+		require.ErrorIs(t, rec.lost["loss-1"], redislock.ErrNotHeld, "LossEvents %v, want loss-1's only", rec.lost)
 	})
 }
 
@@ -215,26 +187,18 @@ func TestKeepExplicitRefresh(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	c := newClient(t, rdb)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	err := c.Run(ctx, "explicit", time.Second, func(ctx context.Context, l *redislock.Lock) error {
 		before := l.ValidUntil()
 		if err := l.Refresh(ctx, 3*time.Second); err != nil {
 			return err
 		}
-		if !l.ValidUntil().After(before.Add(time.Second)) {
-			t.Errorf("ValidUntil %v after a 3 s Refresh (was %v)", l.ValidUntil(), before)
-		}
-		if d := rdb.PTTL(ctx, redislock.LockKey("explicit")).Val(); d <= time.Second {
-			t.Errorf("PTTL %v after a 3 s Refresh", d)
-		}
+		assert.True(t, l.ValidUntil().After(before.Add(time.Second)), "ValidUntil %v after a 3 s Refresh (was %v)", l.ValidUntil(), before)
+		assert.Greater(t, rdb.PTTL(ctx, redislock.LockKey("explicit")).Val(), time.Second, "PTTL after a 3 s Refresh")
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if redislock.Renewing(c) != 0 {
-		t.Fatal("Run left its lock in the renewer")
-	}
+	require.NoError(t, err)
+	require.Equal(t, 0, redislock.Renewing(c), "Run left its lock in the renewer")
 }
 
 // Close ends the renewals and tells each kept lock's holder at once; the
@@ -244,44 +208,26 @@ func TestCloseReportsKeptLocks(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
 	c := redislock.New(rdb)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	l, err := c.Obtain(ctx, "closing", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	late, err := c.Obtain(ctx, "held-after-close", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	h, err := lease.Hold(ctx, l, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
 	select {
 	case <-h.Done():
 	default:
-		t.Fatal("Close returned before the holder was told")
+		require.Fail(t, "Close returned before the holder was told")
 	}
-	if !errors.Is(h.Err(), redislock.ErrLockLost) {
-		t.Fatalf("Err after Close = %v, want ErrLockLost", h.Err())
-	}
-	if err := h.Release(ctx); err != nil {
-		t.Fatalf("Release after Close = %v", err)
-	}
-	if held(ctx, rdb, redislock.LockKey("closing")) {
-		t.Fatal("lock not released")
-	}
+	require.ErrorIs(t, h.Err(), redislock.ErrLockLost, "Err after Close, want ErrLockLost")
+	require.NoError(t, h.Release(ctx), "Release after Close")
+	require.False(t, held(ctx, rdb, redislock.LockKey("closing")), "lock not released")
 	// After Close, a lock obtained before is held with a refresher of its
 	// own.
 	h2, err := lease.Hold(ctx, late, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	renewedAfter(t, late, late.ValidUntil(), 5*time.Second)
-	if err := h2.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h2.Release(ctx))
 }

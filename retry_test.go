@@ -5,28 +5,27 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRetryStrategies(t *testing.T) {
 	t.Parallel()
-	if _, ok := redislock.NoRetry().Backoff(1); ok {
-		t.Fatal("NoRetry retried")
-	}
-	if d, ok := redislock.LinearBackoff(7 * time.Millisecond).Backoff(5); !ok || d != 7*time.Millisecond {
-		t.Fatal("LinearBackoff", d, ok)
-	}
+	_, ok := redislock.NoRetry().Backoff(1)
+	require.False(t, ok, "NoRetry retried")
+	d, ok := redislock.LinearBackoff(7 * time.Millisecond).Backoff(5)
+	require.True(t, ok, "LinearBackoff")
+	require.Equal(t, 7*time.Millisecond, d, "LinearBackoff")
 	lim := redislock.LimitRetry(redislock.LinearBackoff(time.Millisecond), 2)
 	for attempt, want := range []bool{true, true, true, false} { // attempts 0..3
-		if _, ok := lim.Backoff(attempt); ok != want && attempt > 0 {
-			t.Fatalf("LimitRetry attempt %d: ok=%v", attempt, ok)
-		}
+		_, ok := lim.Backoff(attempt)
+		require.False(t, ok != want && attempt > 0, "LimitRetry attempt %d: ok=%v", attempt, ok)
 	}
 	exp := redislock.ExponentialBackoff(2*time.Millisecond, 64*time.Millisecond)
 	for attempt := 1; attempt < 100; attempt++ {
 		d, ok := exp.Backoff(attempt)
 		ceil := min(64*time.Millisecond, 2*time.Millisecond<<min(attempt-1, 30))
-		if !ok || d < 2*time.Millisecond || d > ceil {
-			t.Fatalf("attempt %d: %v not in [2ms, %v]", attempt, d, ceil)
-		}
+		require.True(t, ok, "attempt %d: %v not in [2ms, %v]", attempt, d, ceil)
+		require.GreaterOrEqual(t, d, 2*time.Millisecond, "attempt %d not in [2ms, %v]", attempt, ceil)
+		require.LessOrEqual(t, d, ceil, "attempt %d not in [2ms, %v]", attempt, ceil)
 	}
 }

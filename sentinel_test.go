@@ -3,12 +3,16 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redisproc"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // testSentinel runs the lock through Sentinel failover clients
@@ -45,30 +49,22 @@ func replicaOf(s *redistest.Sentinel, p *redisproc.Server) *redisproc.Server {
 }
 
 func sentinelLock(t *testing.T, s *redistest.Sentinel) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	rdb := s.Client(nil)
 	c, other := newClient(t, rdb), newClient(t, s.Client(nil))
 	key := t.Name()
 	l, err := c.Obtain(ctx, key, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := other.Obtain(ctx, key, time.Second); !errors.Is(err, redislock.ErrNotObtained) {
-		t.Fatalf("second Obtain = %v, want ErrNotObtained", err)
+		require.Fail(t, fmt.Sprintf("second Obtain = %v, want ErrNotObtained", err))
 	}
-	if err := l.Refresh(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Refresh(ctx, 10*time.Second))
+	require.NoError(t, l.Release(ctx))
 	err = c.Run(ctx, key, 600*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
 		renewedAfter(t, l, l.ValidUntil(), 5*time.Second)
 		return ctx.Err()
 	})
-	if err != nil {
-		t.Fatalf("Run = %v", err)
-	}
+	require.NoError(t, err, "Run")
 	checkNoLostWakeup(t, rdb, 5)
 }
 
@@ -86,15 +82,13 @@ func sentinelLock(t *testing.T, s *redistest.Sentinel) {
 // switch about 2 s after the promotion, and a 3 s lease was lost in one
 // run of five; with 10 s the switch has room to be late.
 func sentinelFailoverKeepsLock(t *testing.T, s *redistest.Sentinel) {
-	tctx := ctxT(t, time.Minute)
+	tctx := testkit.Context(t)
 	ctx := tctx
 	c, other := newClient(t, s.Client(nil)), newClient(t, s.Client(nil))
 	key := t.Name()
 	const ttl = 10 * time.Second
 	old, err := s.Primary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	type grant struct {
 		l     *redislock.Lock
 		err   error
@@ -106,7 +100,7 @@ func sentinelFailoverKeepsLock(t *testing.T, s *redistest.Sentinel) {
 	err = c.Run(ctx, key, ttl, func(ctx context.Context, l *redislock.Lock) error {
 		defer close(fnDone) // before Run releases the lock
 		fence = l.Fence()
-		eventually(t, 5*time.Second, "the replica has the grant", func() bool { return holds(t, replicaOf(s, old), key, l.Token()) })
+		require.Eventually(t, func() bool { return holds(t, replicaOf(s, old), key, l.Token()) }, 5*time.Second, 5*time.Millisecond, "the replica has the grant")
 		go func() {
 			l2, err := other.Obtain(tctx, key, ttl, redislock.WithRetry(redislock.LinearBackoff(50*time.Millisecond)))
 			g := grant{l: l2, err: err}
@@ -118,33 +112,24 @@ func sentinelFailoverKeepsLock(t *testing.T, s *redistest.Sentinel) {
 			waiter <- g
 		}()
 		p, err := s.Failover(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p == old || !holds(t, p, key, l.Token()) {
-			t.Fatalf("the new primary %s (old %s) does not hold the lock", p.Addr(), old.Addr())
-		}
+		require.NoError(t, err)
+		require.NotSame(t, old, p, "the new primary %s (old %s) does not hold the lock", p.Addr(), old.Addr())
+		require.True(t, holds(t, p, key, l.Token()), "the new primary %s (old %s) does not hold the lock", p.Addr(), old.Addr())
 		renewedAfter(t, l, validityFrom(time.Now(), ttl), 2*ttl)
-		if d := pttl(t, p, key); d < ttl/2 {
-			t.Fatalf("PTTL on the new primary %v after a renewal of %v", d, ttl)
-		}
+		require.GreaterOrEqual(t, pttl(t, p, key), ttl/2, "PTTL on the new primary after a renewal of %v", ttl)
 		return ctx.Err()
 	})
-	if err != nil {
-		t.Fatalf("Run across a Sentinel failover = %v, want the lock kept", err)
-	}
+	require.NoError(t, err, "Run across a Sentinel failover, want the lock kept")
 	g := <-waiter
 	switch {
 	case g.err != nil:
-		t.Fatalf("waiter across the failover: %v", g.err)
+		require.Fail(t, fmt.Sprintf("waiter across the failover: %v", g.err))
 	case g.early:
-		t.Fatal("the waiter was granted the lock while Run's fn still held it")
+		require.Fail(t, "the waiter was granted the lock while Run's fn still held it")
 	case g.l.Fence() <= fence:
-		t.Fatalf("waiter's fence %d after %d", g.l.Fence(), fence)
+		require.Fail(t, fmt.Sprintf("waiter's fence %d after %d", g.l.Fence(), fence))
 	}
-	if err := g.l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.l.Release(ctx))
 }
 
 // A failover to a replica that never received the grant: the replica is
@@ -157,98 +142,71 @@ func sentinelFailoverKeepsLock(t *testing.T, s *redistest.Sentinel) {
 // soon as the new primary serves (both believe they hold it until the old
 // holder's renewal), with a higher fence.
 func sentinelFailoverLosesGrant(t *testing.T, s *redistest.Sentinel) {
-	ctx := ctxT(t, 40*time.Second)
+	ctx := testkit.Context(t)
 	c, other := newClient(t, s.Client(nil)), newClient(t, s.Client(nil))
 	key := t.Name()
 	old, err := s.Primary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	replica := replicaOf(s, old)
 	defer replica.Resume()
 	replica.Pause()
-	if _, err := old.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
-		t.Fatal(err)
-	}
-	err = c.Run(ctx, key, 6*time.Second, func(ctx context.Context, l *redislock.Lock) error {
-		loss := watchLoss(ctx, l)
+	_, err = old.Do(ctx, "CLIENT", "KILL", "TYPE", "replica")
+	require.NoError(t, err)
+	// The failover is the test's doing, bounded by the test's ctx: fn's
+	// ends at the loss, which may come before Failover sees the sentinels
+	// agree.
+	err = c.Run(ctx, key, 6*time.Second, func(fnCtx context.Context, l *redislock.Lock) error {
+		loss := watchLoss(fnCtx, l)
 		old.Kill()
 		until := l.ValidUntil() // no renewal can be confirmed from here on
 		replica.Resume()
 		p, err := s.Failover(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p != replica {
-			t.Fatalf("new primary %s, want %s", p.Addr(), replica.Addr())
-		}
-		if v, err := p.Do(ctx, "EXISTS", redislock.LockKey(key)); err != nil || v != int64(0) {
-			t.Fatalf("the promoted replica has the lock (%v, %v): the fault did not happen", v, err)
-		}
+		require.NoError(t, err)
+		require.Same(t, replica, p, "new primary %s, want %s", p.Addr(), replica.Addr())
+		v, err := p.Do(ctx, "EXISTS", redislock.LockKey(key))
+		require.False(t, err != nil || v != int64(0), "the promoted replica has the lock (%v, %v): the fault did not happen", v, err)
 		loss.before(t, until, redislock.ErrNotHeld)
 		l2, err := other.Obtain(context.Background(), key, time.Second)
-		if err != nil {
-			t.Fatalf("Obtain after the loss = %v", err)
-		}
-		if l2.Fence() <= l.Fence() {
-			t.Errorf("fence %d after %d: fences went backwards on the new primary", l2.Fence(), l.Fence())
-		}
+		require.NoError(t, err, "Obtain after the loss")
+		assert.Greater(t, l2.Fence(), l.Fence(), "fence after %d: fences went backwards on the new primary", l.Fence())
 		return l2.Release(context.Background())
 	})
-	if !errors.Is(err, redislock.ErrLockLost) {
-		t.Fatalf("Run = %v, want ErrLockLost", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrLockLost, "Run, want ErrLockLost")
 }
 
 // With WithReplicas a grant is returned only once the replica has it: read
 // on the replica right after Obtain, it is there.
 func sentinelReplicasAcked(t *testing.T, s *redistest.Sentinel) {
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	c := newClient(t, s.Client(nil), redislock.WithReplicas(1, 2*time.Second))
 	p, err := s.Primary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	replica := replicaOf(s, p)
 	l, err := c.Obtain(ctx, t.Name(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !holds(t, replica, t.Name(), l.Token()) {
-		t.Fatal("Obtain returned before the replica had the grant")
-	}
-	if err := l.Refresh(ctx, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.True(t, holds(t, replica, t.Name(), l.Token()), "Obtain returned before the replica had the grant")
+	require.NoError(t, l.Refresh(ctx, 5*time.Second))
 	// One replica is all there is: two never acknowledge.
 	if _, err := c.Obtain(ctx, t.Name()+"-two", 5*time.Second, redislock.WithReplicas(2, 50*time.Millisecond)); !errors.As(err, new(*redislock.ReplicaError)) {
-		t.Fatalf("Obtain wanting 2 replicas = %v, want a ReplicaError", err)
+		require.Fail(t, fmt.Sprintf("Obtain wanting 2 replicas = %v, want a ReplicaError", err))
 	}
 	// A waiter of the same Client is not handed the lock (a handoff
 	// would skip the WAIT): it obtains it itself, acknowledged.
 	got := make(chan *redislock.Lock, 1)
 	go func() {
 		l2, err := c.Obtain(ctx, t.Name(), 5*time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		got <- l2
 	}()
-	eventually(t, 5*time.Second, "the waiter waits", func() bool { n, _ := redislock.LocalWaiters(c, t.Name()); return n == 1 })
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.Eventually(t, func() bool { n, _ := redislock.LocalWaiters(c, t.Name()); return n == 1 }, 5*time.Second, 5*time.Millisecond, "the waiter waits")
+	require.NoError(t, l.Release(ctx))
 	l2 := <-got
 	if l2 == nil {
 		return
 	}
 	defer l2.Release(ctx)
-	if redislock.Handoffs(l2) != 0 {
-		t.Fatal("a waiter with WithReplicas was handed the lock without WAIT")
-	}
-	if !holds(t, replica, t.Name(), l2.Token()) {
-		t.Fatal("the waiter's grant returned before the replica had it")
-	}
+	require.Equal(t, 0, redislock.Handoffs(l2), "a waiter with WithReplicas was handed the lock without WAIT")
+	require.True(t, holds(t, replica, t.Name(), l2.Token()), "the waiter's grant returned before the replica had it")
 }
 
 // A grant the (paused) replica does not acknowledge is released and not
@@ -256,19 +214,15 @@ func sentinelReplicasAcked(t *testing.T, s *redistest.Sentinel) {
 // ValidUntil; renewals it does not acknowledge end in the loss, reported
 // before ValidUntil.
 func sentinelReplicasUnacked(t *testing.T, s *redistest.Sentinel) {
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testkit.Context(t)
 	rdb := s.Client(nil)
 	c := newClient(t, rdb, redislock.WithReplicas(1, 100*time.Millisecond))
 	p, err := s.Primary(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	replica := replicaOf(s, p)
 	key := t.Name()
 	kept, err := c.Obtain(ctx, key+"-held", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer kept.Release(context.Background())
 	const ttl = 1500 * time.Millisecond
 	run := make(chan error, 1)
@@ -286,7 +240,7 @@ func sentinelReplicasUnacked(t *testing.T, s *redistest.Sentinel) {
 	select {
 	case loss = <-started:
 	case err := <-run:
-		t.Fatal(err)
+		require.Fail(t, "Run returned before the loss", "%v", err)
 	}
 	replica.Pause()
 	defer replica.Resume()
@@ -294,63 +248,44 @@ func sentinelReplicasUnacked(t *testing.T, s *redistest.Sentinel) {
 
 	_, err = c.Obtain(ctx, key, 10*time.Second)
 	var re *redislock.ReplicaError
-	if !errors.As(err, &re) || !errors.Is(err, redislock.ErrNotReplicated) || re.Want != 1 || re.Acked != 0 {
-		t.Fatalf("Obtain with the replica paused = %v, want a ReplicaError (0 of 1)", err)
-	}
-	if held(ctx, rdb, redislock.LockKey(key)) {
-		t.Fatal("the unacknowledged grant was not released")
-	}
+	require.ErrorAs(t, err, &re, "Obtain with the replica paused, want a ReplicaError (0 of 1)")
+	require.ErrorIs(t, err, redislock.ErrNotReplicated, "Obtain with the replica paused, want a ReplicaError (0 of 1)")
+	require.Equal(t, 1, re.Want, "Obtain with the replica paused = %v, want a ReplicaError (0 of 1)", err)
+	require.Equal(t, 0, re.Acked, "Obtain with the replica paused = %v, want a ReplicaError (0 of 1)", err)
+	require.False(t, held(ctx, rdb, redislock.LockKey(key)), "the unacknowledged grant was not released")
 	before := kept.ValidUntil()
-	if err := kept.Refresh(ctx, 10*time.Second); !errors.Is(err, redislock.ErrNotReplicated) {
-		t.Fatalf("Refresh with the replica paused = %v, want ErrNotReplicated", err)
-	}
-	if !kept.ValidUntil().Equal(before) {
-		t.Fatal("an unacknowledged Refresh moved ValidUntil")
-	}
+	require.ErrorIs(t, kept.Refresh(ctx, 10*time.Second), redislock.ErrNotReplicated, "Refresh with the replica paused, want ErrNotReplicated")
+	require.True(t, kept.ValidUntil().Equal(before), "an unacknowledged Refresh moved ValidUntil")
 	loss.before(t, until, redislock.ErrLeaseExpired)
-	if err := <-run; !errors.Is(err, redislock.ErrLockLost) || !errors.Is(err, redislock.ErrNotReplicated) {
-		t.Fatalf("Run = %v, want ErrLockLost with ErrNotReplicated", err)
-	}
+	err = <-run
+	require.ErrorIs(t, err, redislock.ErrLockLost, "Run, want ErrLockLost with ErrNotReplicated")
+	require.ErrorIs(t, err, redislock.ErrNotReplicated, "Run, want ErrLockLost with ErrNotReplicated")
 	replica.Resume()
-	eventually(t, 10*time.Second, "an acknowledged refresh", func() bool { return kept.Refresh(ctx, 10*time.Second) == nil })
+	require.Eventually(t, func() bool { return kept.Refresh(ctx, 10*time.Second) == nil }, 10*time.Second, 5*time.Millisecond, "an acknowledged refresh")
 }
 
 // SENTINEL FAILOVER while Run holds a lock obtained and renewed with
 // WithReplicas: the promoted replica has it (the grant was acknowledged),
 // renewals go on there, acknowledged by the old primary now its replica.
 func sentinelReplicasFailover(t *testing.T, s *redistest.Sentinel) {
-	tctx := ctxT(t, 60*time.Second)
+	tctx := testkit.Context(t)
 	c := newClient(t, s.Client(nil), redislock.WithReplicas(1, time.Second))
 	key := t.Name()
 	old, err := s.Primary(tctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const ttl = 9 * time.Second
 	err = c.Run(tctx, key, ttl, func(ctx context.Context, l *redislock.Lock) error {
 		replica := replicaOf(s, old)
-		if !holds(t, replica, key, l.Token()) {
-			t.Fatal("the replica lacks an acknowledged grant")
-		}
+		require.True(t, holds(t, replica, key, l.Token()), "the replica lacks an acknowledged grant")
 		p, err := s.Failover(tctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p != replica {
-			t.Fatalf("new primary %s, want %s", p.Addr(), replica.Addr())
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("lost during the failover: %v", context.Cause(ctx))
-		}
+		require.NoError(t, err)
+		require.Same(t, replica, p, "new primary %s, want %s", p.Addr(), replica.Addr())
+		require.NoError(t, ctx.Err(), "lost during the failover: %v", context.Cause(ctx))
 		renewedAfter(t, l, validityFrom(time.Now(), ttl), 15*time.Second)
-		if !holds(t, old, key, l.Token()) {
-			t.Fatal("a renewal acknowledged before the old primary, now a replica, had it")
-		}
+		require.True(t, holds(t, old, key, l.Token()), "a renewal acknowledged before the old primary, now a replica, had it")
 		return context.Cause(ctx)
 	})
-	if err != nil {
-		t.Fatalf("Run across a Sentinel failover = %v, want the lock kept", err)
-	}
+	require.NoError(t, err, "Run across a Sentinel failover, want the lock kept")
 }
 
 // SENTINEL FAILOVER while Run holds a lock with WithReplicas whose lease
@@ -361,21 +296,17 @@ func sentinelReplicasFailover(t *testing.T, s *redistest.Sentinel) {
 // its ValidUntil, Run's error matching ErrLockLost and ErrNotReplicated,
 // as docs/redis-deployments.md says.
 func sentinelReplicasFailoverShortLease(t *testing.T, s *redistest.Sentinel) {
-	tctx := ctxT(t, 60*time.Second)
+	tctx := testkit.Context(t)
 	c := newClient(t, s.Client(nil), redislock.WithReplicas(1, time.Second))
 	err := c.Run(tctx, t.Name(), 1500*time.Millisecond, func(ctx context.Context, l *redislock.Lock) error {
 		loss := watchLoss(ctx, l)
 		until := l.ValidUntil() // the last acknowledged renewal may come before the promotion
-		if _, err := s.Failover(tctx); err != nil {
-			t.Fatal(err)
-		}
+		_, err := s.Failover(tctx)
+		require.NoError(t, err)
 		loss.before(t, until, redislock.ErrLeaseExpired)
-		if !errors.Is(context.Cause(ctx), redislock.ErrNotReplicated) {
-			t.Errorf("cause of the loss = %v, want ErrNotReplicated", context.Cause(ctx))
-		}
+		assert.ErrorIs(t, context.Cause(ctx), redislock.ErrNotReplicated, "cause of the loss, want ErrNotReplicated")
 		return nil
 	})
-	if !errors.Is(err, redislock.ErrLockLost) || !errors.Is(err, redislock.ErrNotReplicated) {
-		t.Fatalf("Run across a failover with a short lease = %v, want ErrLockLost with ErrNotReplicated", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrLockLost, "Run across a failover with a short lease, want ErrLockLost with ErrNotReplicated")
+	require.ErrorIs(t, err, redislock.ErrNotReplicated, "Run across a failover with a short lease, want ErrLockLost with ErrNotReplicated")
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock/internal/proctest"
 	"github.com/redislock-go/redislock/internal/sim"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type quietLogger struct{}
@@ -228,13 +230,9 @@ func simParentArgs(t *testing.T, mode string, first int64, n int, extra ...strin
 				t.Log(line)
 			}
 		}
-		if r.err != nil && spec.expect == "" {
-			t.Errorf("simulation child (seeds from %d): %v", r.lo, r.err)
-		}
+		assert.False(t, r.err != nil && spec.expect == "", "simulation child (seeds from %d): %v", r.lo, r.err)
 	}
-	if spec.expect != "" && found == nil {
-		t.Errorf("sim %s: %q not found in seeds %d..%d", mode, spec.expect, first, first+int64(n)-1)
-	}
+	assert.False(t, spec.expect != "" && found == nil, "sim %s: %q not found in seeds %d..%d", mode, spec.expect, first, first+int64(n)-1)
 }
 
 // TestSimChild is the child: all its seeds in one bubble.
@@ -243,15 +241,13 @@ func TestSimChild(t *testing.T) {
 		t.Skip("run by the sim tests in a process of its own")
 	}
 	spec, ok := simModes[*simMode]
-	if !ok {
-		t.Fatalf("unknown -sim.mode %q", *simMode)
-	}
+	require.True(t, ok, "unknown -sim.mode %q", *simMode)
 	cfg := spec.cfg()
 	redis.SetLogger(quietLogger{}) // dial failures are the faults at work
 	synctest.Test(t, func(t *testing.T) {
 		// go-redis probes a node it failed to dial once a second until its
 		// pool is closed: let the last probes end before the bubble does.
-		defer time.Sleep(2 * time.Second)
+		defer pass(2 * time.Second)
 		run := func(seed int64, c sim.Config, fs []sim.Fault) *sim.History {
 			return runSeed(seed, c, fs, spec.mutate)
 		}
@@ -285,9 +281,7 @@ func TestSimChild(t *testing.T) {
 		if *simReplay {
 			t.Logf("sim %s: %d of %d seeds ran twice alike", *simMode, replayed, *simSeeds)
 		}
-		if spec.expect != "" {
-			t.Fatalf("sim %s: %q not found in %d seeds", *simMode, spec.expect, *simSeeds)
-		}
+		require.Equal(t, "", spec.expect, "sim %s not found in %d seeds", *simMode, *simSeeds)
 	})
 }
 
@@ -305,7 +299,7 @@ func simReport(t *testing.T, spec simModeSpec, seed int64, cfg sim.Config, fault
 	t.Logf("sim %s seed %d: %s (%d clients, %v, %d faults, %d grants, %d steps checked; shrunk from %d clients, %v, %d faults); smallest history:\n%s",
 		*simMode, seed, first, small.Clients, small.Duration, len(fs), sh.Grants(), sh.Steps(), cfg.Clients, cfg.Duration, len(faults), sh.Until(inv))
 	if spec.expect == "" {
-		t.Errorf("sim seed %d broke %q; replay: go test -run 'TestSim$/%s' -sim.seed=%d -sim.seeds=1 -sim.show -v", seed, inv, *simMode, seed)
+		assert.Fail(t, fmt.Sprintf("sim seed %d broke %q; replay: go test -run 'TestSim$/%s' -sim.seed=%d -sim.seeds=1 -sim.show -v", seed, inv, *simMode, seed))
 		return
 	}
 	fmt.Printf("simfound %d\n", seed)

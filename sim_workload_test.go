@@ -18,7 +18,7 @@ func (w *simWorld) client(c int) {
 	r := sim.NewRand(w.seed, 2, uint64(c))
 	cl, closeAll := w.newClient(c, r)
 	defer closeAll()
-	time.Sleep(r.Between(time.Microsecond, time.Millisecond)) // the clients do not start on one instant
+	pass(r.Between(time.Microsecond, time.Millisecond)) // the clients do not start on one instant
 	for time.Since(w.start) < w.cfg.Duration {
 		key := fmt.Sprintf("k%d", r.Intn(w.cfg.Keys))
 		ttl := r.Between(w.cfg.MinTTL, w.cfg.MaxTTL).Truncate(time.Millisecond)
@@ -29,13 +29,13 @@ func (w *simWorld) client(c int) {
 		} else {
 			w.obtainOnce(c, r, cl, key, ttl, hold, retry)
 		}
-		time.Sleep(r.Between(0, 20*time.Millisecond))
+		pass(r.Between(0, 20*time.Millisecond))
 	}
 }
 
 func (w *simWorld) grant(c int, key string, called time.Time, l *redislock.Lock) *sim.Grant {
 	if w.mut.late {
-		time.Sleep(time.Until(l.ValidUntil()) + time.Millisecond)
+		pass(time.Until(l.ValidUntil()) + time.Millisecond)
 	}
 	g := &sim.Grant{Client: c, Key: key, Token: l.Token(), Fence: l.Fence(), Called: called,
 		Returned: time.Now(), ValidUntil: l.ValidUntil(), Valid: l.ValidUntil}
@@ -54,7 +54,7 @@ func (w *simWorld) obtainOnce(c int, r *sim.Rand, cl *redislock.Client, key stri
 	}
 	g := w.grant(c, key, called, l)
 	for end := time.Now().Add(hold); time.Now().Before(end); {
-		time.Sleep(min(time.Until(end), ttl/3))
+		pass(min(time.Until(end), ttl/3))
 		if !r.Chance(0.6) {
 			continue
 		}

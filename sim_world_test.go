@@ -41,7 +41,7 @@ func runSeed(seed int64, cfg sim.Config, faults []sim.Fault, mutate string) *sim
 	// Every run starts on a whole second of the bubble's clock, so that
 	// the clocks' readings, in µs for fences, are the same in every run
 	// of a seed (the wait is virtual: it costs nothing).
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	pass(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 	w := newSimWorld(seed, cfg, simMutations[mutate])
 	w.run(faults)
 	return w.hist
@@ -250,3 +250,10 @@ func (w *simWorld) newClient(c int, r *sim.Rand) (*redislock.Client, func()) {
 		}
 	}
 }
+
+// pass lets d of the bubble's clock pass for the calling goroutine. It is
+// the simulation's one sleep, and a sleep on purpose: inside the synctest
+// bubble time is virtual (it advances when every goroutine is blocked), so
+// this waits for nothing real and costs nothing; it is how a simulated
+// client holds a lock, thinks between calls or arrives late.
+func pass(d time.Duration) { time.Sleep(d) }

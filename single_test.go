@@ -13,6 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestAutoPipeline: with many calls in flight the Client batches them through
@@ -30,19 +33,11 @@ func TestAutoPipeline(t *testing.T) {
 			defer c.Close()
 			ctx := context.Background()
 			lone, err := c.Obtain(ctx, "lone", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := lone.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if redislock.Pipelined(c) {
-				t.Fatal("a lone call set up auto-pipelining")
-			}
+			require.NoError(t, err)
+			require.NoError(t, lone.Release(ctx))
+			require.False(t, redislock.Pipelined(c), "a lone call set up auto-pipelining")
 			ObtainReleaseLoop(ctx, t, c, "ap-"+strconv.FormatBool(on), 64, 50)
-			if used := redislock.Pipelined(c); used != on {
-				t.Fatalf("auto-pipeliner in use: %v, want %v", used, on)
-			}
+			require.Equal(t, on, redislock.Pipelined(c), "auto-pipeliner in use, want %v", on)
 		})
 	}
 }
@@ -91,23 +86,17 @@ func TestAutoPipelineFaults(t *testing.T) {
 					// error, a grant confirmed too late, or this call's
 					// ctx ending its first attempt.
 					var ne *redislock.NodeError
-					if !errors.Is(err, redislock.ErrNotObtained) && !errors.As(err, &ne) && !errors.Is(err, redislock.ErrGrantExpired) &&
-						!(ended && errors.Is(err, context.DeadlineExceeded)) {
-						t.Errorf("unnamed error: %v", err)
-					}
+					assert.False(t, !errors.Is(err, redislock.ErrNotObtained) && !errors.As(err, &ne) && !errors.Is(err, redislock.ErrGrantExpired) &&
+						!(ended && errors.Is(err, context.DeadlineExceeded)), "unnamed error: %v", err)
 					failures.Add(1)
 					continue
 				}
-				if !holders[k].CompareAndSwap(0, int32(w+1)) {
-					t.Errorf("key %d granted while held by worker %d", k, holders[k].Load()-1)
-				}
+				assert.True(t, holders[k].CompareAndSwap(0, int32(w+1)), "key %d granted while held by worker %d", k, holders[k].Load()-1)
 				grants.Add(1)
 				holders[k].Store(0)
 				if err := l.Release(ctx); err != nil && !errors.Is(err, redislock.ErrNotHeld) {
 					var ne *redislock.NodeError
-					if !errors.As(err, &ne) {
-						t.Errorf("unnamed release error: %v", err)
-					}
+					assert.ErrorAs(t, err, &ne, "unnamed release error")
 					mu.Lock()
 					unreleased[redislock.LockKey("fault-"+strconv.Itoa(k))] = true // reported: it may stay until its TTL
 					mu.Unlock()
@@ -120,16 +109,16 @@ func TestAutoPipelineFaults(t *testing.T) {
 	progress := func(what string, count *atomic.Int64, n int64) {
 		t.Helper()
 		from := count.Load()
-		eventually(t, time.Until(deadline), what, func() bool { return count.Load() >= from+n })
+		require.Eventually(t, func() bool { return count.Load() >= from+n }, time.Until(deadline), 5*time.Millisecond, what)
 	}
 	progress("grants through the auto-pipeliner", &grants, 200)
 	// Writes paused until Obtain contexts (2 s) end during the pause;
 	// every connection cut in the middle of the pause, with calls held
 	// there, and after it, with calls going on.
 	admin.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE")
-	eventually(t, time.Until(deadline), "calls held by the pause", func() bool {
+	require.Eventually(t, func() bool {
 		return infoField(admin, "clients", "blocked_clients") > 0
-	})
+	}, time.Until(deadline), 5*time.Millisecond, "calls held by the pause")
 	admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
 	progress("calls ended by their ctx during the pause", &failures, 64)
 	admin.Do(ctx, "CLIENT", "UNPAUSE")
@@ -139,20 +128,13 @@ func TestAutoPipelineFaults(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	_ = c.Close()
-	if !redislock.Pipelined(c) {
-		t.Fatal("the auto-pipeliner was never used: the test exercised nothing")
-	}
-	if grants.Load() == 0 {
-		t.Fatal("no grants")
-	}
+	require.True(t, redislock.Pipelined(c), "the auto-pipeliner was never used: the test exercised nothing")
+	require.NotEqual(t, int64(0), grants.Load(), "no grants")
 	left, err := admin.Keys(context.Background(), redislock.DefaultPrefix+"{fault-*}").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, k := range left {
-		if v := admin.Get(context.Background(), k).Val(); !unreleased[k] && !strings.HasPrefix(v, "~:") {
-			t.Errorf("%s still locked after Close, though no Release of it failed", k)
-		}
+		v := admin.Get(context.Background(), k).Val()
+		assert.False(t, !unreleased[k] && !strings.HasPrefix(v, "~:"), "%s still locked after Close, though no Release of it failed", k)
 	}
 	t.Logf("%d grants, %d failed attempts", grants.Load(), failures.Load())
 }
@@ -169,16 +151,12 @@ func ObtainReleaseLoop(ctx context.Context, t *testing.T, c *redislock.Client, p
 			var last int64
 			for range rounds {
 				l, err := c.Obtain(ctx, key, time.Minute)
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err) {
 					return
 				}
-				if l.Fence() <= last {
-					t.Errorf("fence %d after %d", l.Fence(), last)
-				}
+				assert.Greater(t, l.Fence(), last, "fence after %d", last)
 				last = l.Fence()
-				if err := l.Release(ctx); err != nil {
-					t.Error(err)
+				if !assert.NoError(t, l.Release(ctx)) {
 					return
 				}
 			}
@@ -191,25 +169,20 @@ func TestReplicasInvalid(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(nil)
-	ctx := ctxT(t, 5*time.Second)
+	ctx := testkit.Context(t)
 	c := newClient(t, rdb)
 	for _, opt := range []redislock.Option{redislock.WithReplicas(-1, time.Second), redislock.WithReplicas(1, 0),
 		redislock.WithReplicas(1, time.Microsecond)} {
-		if _, err := c.Obtain(ctx, "k", time.Second, opt); !errors.Is(err, redislock.ErrInvalidArgument) {
-			t.Errorf("Obtain = %v, want ErrInvalidArgument", err)
-		}
+		_, err := c.Obtain(ctx, "k", time.Second, opt)
+		assert.ErrorIs(t, err, redislock.ErrInvalidArgument, "Obtain, want ErrInvalidArgument")
 	}
-	if _, err := c.ObtainMulti(ctx, []string{"a", "b"}, time.Second, redislock.WithReplicas(1, time.Second)); !errors.Is(err, redislock.ErrInvalidArgument) {
-		t.Errorf("ObtainMulti = %v, want ErrInvalidArgument", err)
-	}
-	if _, err := redislock.NewQuorum([]redis.UniversalClient{rdb}, redislock.WithReplicas(1, time.Second)); !errors.Is(err, redislock.ErrInvalidArgument) {
-		t.Errorf("NewQuorum = %v, want ErrInvalidArgument", err)
-	}
+	_, err := c.ObtainMulti(ctx, []string{"a", "b"}, time.Second, redislock.WithReplicas(1, time.Second))
+	assert.ErrorIs(t, err, redislock.ErrInvalidArgument, "ObtainMulti, want ErrInvalidArgument")
+	_, err = redislock.NewQuorum([]redis.UniversalClient{rdb}, redislock.WithReplicas(1, time.Second))
+	assert.ErrorIs(t, err, redislock.ErrInvalidArgument, "NewQuorum, want ErrInvalidArgument")
 	// 0: off, whatever the timeout.
 	l, err := c.Obtain(ctx, "k", time.Second, redislock.WithReplicas(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = l.Release(ctx)
 }
 

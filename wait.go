@@ -131,7 +131,7 @@ func (w *waitState) wait(ctx context.Context, wait time.Duration, held error) er
 	if !w.rechecked {
 		start := time.Now()
 		if ok, err := w.sub.Confirmed(ctx, wait); err != nil {
-			return backend.Join(ErrNotObtained, err)
+			return lease.Join(ErrNotObtained, err)
 		} else if !ok || time.Since(start) >= wait {
 			// The wait ended before Redis confirmed the subscription:
 			// the next attempt is due anyway, if the wait limit lets
@@ -177,9 +177,9 @@ func (w *waitState) waitRetry(ctx context.Context, wait time.Duration, held erro
 		return true, nil
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		// The ctx ended the wait, in a recheck's call: still contention.
-		return false, backend.Join(ErrNotObtained, ctx.Err())
+		return false, lease.Join(ErrNotObtained, ctx.Err())
 	case err != nil && !errors.Is(err, ErrNotObtained) && ctx.Err() != nil:
-		return false, backend.Join(err, ctx.Err())
+		return false, lease.Join(err, ctx.Err())
 	default:
 		return false, err
 	}
@@ -235,7 +235,7 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
 	}()
 	select {
 	case <-ctx.Done():
-		return backend.Join(ErrNotObtained, ctx.Err())
+		return lease.Join(ErrNotObtained, ctx.Err())
 	case <-t.C:
 	case <-wake:
 	}

@@ -2,7 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,6 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // waitModes are the ways a waiter can wait for a contended lock.
@@ -63,29 +65,21 @@ func checkNoLostWakeup(t *testing.T, rdb redis.UniversalClient, rounds int, opts
 	holders := []*redislock.Client{c, newClient(t, rdb, opts...)}
 	for i := range rounds {
 		key := fmt.Sprintf("%s-lost-wakeup-%d", t.Name(), i)
-		holder, err := holders[(i+i/10)%2].Obtain(ctxT(t, 5*time.Second), key, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		holder, err := holders[(i+i/10)%2].Obtain(testkit.Context(t), key, time.Minute)
+		require.NoError(t, err)
 		delay := time.Duration(i%10) * 300 * time.Microsecond
 		released := make(chan error, 1)
 		go func() {
-			time.Sleep(delay)
+			time.Sleep(delay) // a sleep: the release lands at varied offsets from the waiter's subscribe
 			released <- holder.Release(context.Background())
 		}()
 		// A backoff longer than the ctx: a waiter that missed the release
 		// would sleep until the ctx ends, and fail.
-		l, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Minute,
+		l, err := c.Obtain(testkit.Context(t), key, time.Minute,
 			redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
-		if rerr := <-released; rerr != nil {
-			t.Fatal(rerr)
-		}
-		if err != nil {
-			t.Fatalf("round %d (release after %v): %v: the release was missed and the waiter slept its backoff", i, delay, err)
-		}
-		if err := l.Release(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, <-released)
+		require.NoError(t, err, "round %d (release after %v): the release was missed and the waiter slept its backoff", i, delay)
+		require.NoError(t, l.Release(context.Background()))
 	}
 }
 
@@ -97,30 +91,36 @@ func TestNotifyExpiryWakes(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(nil))
 	key := t.Name()
-	if _, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.Obtain(testkit.Context(t), key, time.Second)
+	require.NoError(t, err)
 	// A backoff longer than the ctx: a waiter that ignored the holder's
 	// remaining TTL would sleep until the ctx ends, and fail.
-	l, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
-	if err != nil {
-		t.Fatalf("%v: the waiter ignored the holder's remaining TTL", err)
-	}
+	l, err := c.Obtain(testkit.Context(t), key, time.Second, redislock.WithRetry(redislock.LinearBackoff(time.Hour)))
+	require.NoError(t, err, "the waiter ignored the holder's remaining TTL")
 	defer l.Release(context.Background())
 }
 
-// TestWaitMutualExclusion: 32 goroutines take the lock by Run in turn
-// (exclusion), in every waiting mode.
+// TestWaitMutualExclusion: 32 goroutines (8 on miniredis) take the lock by
+// Run in turn (exclusion), in every waiting mode.
 func TestWaitMutualExclusion(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b backend) {
 		for _, m := range waitModes {
 			t.Run(m.name, func(t *testing.T) {
-				t.Parallel()
+				// miniredis runs one script at a time, in Go (slow under
+				// -race): there the modes take turns, with 8 callers of
+				// 16 rounds (the same 128 grants), so that no call queues
+				// there past its lease's validity (as soakMiniWorkers).
+				workers, rounds := 32, 4
+				if b.real != nil {
+					t.Parallel()
+				} else {
+					workers, rounds = 8, 16
+				}
 				c := newClient(t, b.rdb, m.opts...)
 				key := t.Name()
 				retry := redislock.WithRetry(redislock.ExponentialBackoff(5*time.Millisecond, 200*time.Millisecond))
-				exclusion(t, 32, 4, func(ctx context.Context, _ int) (int64, func() error, error) {
+				exclusion(t, workers, rounds, func(ctx context.Context, _ int) (int64, func() error, error) {
 					return running(func(fn func(fence int64) error) error {
 						return c.Run(ctx, key, 2*time.Second, func(_ context.Context, l *redislock.Lock) error { return fn(l.Fence()) }, retry)
 					})
@@ -134,18 +134,14 @@ func TestWaitMutualExclusion(t *testing.T) {
 func pubsubClients(t *testing.T, rdb *redis.Client) int {
 	t.Helper()
 	list, err := rdb.Do(context.Background(), "CLIENT", "LIST", "TYPE", "pubsub").Text()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return strings.Count(list, "\n")
 }
 
 func numSub(t *testing.T, rdb *redis.Client, channels ...string) int64 {
 	t.Helper()
 	m, err := rdb.PubSubNumSub(context.Background(), channels...).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var n int64
 	for _, v := range m {
 		n += v
@@ -156,9 +152,7 @@ func numSub(t *testing.T, rdb *redis.Client, channels ...string) int64 {
 func numChannels(t *testing.T, rdb *redis.Client, pattern string) int {
 	t.Helper()
 	chs, err := rdb.PubSubChannels(context.Background(), pattern).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return len(chs)
 }
 
@@ -173,11 +167,10 @@ func TestNotifyOneConnection(t *testing.T) {
 	holders := make([]*redislock.Lock, keys)
 	for i := range holders {
 		var err error
-		if holders[i], err = c.Obtain(ctxT(t, 10*time.Second), fmt.Sprintf("conn-%d", i), time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		holders[i], err = c.Obtain(testkit.Context(t), fmt.Sprintf("conn-%d", i), time.Minute)
+		require.NoError(t, err)
 	}
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testkit.Context(t)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
@@ -194,26 +187,18 @@ func TestNotifyOneConnection(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, 20*time.Second, "100 channels subscribed", func() bool { return numChannels(t, rdb, "redislock:{conn-*}:wake") == keys })
-	if n := pubsubClients(t, rdb); n != 1 {
-		t.Fatalf("%d subscription connections for %d waiters, want 1", n, waiters)
-	}
+	require.Eventually(t, func() bool { return numChannels(t, rdb, "redislock:{conn-*}:wake") == keys }, 20*time.Second, 5*time.Millisecond, "100 channels subscribed")
+	require.Equal(t, 1, pubsubClients(t, rdb), "subscription connections for %d waiters, want 1", waiters)
 	for _, h := range holders {
-		if err := h.Release(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h.Release(context.Background()))
 	}
 	wg.Wait()
-	for _, err := range errs {
-		t.Fatal(err)
-	}
+	require.Empty(t, errs, "waiters' errors")
 	// The last waiter of each channel unsubscribed it.
-	eventually(t, 5*time.Second, "channels unsubscribed", func() bool { return numChannels(t, rdb, "redislock:*") == 0 })
-	if n := pubsubClients(t, rdb); n > 1 {
-		t.Fatalf("%d subscription connections after the wait, want at most 1", n)
-	}
+	require.Eventually(t, func() bool { return numChannels(t, rdb, "redislock:*") == 0 }, 5*time.Second, 5*time.Millisecond, "channels unsubscribed")
+	require.LessOrEqual(t, pubsubClients(t, rdb), 1, "subscription connections after the wait, want at most 1")
 	_ = c.Close()
-	eventually(t, 5*time.Second, "subscription connection closed by Close", func() bool { return pubsubClients(t, rdb) == 0 })
+	require.Eventually(t, func() bool { return pubsubClients(t, rdb) == 0 }, 5*time.Second, 5*time.Millisecond, "subscription connection closed by Close")
 }
 
 // TestNotifyCancelledWaitersLeaveNothing: waiters whose ctx ends leave no
@@ -225,10 +210,8 @@ func TestNotifyCancelledWaitersLeaveNothing(t *testing.T) {
 	rdb := srv.Client(nil)
 	c := newClient(t, rdb)
 	key := t.Name()
-	h, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, err := c.Obtain(testkit.Context(t), key, time.Minute)
+	require.NoError(t, err)
 	defer h.Release(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -237,19 +220,15 @@ func TestNotifyCancelledWaitersLeaveNothing(t *testing.T) {
 			_, err := c.Obtain(ctx, key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(time.Minute)))
 			// ErrNotObtained when the cancellation came during a wait; a
 			// call cut short by it reports its own error; both carry ctx's.
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Obtain = %v, want an error matching context.Canceled", err)
-			}
+			assert.ErrorIs(t, err, context.Canceled, "Obtain, want an error matching context.Canceled")
 		})
 	}
 	channel := "redislock:{" + key + "}:wake"
-	eventually(t, 5*time.Second, "waiters subscribed", func() bool { return numSub(t, rdb, channel) == 1 })
+	require.Eventually(t, func() bool { return numSub(t, rdb, channel) == 1 }, 5*time.Second, 5*time.Millisecond, "waiters subscribed")
 	cancel()
 	wg.Wait()
-	eventually(t, 5*time.Second, "subscription left by cancelled waiters", func() bool { return numSub(t, rdb, channel) == 0 })
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.Eventually(t, func() bool { return numSub(t, rdb, channel) == 0 }, 5*time.Second, 5*time.Millisecond, "subscription left by cancelled waiters")
+	require.NoError(t, c.Close())
 }
 
 // TestNotifyDeadSubscription: the subscription connection is killed while
@@ -262,52 +241,38 @@ func TestNotifyDeadSubscription(t *testing.T) {
 	c := newClient(t, rdb)
 	key := t.Name()
 	channel := "redislock:{" + key + "}:wake"
-	h, err := c.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, err := c.Obtain(testkit.Context(t), key, time.Minute)
+	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
-		l, err := c.Obtain(ctxT(t, 20*time.Second), key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(300*time.Millisecond)))
+		l, err := c.Obtain(testkit.Context(t), key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(300*time.Millisecond)))
 		if err == nil {
 			err = l.Release(context.Background())
 		}
 		got <- err
 	}()
-	eventually(t, 5*time.Second, "waiter subscribed", func() bool { return numSub(t, rdb, channel) == 1 })
-	if err := rdb.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
+	require.Eventually(t, func() bool { return numSub(t, rdb, channel) == 1 }, 5*time.Second, 5*time.Millisecond, "waiter subscribed")
+	require.NoError(t, rdb.Do(context.Background(), "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	require.NoError(t, h.Release(context.Background()))
+	require.NoError(t, <-got)
 
 	// A new waiter is notified again through a new connection.
-	h, err = c.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, err = c.Obtain(testkit.Context(t), key, time.Minute)
+	require.NoError(t, err)
 	go func() {
-		l, err := c.Obtain(ctxT(t, 20*time.Second), key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(10*time.Second)))
+		l, err := c.Obtain(testkit.Context(t), key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(10*time.Second)))
 		if err == nil {
 			err = l.Release(context.Background())
 		}
 		got <- err
 	}()
-	eventually(t, 10*time.Second, "waiter subscribed again", func() bool { return numSub(t, rdb, channel) == 1 })
-	if err := h.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.Eventually(t, func() bool { return numSub(t, rdb, channel) == 1 }, 10*time.Second, 5*time.Millisecond, "waiter subscribed again")
+	require.NoError(t, h.Release(context.Background()))
 	select {
 	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(5 * time.Second):
-		t.Fatal("waiter not woken on the replacement connection")
+		require.Fail(t, "waiter not woken on the replacement connection")
 	}
 }
 
@@ -329,26 +294,18 @@ func TestWaitPollingClients(t *testing.T) {
 	var release atomic.Pointer[redislock.Lock]
 	obs := redislock.WithObserver(onWait(func() { go release.Load().Release(context.Background()) }))
 	q, err := redislock.NewQuorum(nodes, obs, slackNodeTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close() })
 	ring := redis.NewRing(&redis.RingOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = ring.Close() })
 	for name, c := range map[string]*redislock.Client{"quorum": q, "ring": newClient(t, ring, obs)} {
 		t.Run(name, func(t *testing.T) {
-			h, err := c.Obtain(ctxT(t, 10*time.Second), t.Name(), time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h, err := c.Obtain(testkit.Context(t), t.Name(), time.Minute)
+			require.NoError(t, err)
 			release.Store(h)
-			l, err := c.Obtain(ctxT(t, 10*time.Second), t.Name(), time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Release(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			l, err := c.Obtain(testkit.Context(t), t.Name(), time.Second, redislock.WithRetry(redislock.LinearBackoff(20*time.Millisecond)))
+			require.NoError(t, err)
+			require.NoError(t, l.Release(context.Background()))
 		})
 	}
 }
@@ -372,7 +329,7 @@ func TestNotifySilentSubscription(t *testing.T) {
 	wait := func(backoff time.Duration) chan error {
 		got := make(chan error, 1)
 		go func() {
-			l, err := c.Obtain(ctxT(t, 30*time.Second), key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(backoff)))
+			l, err := c.Obtain(testkit.Context(t), key, time.Minute, redislock.WithRetry(redislock.LinearBackoff(backoff)))
 			if err == nil {
 				err = l.Release(context.Background())
 			}
@@ -381,42 +338,30 @@ func TestNotifySilentSubscription(t *testing.T) {
 		return got
 	}
 
-	h, err := holderC.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, err := holderC.Obtain(testkit.Context(t), key, time.Minute)
+	require.NoError(t, err)
 	got := wait(500 * time.Millisecond)
-	eventually(t, 5*time.Second, "waiter subscribed", func() bool { return numSub(t, direct, channel) == 1 })
+	require.Eventually(t, func() bool { return numSub(t, direct, channel) == 1 }, 5*time.Second, 5*time.Millisecond, "waiter subscribed")
 	proxy.CutSubscribers()
-	if err := h.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.Release(context.Background()))
 	select {
 	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("waiter hung on a silent subscription connection")
+		require.Fail(t, "waiter hung on a silent subscription connection")
 	}
 
 	// The next waiter subscribes again on a new connection and is woken
 	// by the release, long before its 20 s backoff.
-	h, err = holderC.Obtain(ctxT(t, 10*time.Second), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, err = holderC.Obtain(testkit.Context(t), key, time.Minute)
+	require.NoError(t, err)
 	got = wait(time.Hour) // longer than its ctx: only a release can wake it
 	// The frozen connection is dropped (the server sees it close) and the
 	// channel is subscribed on the live one.
-	eventually(t, 15*time.Second, "silent connection replaced", func() bool {
+	require.Eventually(t, func() bool {
 		return pubsubClients(t, direct) == 1 && numSub(t, direct, channel) == 1
-	})
-	if err := h.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	}, 15*time.Second, 5*time.Millisecond, "silent connection replaced")
+	require.NoError(t, h.Release(context.Background()))
 	// Its backoff is longer than its ctx: only the release can wake it.
-	if err := <-got; err != nil {
-		t.Fatalf("waiter not woken on the replacement connection: %v", err)
-	}
+	require.NoError(t, <-got, "waiter not woken on the replacement connection")
 }

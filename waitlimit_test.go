@@ -2,7 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/redislock-go/redislock"
 	"github.com/redislock-go/redislock/internal/redistest"
+	"github.com/redislock-go/redislock/internal/testkit"
 )
 
 // Waiters without a ctx deadline do not give up on a holder that is alive
@@ -41,9 +41,7 @@ func TestWaitOutlivesRenewingHolder(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 	})
 	<-locked
 	errs := make(chan error, 8)
@@ -59,9 +57,7 @@ func TestWaitOutlivesRenewingHolder(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Fatalf("a waiter gave up on a live holder: %v", err)
-		}
+		require.NoError(t, err, "a waiter gave up on a live holder")
 	}
 }
 
@@ -100,7 +96,7 @@ func TestWaitLimitIsACap(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t, 30*time.Second)
+			ctx := testkit.Context(t)
 			holder, waiter := tc.client(t), tc.client(t)
 			key := "capped-" + tc.name
 			h, err := holder.Obtain(ctx, key, lease)
@@ -136,18 +132,18 @@ func TestWaitLimitError(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Client(nil))
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testkit.Context(t)
 	check := func(err error, ttlAbove time.Duration) {
 		t.Helper()
 		var wl *redislock.WaitLimitError
-		if !errors.Is(err, redislock.ErrNotObtained) || !errors.As(err, &wl) || wl.Limit != 50*time.Millisecond || wl.TTL <= ttlAbove {
-			t.Fatalf("Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the TTL seen", err, err)
-		}
+		require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain, want a *WaitLimitError matching ErrNotObtained with the TTL seen")
+		require.ErrorAs(t, err, &wl, "Obtain, want a *WaitLimitError matching ErrNotObtained with the TTL seen")
+		require.Equal(t, 50*time.Millisecond, wl.Limit, "Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the TTL seen", err, err)
+		require.Greater(t, wl.TTL, ttlAbove, "Obtain = %#v (%v), want a *WaitLimitError matching ErrNotObtained with the TTL seen", err, err)
 	}
-	if _, err := c.Obtain(ctx, "long", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.Obtain(context.Background(), "long", time.Second,
+	_, err := c.Obtain(ctx, "long", time.Minute)
+	require.NoError(t, err)
+	_, err = c.Obtain(context.Background(), "long", time.Second,
 		redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)), redislock.WithMaxWait(50*time.Millisecond))
 	check(err, 30*time.Second)
 
@@ -159,14 +155,12 @@ func TestWaitLimitError(t *testing.T) {
 			return nil
 		})
 	}()
-	eventually(t, 5*time.Second, "the holder", func() bool { return srv.Client(nil).Exists(ctx, redislock.DefaultPrefix+"{renewed}").Val() == 1 })
+	require.Eventually(t, func() bool { return srv.Client(nil).Exists(ctx, redislock.DefaultPrefix+"{renewed}").Val() == 1 }, 5*time.Second, 5*time.Millisecond, "the holder")
 	_, err = c.Obtain(context.Background(), "renewed", time.Second,
 		redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)), redislock.WithMaxWait(50*time.Millisecond))
 	close(stop)
 	check(err, 0)
-	if err := <-renewed; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-renewed)
 }
 
 // In quorum mode the error carries the longest remaining lease among the
@@ -175,14 +169,13 @@ func TestQuorumWaitLimitError(t *testing.T) {
 	t.Parallel()
 	q := startQuorum(t, 3)
 	c := q.client(t)
-	ctx := ctxT(t, 20*time.Second)
-	if _, err := c.Obtain(ctx, "qlong", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.Obtain(context.Background(), "qlong", time.Second,
+	ctx := testkit.Context(t)
+	_, err := c.Obtain(ctx, "qlong", time.Minute)
+	require.NoError(t, err)
+	_, err = c.Obtain(context.Background(), "qlong", time.Second,
 		redislock.WithRetry(redislock.LinearBackoff(10*time.Millisecond)), redislock.WithMaxWait(50*time.Millisecond))
 	var wl *redislock.WaitLimitError
-	if !errors.Is(err, redislock.ErrNotObtained) || !errors.As(err, &wl) || wl.TTL <= 30*time.Second {
-		t.Fatalf("Obtain = %v, want a *WaitLimitError with the TTL seen", err)
-	}
+	require.ErrorIs(t, err, redislock.ErrNotObtained, "Obtain, want a *WaitLimitError with the TTL seen")
+	require.ErrorAs(t, err, &wl, "Obtain, want a *WaitLimitError with the TTL seen")
+	require.Greater(t, wl.TTL, 30*time.Second, "Obtain = %v, want a *WaitLimitError with the TTL seen", err)
 }

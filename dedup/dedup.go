@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Group runs jobs at most once per id across every worker that uses the
@@ -40,10 +39,10 @@ type Result struct {
 // lease.ErrInvalidArgument on a nil locker or store, or an invalid option.
 func New(locker lease.Locker, store lease.Store, opts ...Option) (*Group, error) {
 	if locker == nil {
-		return nil, backend.Invalid("nil Locker")
+		return nil, lease.Invalid("nil Locker")
 	}
 	if store == nil {
-		return nil, backend.Invalid("nil Store")
+		return nil, lease.Invalid("nil Store")
 	}
 	o, err := apply(opts)
 	if err != nil {
@@ -84,11 +83,11 @@ func New(locker lease.Locker, store lease.Store, opts ...Option) (*Group, error)
 func (g *Group) Do(ctx context.Context, id string, job Job) (Result, error) {
 	switch {
 	case ctx == nil:
-		return Result{}, backend.Invalid("nil context")
+		return Result{}, lease.Invalid("nil context")
 	case id == "":
-		return Result{}, backend.Invalid("empty job id")
+		return Result{}, lease.Invalid("empty job id")
 	case job == nil:
-		return Result{}, backend.Invalid("nil job")
+		return Result{}, lease.Invalid("nil job")
 	}
 	if len(g.o.observers) > 0 {
 		return g.observed(ctx, id, func() (Result, error) { return g.do(ctx, id, job) })
@@ -157,7 +156,7 @@ func (g *Group) obtain(ctx context.Context, id, key string) (l lease.Lock, r Res
 		}
 		busy := g.busy(ctx, id, key)
 		if ctx.Err() != nil {
-			return nil, Result{}, false, backend.Join(busy, ctx.Err())
+			return nil, Result{}, false, lease.Join(busy, ctx.Err())
 		}
 		return nil, Result{}, false, busy
 	}
@@ -191,7 +190,7 @@ func (g *Group) run(ctx context.Context, key string, l lease.Lock, job Job) (Res
 		recErr = g.record(ctx, key, fence, start, res.Value, jobErr)
 		return jobErr
 	}, g.renewOptions()...)
-	return res, backend.Join(runErr, recErr)
+	return res, lease.Join(runErr, recErr)
 }
 
 func (g *Group) renewOptions() []lease.Option {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
+
+	"github.com/redislock-go/redislock/lease"
 )
 
 // WithObserver adds o, an observe.JobObserver, to the Group's observers:
@@ -18,7 +19,7 @@ func WithObserver(o observe.Observer) Option {
 	return func(opts *options) {
 		x, ok := o.(observe.JobObserver)
 		if !ok {
-			opts.fail(backend.Invalid("%T is no observe.JobObserver", o))
+			opts.fail(lease.Invalid("%T is no observe.JobObserver", o))
 			return
 		}
 		opts.observers = append(opts.observers, x)

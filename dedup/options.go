@@ -113,7 +113,7 @@ func WithLease(d time.Duration) Option {
 func WithRefreshInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(backend.Invalid("refresh interval %v must be positive", d))
+			o.fail(lease.Invalid("refresh interval %v must be positive", d))
 		}
 		o.renew = d
 	}
@@ -124,7 +124,7 @@ func WithRefreshInterval(d time.Duration) Option {
 func WithScope(s Scope) Option {
 	return func(o *options) {
 		if s.period < 0 || s.period > 0 && s.period < time.Millisecond {
-			o.fail(backend.Invalid("ForPeriod(%v): the period must be at least 1ms", s.period))
+			o.fail(lease.Invalid("ForPeriod(%v): the period must be at least 1ms", s.period))
 		}
 		o.scope = s
 	}
@@ -137,7 +137,7 @@ func WithScope(s Scope) Option {
 func WithRetention(d time.Duration) Option {
 	return func(o *options) {
 		if d < 0 || d > 0 && d < time.Millisecond {
-			o.fail(backend.Invalid("retention %v must be 0 or at least 1ms", d))
+			o.fail(lease.Invalid("retention %v must be 0 or at least 1ms", d))
 		}
 		o.retention, o.retentionSet = d, true
 	}
@@ -154,7 +154,7 @@ func WithRetention(d time.Duration) Option {
 // once. s must not be nil.
 func WithRetry(s lease.RetryStrategy) Option {
 	return func(o *options) {
-		o.fail(backend.CheckRetry(s))
+		o.fail(lease.CheckRetry(s))
 		o.retry = s
 	}
 }
@@ -164,7 +164,7 @@ func WithRetry(s lease.RetryStrategy) Option {
 // lease.MaxHolderLen bytes.
 func WithHolder(id string) Option {
 	return func(o *options) {
-		o.fail(backend.CheckHolder(id))
+		o.fail(lease.CheckHolder(id))
 		o.holder = id
 	}
 }
@@ -185,7 +185,7 @@ func WithPrefix(p string) Option {
 func WithClock(c lease.Clock) Option {
 	return func(o *options) {
 		if c == nil {
-			o.fail(backend.Invalid("nil Clock"))
+			o.fail(lease.Invalid("nil Clock"))
 			return
 		}
 		o.clock = c
@@ -204,9 +204,9 @@ func apply(opts []Option) (options, error) {
 		return options{}, o.err
 	}
 	if o.scope.period > 0 && o.retentionSet {
-		return options{}, backend.Invalid("WithRetention with %v: the period is the retention", o.scope)
+		return options{}, lease.Invalid("WithRetention with %v: the period is the retention", o.scope)
 	}
-	if _, err := backend.RenewInterval(o.lease, o.renew, lease.DefaultDriftFactor); err != nil {
+	if _, err := lease.RenewInterval(o.lease, o.renew, lease.DefaultDriftFactor); err != nil {
 		return options{}, err
 	}
 	return o, nil

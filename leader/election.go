@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 var (
@@ -53,10 +52,10 @@ type Info struct {
 // an invalid option.
 func New(locker lease.Locker, name string, opts ...Option) (*Election, error) {
 	if locker == nil {
-		return nil, backend.Invalid("nil Locker")
+		return nil, lease.Invalid("nil Locker")
 	}
 	if name == "" {
-		return nil, backend.Invalid("empty election name")
+		return nil, lease.Invalid("empty election name")
 	}
 	o, err := apply(opts)
 	if err != nil {
@@ -97,12 +96,12 @@ func (e *Election) Key() string { return e.key }
 // ErrNotObtained): campaign again after a backoff of your own.
 func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 	if ctx == nil {
-		return nil, backend.Invalid("nil context")
+		return nil, lease.Invalid("nil context")
 	}
 	select {
 	case e.campaign <- struct{}{}:
 	case <-ctx.Done():
-		return nil, backend.Join(lease.ErrNotObtained, ctx.Err())
+		return nil, lease.Join(lease.ErrNotObtained, ctx.Err())
 	}
 	defer func() { <-e.campaign }()
 	if t := e.Current(); t != nil {
@@ -115,7 +114,7 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 		case err == nil:
 		case ctx.Err() != nil:
 			if !errors.Is(err, ctx.Err()) {
-				err = backend.Join(lease.ErrNotObtained, ctx.Err())
+				err = lease.Join(lease.ErrNotObtained, ctx.Err())
 			}
 			return nil, err
 		case errors.As(err, new(*lease.WaitLimitError)):

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/lease/leasetest"
 )
 
@@ -41,7 +40,6 @@ func (n *link) Obtain(ctx context.Context, key string, ttl time.Duration, opts .
 		return nil, err
 	}
 	ll := &linkLock{Lock: l, n: n, okAt: grantedAt(l, ttl)}
-	ll.Keeping = backend.KeepWith(linkKeeper{ll})
 	n.last.Store(ll)
 	return ll, nil
 }
@@ -56,14 +54,13 @@ func (n *link) Inspect(ctx context.Context, key string) (lease.Info, error) {
 // linkLock is a lock obtained through a link.
 type linkLock struct {
 	lease.Lock
-	backend.Keeping // linkKeeper: renewed on the link's clock
-	n               *link
+	n *link
 
 	mu   sync.Mutex
 	okAt time.Time // guarded by mu: the last grant or renewal that got through
 }
 
-var _ backend.Keeper = linkKeeper{}
+var _ lease.Keeper = (*linkLock)(nil)
 
 func (l *linkLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l.n.cut.Load() {
@@ -81,7 +78,7 @@ func (l *linkLock) Refresh(ctx context.Context, ttl time.Duration) error {
 // grantedAt is when the Memory granted or renewed l for ttl, from the
 // validity it gave: ttl less drift after that.
 func grantedAt(l lease.Lock, ttl time.Duration) time.Time {
-	return l.ValidUntil().Add(-(ttl.Truncate(time.Millisecond) - backend.Drift(ttl, lease.DefaultDriftFactor)))
+	return l.ValidUntil().Add(-(ttl.Truncate(time.Millisecond) - lease.Drift(ttl, lease.DefaultDriftFactor)))
 }
 
 func (l *linkLock) Release(ctx context.Context) error {
@@ -91,11 +88,9 @@ func (l *linkLock) Release(ctx context.Context) error {
 	return l.Lock.Release(ctx)
 }
 
-// linkKeeper renews a linkLock on the link's clock.
-type linkKeeper struct{ l *linkLock }
-
-func (k linkKeeper) Keep(ttl, interval time.Duration, lost func(error)) func() {
-	return backend.Refresher(k.l.n.clock, k.l, ttl, interval, lost)
+// Keep renews l on the link's clock.
+func (l *linkLock) Keep(ttl, interval time.Duration, lost func(error)) func() {
+	return lease.Refresher{Clock: l.n.clock, Lock: l}.Keep(ttl, interval, lost)
 }
 
 // lastOK is when the last grant or renewal of l got through.

@@ -3,8 +3,9 @@ package leader
 import (
 	"context"
 
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
+
+	"github.com/redislock-go/redislock/lease"
 )
 
 // WithObserver adds o, an observe.TermObserver, to the Election's
@@ -17,7 +18,7 @@ func WithObserver(o observe.Observer) Option {
 	return func(opts *options) {
 		x, ok := o.(observe.TermObserver)
 		if !ok {
-			opts.fail(backend.Invalid("%T is no observe.TermObserver", o))
+			opts.fail(lease.Invalid("%T is no observe.TermObserver", o))
 			return
 		}
 		opts.observers = append(opts.observers, x)

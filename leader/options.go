@@ -81,9 +81,9 @@ func (o *options) fail(err error) {
 func WithHolder(id string) Option {
 	return func(o *options) {
 		if id == "" {
-			o.fail(backend.Invalid("empty holder identity"))
+			o.fail(lease.Invalid("empty holder identity"))
 		}
-		o.fail(backend.CheckHolder(id))
+		o.fail(lease.CheckHolder(id))
 		o.holder = id
 	}
 }
@@ -106,7 +106,7 @@ func WithLease(d time.Duration) Option {
 func WithRefreshInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(backend.Invalid("refresh interval %v must be positive", d))
+			o.fail(lease.Invalid("refresh interval %v must be positive", d))
 		}
 		o.renew = d
 	}
@@ -121,7 +121,7 @@ func WithRefreshInterval(d time.Duration) Option {
 func WithMargin(d time.Duration) Option {
 	return func(o *options) {
 		if d < 0 {
-			o.fail(backend.Invalid("margin %v must not be negative", d))
+			o.fail(lease.Invalid("margin %v must not be negative", d))
 		}
 		o.margin, o.marginSet = d, true
 	}
@@ -137,7 +137,7 @@ func WithMargin(d time.Duration) Option {
 // Campaign return ErrNotObtained; it must not be nil.
 func WithRetry(s lease.RetryStrategy) Option {
 	return func(o *options) {
-		o.fail(backend.CheckRetry(s))
+		o.fail(lease.CheckRetry(s))
 		o.retry = s
 	}
 }
@@ -149,7 +149,7 @@ func WithRetry(s lease.RetryStrategy) Option {
 func WithObserveInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(backend.Invalid("observe interval %v must be positive", d))
+			o.fail(lease.Invalid("observe interval %v must be positive", d))
 		}
 		o.observe = d
 	}
@@ -170,7 +170,7 @@ func WithPrefix(p string) Option {
 func WithClock(c lease.Clock) Option {
 	return func(o *options) {
 		if c == nil {
-			o.fail(backend.Invalid("nil Clock"))
+			o.fail(lease.Invalid("nil Clock"))
 			return
 		}
 		o.clock = c
@@ -197,9 +197,9 @@ func apply(opts []Option) (options, error) {
 	if !o.marginSet {
 		o.margin = o.lease / DefaultMarginShare
 	}
-	validity := o.lease.Truncate(time.Millisecond) - backend.Drift(o.lease, lease.DefaultDriftFactor)
+	validity := o.lease.Truncate(time.Millisecond) - lease.Drift(o.lease, lease.DefaultDriftFactor)
 	if o.renew+o.margin >= validity {
-		return options{}, backend.Invalid("refresh interval %v plus margin %v leave no time to renew a lease of %v (validity %v)",
+		return options{}, lease.Invalid("refresh interval %v plus margin %v leave no time to renew a lease of %v (validity %v)",
 			o.renew, o.margin, o.lease, validity)
 	}
 	return o, nil

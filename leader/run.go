@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Callbacks are what Run calls, in the style of client-go's leader
@@ -47,10 +46,10 @@ type Callbacks struct {
 // the panic go on. No goroutine started by Run outlives it.
 func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 	if cb.OnStartedLeading == nil {
-		return backend.Invalid("nil OnStartedLeading")
+		return lease.Invalid("nil OnStartedLeading")
 	}
 	if ctx == nil {
-		return backend.Invalid("nil context")
+		return lease.Invalid("nil context")
 	}
 	if cb.OnNewLeader != nil {
 		octx, stop := context.WithCancel(ctx)
@@ -101,9 +100,9 @@ func (e *Election) lead(ctx context.Context, t *Term, cb Callbacks) error {
 	}
 	switch {
 	case lost != nil:
-		return backend.Join(werr, lost)
+		return lease.Join(werr, lost)
 	case rerr != nil && !errors.Is(rerr, lease.ErrNotHeld):
-		return backend.Join(werr, rerr)
+		return lease.Join(werr, rerr)
 	}
 	return werr
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Term is one term of leadership: the lock an Election won, renewed in the
@@ -89,7 +88,7 @@ func (t *Term) check() {
 		return
 	}
 	t.mu.Unlock()
-	t.end(backend.Join(lease.ErrLockLost, fmt.Errorf("%w: none by the margin of %v before the lease's end",
+	t.end(lease.Join(lease.ErrLockLost, fmt.Errorf("%w: none by the margin of %v before the lease's end",
 		lease.ErrLeaseExpired, t.e.o.margin)))
 	_ = t.release(context.Background())
 }

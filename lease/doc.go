@@ -13,6 +13,18 @@
 // and an in-memory Locker with an injectable clock, for fast and
 // deterministic tests of code built on locks.
 //
+// # Renewal
+//
+// Hold and Run renew a Lock until its holder is done. A Lock that is also
+// a Keeper renews itself (in batches, on a clock of its own), found by a
+// type assertion as io.Copy finds an io.WriterTo; any other Lock is
+// renewed by a Refresher, one Refresh per interval. The rules both follow
+// are here, where Hold and Run need them, and backends use them too:
+// RenewInterval (how often), Drift (what a validity gives up) and LossLead
+// (how early a loss is reported). So are the options of a call (Options,
+// Apply, CheckHolder, CheckRetry) and the way errors are built (Invalid,
+// Join, Wrap).
+//
 // # Leases and fences
 //
 // A lease ends at its TTL whether or not its holder is done: a holder paused

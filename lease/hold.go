@@ -7,10 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redislock-go/redislock/lease/internal/errs"
-	"github.com/redislock-go/redislock/lease/internal/keep"
-	"github.com/redislock-go/redislock/lease/internal/option"
 )
 
 // errReleased is the cause of a Held's context after Release.
@@ -35,24 +31,24 @@ type Held struct {
 // of ttl) until Release. If a renewal finds the lock gone, or renewals
 // cannot get through before l.ValidUntil, the Context is cancelled with a
 // cause matching ErrLockLost, no later than the last confirmed ValidUntil;
-// Done is closed then. If l's own Release is called meanwhile, the
-// Context is cancelled at once with ErrReleased as its cause (where l's
-// backend reports releases to its Keeper, as the backends of this project
-// do; otherwise the next renewal finds the lock gone). ctx gives the
-// Context its values and its cancellation; its end does not release the
-// lock: call Release.
+// Done is closed then. If l's own Release is called meanwhile, the Context
+// is cancelled at once with ErrReleased as its cause (where l is a Keeper
+// that reports its releases, as the Locks of this project's backends are;
+// otherwise the next renewal finds the lock gone). ctx gives the Context
+// its values and its cancellation; its end does not release the lock:
+// call Release.
 //
-// A Lock whose backend renews leases itself (lease/backend.Keeper) is
-// renewed by its backend; others by one Refresh per interval on a timer
-// (no goroutine between renewals). Bad
-// options or an interval not shorter than ttl are errors matching
-// ErrInvalidArgument; the lock is left as it is. (Run checks the interval
-// against the validity, ttl minus drift, before it obtains the lock.)
+// A Lock that is a Keeper renews itself (its Keep); any other is renewed
+// by a Refresher, one Refresh per interval on a timer (no goroutine
+// between renewals). Bad options or an interval not shorter than ttl are
+// errors matching ErrInvalidArgument; the lock is left as it is. (Run
+// checks the interval against the validity, ttl minus drift, before it
+// obtains the lock.)
 func Hold(ctx context.Context, l Lock, ttl time.Duration, opts ...Option) (*Held, error) {
 	if l == nil {
-		return nil, errs.Invalid("nil Lock")
+		return nil, Invalid("nil Lock")
 	}
-	o, err := option.Apply(opts)
+	o, err := Apply(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +58,7 @@ func Hold(ctx context.Context, l Lock, ttl time.Duration, opts ...Option) (*Held
 	}
 	if interval <= 0 || interval >= ttl {
 		// Backends check the interval against their drift first.
-		return nil, errs.Invalid("refresh interval %v leaves no time to renew a TTL of %v", interval, ttl)
+		return nil, Invalid("refresh interval %v leaves no time to renew a TTL of %v", interval, ttl)
 	}
 	h := &Held{lock: l}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
@@ -72,13 +68,13 @@ func Hold(ctx context.Context, l Lock, ttl time.Duration, opts ...Option) (*Held
 			h.cancel(cause)
 			return
 		}
-		h.cancel(errs.Join(ErrLockLost, cause))
+		h.cancel(Join(ErrLockLost, cause))
 	}
-	if k := keep.Of(l); k != nil {
-		h.stop = k.Keep(ttl, interval, lost)
-	} else {
-		h.stop = keep.Refresher(keep.RealClock{}, l, ttl, interval, lost)
+	k, ok := l.(Keeper)
+	if !ok {
+		k = Refresher{Lock: l}
 	}
+	h.stop = k.Keep(ttl, interval, lost)
 	return h, nil
 }
 
@@ -112,8 +108,8 @@ func (h *Held) lost() error {
 	if cause := context.Cause(h.ctx); errors.Is(cause, ErrLockLost) {
 		return cause
 	}
-	if vu := h.lock.ValidUntil(); !vu.IsZero() && !keep.Now(h.lock).Before(vu) {
-		return errs.Join(ErrLockLost, ErrLeaseExpired)
+	if vu := h.lock.ValidUntil(); !vu.IsZero() && !now(h.lock).Before(vu) {
+		return Join(ErrLockLost, ErrLeaseExpired)
 	}
 	return nil
 }

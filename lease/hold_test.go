@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/lease/leasetest"
 	"go.uber.org/goleak"
 )
@@ -47,9 +46,9 @@ func TestRefresherReportsBeforeValidUntil(t *testing.T) {
 	const ttl, interval = time.Second, 300 * time.Millisecond
 	l := &unreachable{until: clock.Now().Add(ttl)}
 	lost := make(chan error, 1)
-	stop := backend.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
+	stop := lease.Refresher{Clock: clock, Lock: l}.Keep(ttl, interval, func(cause error) { lost <- cause })
 	defer stop()
-	lead := backend.LossLead(ttl, interval)
+	lead := lease.LossLead(ttl, interval)
 	if lead != 10*time.Millisecond {
 		t.Fatalf("LossLead(%v, %v) = %v, want 1%% of the TTL", ttl, interval, lead)
 	}
@@ -79,7 +78,7 @@ func TestRefresherLockForgotten(t *testing.T) {
 	const ttl, interval = time.Second, 300 * time.Millisecond
 	l := &unreachable{until: clock.Now().Add(ttl)}
 	lost := make(chan error, 1)
-	stop := backend.Refresher(clock, l, ttl, interval, func(cause error) { lost <- cause })
+	stop := lease.Refresher{Clock: clock, Lock: l}.Keep(ttl, interval, func(cause error) { lost <- cause })
 	defer stop()
 	l.forget()
 	clock.Advance(ttl)
@@ -98,9 +97,55 @@ func TestLossLead(t *testing.T) {
 		{10 * time.Second, 3 * time.Second, 100 * time.Millisecond},           // 1% of the TTL
 		{100 * time.Millisecond, 96 * time.Millisecond, time.Millisecond},     // at most (ttl-interval)/4
 	} {
-		if got := backend.LossLead(c.ttl, c.interval); got != c.want {
+		if got := lease.LossLead(c.ttl, c.interval); got != c.want {
 			t.Errorf("LossLead(%v, %v) = %v, want %v", c.ttl, c.interval, got, c.want)
 		}
+	}
+}
+
+// kept is a Lock that renews itself, a lease.Keeper: Hold must use its
+// Keep, never Refresh.
+type kept struct {
+	lease.Lock
+	keeps chan time.Duration
+}
+
+func (k *kept) Keep(ttl, interval time.Duration, lost func(error)) func() {
+	k.keeps <- interval
+	return func() {}
+}
+
+func (k *kept) Refresh(context.Context, time.Duration) error {
+	panic("Refresh called on a Lock with a Keeper")
+}
+
+func TestHoldUsesKeeper(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := leasetest.NewMemory()
+	l, err := m.Obtain(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &kept{Lock: l, keeps: make(chan time.Duration, 1)}
+	h, err := lease.Hold(ctx, k, time.Minute, lease.WithRefreshInterval(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case iv := <-k.keeps:
+		if iv != time.Second {
+			t.Fatalf("Keep interval %v, want 1s", iv)
+		}
+	default:
+		t.Fatal("Hold did not call the Lock's Keeper")
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A Lock that merely wraps another (an interface field) is no Keeper.
+	if _, ok := lease.Lock(struct{ lease.Lock }{l}).(lease.Keeper); ok {
+		t.Fatal("a wrapper of a Keeper is a Keeper")
 	}
 }
 
@@ -113,7 +158,7 @@ func (idleKeeper) Keep(time.Duration, time.Duration, func(error)) func() { retur
 // paused is a Lock whose holder was paused past its lease while fn ran.
 type paused struct {
 	*unreachable
-	backend.Keeping
+	idleKeeper
 }
 
 func (p *paused) Release(context.Context) error { return lease.ErrNotHeld } // another holder has it
@@ -122,7 +167,7 @@ func (p *paused) Release(context.Context) error { return lease.ErrNotHeld } // a
 // though no renewal had told it yet when fn returned.
 func TestRunLockLeaseEndedDuringFn(t *testing.T) {
 	t.Parallel()
-	l := &paused{unreachable: &unreachable{until: time.Now().Add(time.Minute)}, Keeping: backend.KeepWith(idleKeeper{})}
+	l := &paused{unreachable: &unreachable{until: time.Now().Add(time.Minute)}}
 	err := lease.RunLock(context.Background(), l, time.Minute, func(context.Context) error {
 		l.mu.Lock()
 		l.until = time.Now().Add(-time.Millisecond) // paused past the lease

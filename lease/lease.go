@@ -7,7 +7,7 @@ import (
 
 // Lock is one grant of a lock: a lease on a key, identified by a random
 // token, with a fencing token for the writes made under it. Its methods are
-// safe for concurrent use.
+// safe for concurrent use. A Lock that renews itself is also a Keeper.
 type Lock interface {
 	// Key returns the key the caller asked for.
 	Key() string

@@ -3,9 +3,6 @@ package lease
 import (
 	"math/rand/v2"
 	"time"
-
-	"github.com/redislock-go/redislock/lease/internal/errs"
-	"github.com/redislock-go/redislock/lease/internal/option"
 )
 
 // A RetryStrategy decides whether and how long Obtain waits before trying a
@@ -31,7 +28,7 @@ func (d linearBackoff) Backoff(int) (time.Duration, bool) { return time.Duration
 
 func (d linearBackoff) Validate() error {
 	if d <= 0 {
-		return errs.Invalid("LinearBackoff(%v): wait must be positive", time.Duration(d))
+		return Invalid("LinearBackoff(%v): wait must be positive", time.Duration(d))
 	}
 	return nil
 }
@@ -57,7 +54,7 @@ func (e exponentialBackoff) Backoff(attempt int) (time.Duration, bool) {
 
 func (e exponentialBackoff) Validate() error {
 	if e.min <= 0 || e.max < e.min {
-		return errs.Invalid("ExponentialBackoff(%v, %v): need 0 < min <= max", e.min, e.max)
+		return Invalid("ExponentialBackoff(%v, %v): need 0 < min <= max", e.min, e.max)
 	}
 	return nil
 }
@@ -83,9 +80,9 @@ func (l limitRetry) Backoff(attempt int) (time.Duration, bool) {
 
 func (l limitRetry) Validate() error {
 	if l.s == nil || l.max < 0 {
-		return errs.Invalid("LimitRetry(%v, %d): need a strategy and max >= 0", l.s, l.max)
+		return Invalid("LimitRetry(%v, %d): need a strategy and max >= 0", l.s, l.max)
 	}
-	return option.CheckRetry(l.s)
+	return CheckRetry(l.s)
 }
 
 // LimitRetry allows at most max retries (max+1 tries in all) of s.

@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/redislock-go/redislock/lease/internal/errs"
-	"github.com/redislock-go/redislock/lease/internal/keep"
-	"github.com/redislock-go/redislock/lease/internal/option"
 )
 
 // Run obtains the lock on key from locker, runs fn while renewing the lease
@@ -16,16 +12,16 @@ import (
 // Obtain's errors are returned as Obtain returns them, and fn is not called.
 func Run(ctx context.Context, locker Locker, key string, ttl time.Duration, fn func(ctx context.Context, l Lock) error, opts ...Option) error {
 	if locker == nil {
-		return errs.Invalid("nil Locker")
+		return Invalid("nil Locker")
 	}
 	if fn == nil {
-		return errs.Invalid("nil fn")
+		return Invalid("nil fn")
 	}
-	o, err := option.Apply(opts)
+	o, err := Apply(opts)
 	if err != nil {
 		return err
 	}
-	if _, err := keep.RenewInterval(ttl, o.RefreshInterval, DefaultDriftFactor); err != nil {
+	if _, err := RenewInterval(ttl, o.RefreshInterval, DefaultDriftFactor); err != nil {
 		return err
 	}
 	l, err := locker.Obtain(ctx, key, ttl, opts...)
@@ -59,7 +55,7 @@ func Run(ctx context.Context, locker Locker, key string, ttl time.Duration, fn f
 // started by RunLock outlives it.
 func RunLock(ctx context.Context, l Lock, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
-		return errs.Invalid("nil fn")
+		return Invalid("nil fn")
 	}
 	h, err := Hold(ctx, l, ttl, opts...)
 	if err != nil {
@@ -76,17 +72,17 @@ func RunLock(ctx context.Context, l Lock, ttl time.Duration, fn func(ctx context
 	returned = true
 	if released := h.released(); released != nil {
 		_ = h.Release(ctx) // stops the renewal; releases nothing
-		return errs.Join(fnErr, released)
+		return Join(fnErr, released)
 	}
 	lost := h.lost()
 	relErr := h.Release(ctx)
 	switch {
 	case lost != nil:
-		return errs.Join(fnErr, lost)
+		return Join(fnErr, lost)
 	case relErr != nil && !errors.Is(relErr, ErrNotHeld):
 		// ErrNotHeld: the lease ended after fn returned, when fn had
 		// run under a valid lock.
-		return errs.Join(fnErr, relErr)
+		return Join(fnErr, relErr)
 	}
 	return fnErr
 }

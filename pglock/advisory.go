@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // ErrSessionRequired means a session advisory lock was asked for where the
@@ -41,7 +40,7 @@ func AdvisoryID(key string) int64 {
 // for each other.
 func canonical(keys []string) ([]int64, error) {
 	if len(keys) == 0 {
-		return nil, backend.Invalid("no keys")
+		return nil, lease.Invalid("no keys")
 	}
 	ids := make([]int64, 0, len(keys))
 	for _, k := range keys {
@@ -144,7 +143,7 @@ func (c *Client) ObtainAdvisory(ctx context.Context, keys []string, opts ...Opti
 		case err != nil:
 			put(true) // closing the session drops whatever it holds
 			if ctx.Err() != nil {
-				return nil, backend.Join(lease.ErrNotObtained, ctx.Err())
+				return nil, lease.Join(lease.ErrNotObtained, ctx.Err())
 			}
 			return nil, fmt.Errorf("redislock: advisory lock: %w", err)
 		case got == nil:
@@ -166,7 +165,7 @@ func (c *Client) ObtainAdvisory(ctx context.Context, keys []string, opts ...Opti
 		}
 		if err := sleep(ctx, wait); err != nil {
 			put(false)
-			return nil, backend.Join(lease.ErrNotObtained, err)
+			return nil, lease.Join(lease.ErrNotObtained, err)
 		}
 	}
 }
@@ -287,7 +286,7 @@ func (a *AdvisoryLock) Release(context.Context) error {
 		a.cancel(errAdvisoryReleased)
 		if lost {
 			a.put(true)
-			a.relErr = backend.Join(lease.ErrNotHeld, context.Cause(a.ctx))
+			a.relErr = lease.Join(lease.ErrNotHeld, context.Cause(a.ctx))
 			return
 		}
 		if err := unlock(a.conn, a.ids, a.opts.releaseTimeout); err != nil {
@@ -306,7 +305,7 @@ func (a *AdvisoryLock) Release(context.Context) error {
 // returns an error matching ErrLockLost (and fn's own error).
 func (c *Client) RunAdvisory(ctx context.Context, keys []string, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
-		return backend.Invalid("nil fn")
+		return lease.Invalid("nil fn")
 	}
 	a, err := c.ObtainAdvisory(ctx, keys, opts...)
 	if err != nil {
@@ -315,7 +314,7 @@ func (c *Client) RunAdvisory(ctx context.Context, keys []string, fn func(ctx con
 	defer a.Release(ctx)
 	fnErr := fn(a.Context())
 	if cause := context.Cause(a.Context()); errors.Is(cause, lease.ErrLockLost) {
-		return backend.Join(fnErr, cause)
+		return lease.Join(fnErr, cause)
 	}
 	return fnErr
 }
@@ -330,7 +329,7 @@ func (c *Client) RunAdvisory(ctx context.Context, keys []string, fn func(ctx con
 // (RunTx) where a late writer must be refused.
 func (c *Client) RunAdvisoryTx(ctx context.Context, keys []string, fn func(ctx context.Context, tx pgx.Tx) error, opts ...Option) error {
 	if fn == nil {
-		return backend.Invalid("nil fn")
+		return lease.Invalid("nil fn")
 	}
 	o, err := c.callOptions(opts)
 	if err != nil {
@@ -356,7 +355,7 @@ func (c *Client) RunAdvisoryTx(ctx context.Context, keys []string, fn func(ctx c
 			return err
 		}
 		if err := sleep(ctx, wait); err != nil {
-			return backend.Join(lease.ErrNotObtained, err)
+			return lease.Join(lease.ErrNotObtained, err)
 		}
 	}
 }

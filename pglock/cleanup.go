@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Swept is what one clean-up pass deleted.
@@ -29,7 +28,7 @@ func (c *Client) Cleanup(ctx context.Context, limit int) (Swept, error) {
 		return Swept{}, err
 	}
 	if limit <= 0 {
-		return Swept{}, backend.Invalid("clean-up limit %d must be positive", limit)
+		return Swept{}, lease.Invalid("clean-up limit %d must be positive", limit)
 	}
 	var s Swept
 	tag, err := c.pool.Exec(ctx, c.sql.cleanLeases, limit, c.opts.retention.Milliseconds())
@@ -60,7 +59,7 @@ type cleanupOptions struct {
 func WithCleanupInterval(d time.Duration) CleanupOption {
 	return func(o *cleanupOptions) {
 		if d <= 0 && o.err == nil {
-			o.err = backend.Invalid("clean-up interval %v must be positive", d)
+			o.err = lease.Invalid("clean-up interval %v must be positive", d)
 		}
 		o.interval = d
 	}
@@ -71,7 +70,7 @@ func WithCleanupInterval(d time.Duration) CleanupOption {
 func WithCleanupLimit(n int) CleanupOption {
 	return func(o *cleanupOptions) {
 		if n <= 0 && o.err == nil {
-			o.err = backend.Invalid("clean-up limit %d must be positive", n)
+			o.err = lease.Invalid("clean-up limit %d must be positive", n)
 		}
 		o.limit = n
 	}

@@ -44,7 +44,7 @@ type Client struct {
 // matches ErrSchema; a database that cannot be reached is returned as such.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...ClientOption) (*Client, error) {
 	if pool == nil {
-		return nil, backend.Invalid("nil pool")
+		return nil, lease.Invalid("nil pool")
 	}
 	o := defaultClientOptions()
 	for _, opt := range opts {
@@ -132,7 +132,7 @@ func (c *Client) background(f func()) {
 // callOptions resolves per-call options over the Client's defaults.
 func (c *Client) callOptions(opts []Option) (options, error) {
 	if c == nil {
-		return options{}, backend.Invalid("nil *Client")
+		return options{}, lease.Invalid("nil *Client")
 	}
 	c.mu.Lock()
 	closed := c.closed

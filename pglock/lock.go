@@ -53,7 +53,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, err
 	}
 	if ctx == nil {
-		return nil, backend.Invalid("nil context")
+		return nil, lease.Invalid("nil context")
 	}
 	deadline := o.waitDeadline(ctx, DefaultMaxWait)
 	// NoRetry (and LimitRetry(s, 0)) never wait: nothing to be notified of.
@@ -72,9 +72,9 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		case err == nil:
 			return l, nil
 		case ctx.Err() != nil && attempt > 1:
-			return nil, backend.Join(lease.ErrNotObtained, ctx.Err())
+			return nil, lease.Join(lease.ErrNotObtained, ctx.Err())
 		case ctx.Err() != nil:
-			return nil, backend.Join(err, ctx.Err())
+			return nil, lease.Join(err, ctx.Err())
 		case !errors.Is(err, lease.ErrNotObtained):
 			return nil, err
 		}
@@ -91,7 +91,7 @@ func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 			w = c.waitFor(key)
 		}
 		if err := w.wait(ctx, wait); err != nil {
-			return nil, backend.Join(lease.ErrNotObtained, err)
+			return nil, lease.Join(lease.ErrNotObtained, err)
 		}
 	}
 }
@@ -150,7 +150,6 @@ func (c *Client) obtainOnce(ctx context.Context, key string, ttl time.Duration, 
 		return nil, time.Duration(leftUS) * time.Microsecond, lease.ErrNotObtained
 	}
 	l := &Lock{c: c, key: key, token: token, fence: fence, opts: *o}
-	l.keeping = backend.KeepWith(keeper{l})
 	if err := l.confirm(start, ttl); err != nil {
 		_, _ = c.releaseToken(key, token, o.releaseTimeout)
 		return nil, 0, err
@@ -200,24 +199,23 @@ func (c *Client) releaseToken(key, token string, timeout time.Duration) (release
 // Lock is one grant of a lock: a row of the lease table. Its methods are
 // safe for concurrent use, and a nil *Lock answers ErrNotHeld.
 type Lock struct {
-	keeping // renewed on the Client's clock by Hold and Run (keeper)
-	c       *Client
-	key     string
-	token   string
-	fence   int64
-	opts    options
+	c     *Client
+	key   string
+	token string
+	fence int64
+	opts  options
 
 	mu       sync.Mutex
 	ttl      time.Duration // last TTL asked for
 	until    time.Time     // validity confirmed by the last grant or refresh
 	released bool          // a Release succeeded: a second one is ErrNotHeld
 
-	watch backend.ReleaseWatch // a Release ends Hold's and Run's keeping at once
+	watch backend.ReleaseWatch // a Release ends Hold's and Run's renewal at once
 }
 
 var (
-	_ lease.Lock     = (*Lock)(nil)
-	_ backend.Keeper = keeper{}
+	_ lease.Lock   = (*Lock)(nil)
+	_ lease.Keeper = (*Lock)(nil)
 )
 
 // confirm records the validity of a lease of ttl asked for at start, or
@@ -367,22 +365,30 @@ func (l *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
-// keeping is the Lock's backend.Keeping, under a name of its own so that
-// the Lock's method set shows nothing of it.
-type keeping = backend.Keeping
-
-// keeper renews a Lock on its Client's clock (see backend.Keeper), for
-// Hold and Run.
-type keeper struct{ l *Lock }
-
-func (k keeper) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
-	return k.l.watch.Keep(lost, func(lost func(cause error)) func() {
-		return backend.Refresher(k.l.c.clock, k.l, ttl, interval, lost)
+// Keep renews the lock to ttl every interval on its Client's clock until
+// stop is called, for lease.Hold and Run, which find it as a lease.Keeper:
+// lost is called, at most once, when a renewal finds the lock gone or the
+// validity ends before a renewal got through, or at once, with
+// ErrReleased, when the Lock's Release is called (on a nil *Lock: at once,
+// with ErrNotHeld).
+func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop func()) {
+	if l == nil {
+		lost(lease.ErrNotHeld)
+		return func() {}
+	}
+	return l.watch.Keep(lost, func(lost func(cause error)) func() {
+		return lease.Refresher{Clock: l.c.clock, Lock: l}.Keep(ttl, interval, lost)
 	})
 }
 
-// Now is the time on the Client's clock, that of the Lock's ValidUntil.
-func (k keeper) Now() time.Time { return k.l.c.clock.Now() }
+// Now is the time on the Client's clock, that of ValidUntil: the real time
+// but in tests. On a nil *Lock it is the real time.
+func (l *Lock) Now() time.Time {
+	if l == nil {
+		return time.Now()
+	}
+	return l.c.clock.Now()
+}
 
 // Run obtains the lock on key, runs fn while renewing the lease in the
 // background, and releases the lock when fn returns; see lease.RunLock. If
@@ -395,7 +401,7 @@ func (k keeper) Now() time.Time { return k.l.c.clock.Now() }
 // them, and fn is not called.
 func (c *Client) Run(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, l *Lock) error, opts ...Option) error {
 	if fn == nil {
-		return backend.Invalid("nil fn")
+		return lease.Invalid("nil fn")
 	}
 	interval, err := c.renewInterval(ttl, opts)
 	if err != nil {
@@ -418,5 +424,5 @@ func (c *Client) renewInterval(ttl time.Duration, opts []Option) (time.Duration,
 	if err := o.checkTTL(ttl); err != nil {
 		return 0, err
 	}
-	return backend.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
+	return lease.RenewInterval(ttl, o.refreshInterval, o.driftFactor)
 }

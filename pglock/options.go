@@ -122,7 +122,7 @@ func (o *options) validate() error {
 // outlast the context; a context without deadline is bounded by WithMaxWait.
 func WithRetry(s lease.RetryStrategy) Option {
 	return optionFunc(func(o *options) {
-		if err := backend.CheckRetry(s); err != nil {
+		if err := lease.CheckRetry(s); err != nil {
 			o.fail(err)
 			return
 		}
@@ -136,7 +136,7 @@ func WithRetry(s lease.RetryStrategy) Option {
 // valid UTF-8 without NUL.
 func WithHolder(id string) Option {
 	return optionFunc(func(o *options) {
-		if err := backend.CheckHolder(id); err != nil {
+		if err := lease.CheckHolder(id); err != nil {
 			o.fail(err)
 			return
 		}
@@ -154,7 +154,7 @@ func WithHolder(id string) Option {
 func WithDriftFactor(f float64) Option {
 	return optionFunc(func(o *options) {
 		if !(f >= 0 && f < 1) {
-			o.fail(backend.Invalid("drift factor %v not in [0, 1)", f))
+			o.fail(lease.Invalid("drift factor %v not in [0, 1)", f))
 			return
 		}
 		o.driftFactor = f
@@ -205,7 +205,7 @@ func WithNotify(on bool) Option {
 func positive(name string, d time.Duration, set func(*options)) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
-			o.fail(backend.Invalid("%s %v must be positive", name, d))
+			o.fail(lease.Invalid("%s %v must be positive", name, d))
 			return
 		}
 		set(o)
@@ -247,7 +247,7 @@ func WithMigrate(on bool) ClientOption {
 func WithRetention(d time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientOptions) {
 		if d < time.Second {
-			c.errs = append(c.errs, backend.Invalid("retention %v is below 1s", d))
+			c.errs = append(c.errs, lease.Invalid("retention %v is below 1s", d))
 			return
 		}
 		c.retention = d
@@ -265,7 +265,7 @@ func WithRetention(d time.Duration) ClientOption {
 func WithSessionConfig(cfg *pgx.ConnConfig) ClientOption {
 	return clientOptionFunc(func(c *clientOptions) {
 		if cfg == nil {
-			c.errs = append(c.errs, backend.Invalid("nil session config"))
+			c.errs = append(c.errs, lease.Invalid("nil session config"))
 			return
 		}
 		c.sessionConf = cfg.Copy()

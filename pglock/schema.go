@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/redislock-go/redislock/lease"
 	"github.com/redislock-go/redislock/lease/backend"
 )
 
@@ -55,11 +56,11 @@ type names struct {
 func parseTable(table string) (names, error) {
 	parts := strings.Split(table, ".")
 	if len(parts) > 2 {
-		return names{}, backend.Invalid("table %q: at most schema.name", table)
+		return names{}, lease.Invalid("table %q: at most schema.name", table)
 	}
 	for i, p := range parts {
 		if !isIdent(p) {
-			return names{}, backend.Invalid("table %q: %q is not an unquoted identifier of at most %d bytes (letters, digits, _)", table, p, maxNameLen)
+			return names{}, lease.Invalid("table %q: %q is not an unquoted identifier of at most %d bytes (letters, digits, _)", table, p, maxNameLen)
 		}
 		// An unquoted identifier means its lower case, in PostgreSQL as
 		// here: "T3redMixed" is the table t3redmixed.
@@ -68,7 +69,7 @@ func parseTable(table string) (names, error) {
 	n := names{table: table, base: parts[len(parts)-1]}
 	for _, s := range derivedSuffixes {
 		if strings.HasSuffix(n.base, s) {
-			return names{}, backend.Invalid("table %q: a name ending with %q could be another table's records table, fence or index", table, s)
+			return names{}, lease.Invalid("table %q: a name ending with %q could be another table's records table, fence or index", table, s)
 		}
 	}
 	if len(parts) == 2 {
@@ -107,7 +108,7 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 // checkText refuses strings PostgreSQL's text type cannot hold.
 func checkText(what, s string) error {
 	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
-		return backend.Invalid("%s %q: PostgreSQL text needs valid UTF-8 without NUL bytes", what, s)
+		return lease.Invalid("%s %q: PostgreSQL text needs valid UTF-8 without NUL bytes", what, s)
 	}
 	return nil
 }
@@ -121,7 +122,7 @@ func checkKey(key string) error {
 		return err
 	}
 	if len(key) > MaxKeyLen {
-		return backend.Invalid("key of %d bytes is longer than %d", len(key), MaxKeyLen)
+		return lease.Invalid("key of %d bytes is longer than %d", len(key), MaxKeyLen)
 	}
 	return checkText("key", key)
 }

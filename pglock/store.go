@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Store returns the Client's fenced records as a lease.Store: the records
@@ -31,10 +30,10 @@ func checkRecord(key string, fence int64, ttl time.Duration) error {
 		return err
 	}
 	if fence <= 0 {
-		return backend.Invalid("fence %d must be positive", fence)
+		return lease.Invalid("fence %d must be positive", fence)
 	}
 	if ttl < 0 || ttl > 0 && ttl < time.Millisecond {
-		return backend.Invalid("record TTL %v must be 0 or at least 1ms", ttl)
+		return lease.Invalid("record TTL %v must be 0 or at least 1ms", ttl)
 	}
 	return nil
 }

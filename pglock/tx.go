@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Verify checks, inside tx, that this grant still holds the lease, and
@@ -26,7 +25,7 @@ func (l *Lock) Verify(ctx context.Context, tx pgx.Tx) error {
 		return lease.ErrNotHeld
 	}
 	if tx == nil {
-		return backend.Invalid("nil transaction")
+		return lease.Invalid("nil transaction")
 	}
 	var fence int64
 	err := tx.QueryRow(ctx, l.c.sql.verify, l.key, l.token).Scan(&fence)
@@ -65,7 +64,7 @@ func (l *Lock) Verify(ctx context.Context, tx pgx.Tx) error {
 // transaction pooler.
 func (c *Client) RunTx(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, tx pgx.Tx, l *Lock) error, opts ...Option) error {
 	if fn == nil {
-		return backend.Invalid("nil fn")
+		return lease.Invalid("nil fn")
 	}
 	interval, err := c.renewInterval(ttl, opts)
 	if err != nil {

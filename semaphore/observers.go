@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
+
+	"github.com/redislock-go/redislock/lease"
 )
 
 // WithObserver adds o to the Semaphore's observers: a value that
@@ -22,7 +23,7 @@ func WithObserver(o observe.Observer) Option {
 		case observe.AcquireObserver, observe.QueueObserver, observe.PermitObserver:
 			opts.observers = append(opts.observers, o)
 		default:
-			opts.fail(backend.Invalid("semaphore: %T implements none of the semaphore's observer interfaces", o))
+			opts.fail(lease.Invalid("semaphore: %T implements none of the semaphore's observer interfaces", o))
 		}
 	}
 }

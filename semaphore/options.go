@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -71,7 +70,7 @@ func (o *options) fail(err error) {
 func WithPrefix(p string) Option {
 	return func(o *options) {
 		if strings.ContainsAny(p, "{}") {
-			o.fail(backend.Invalid("semaphore: prefix %q contains '{' or '}'", p))
+			o.fail(lease.Invalid("semaphore: prefix %q contains '{' or '}'", p))
 		}
 		o.prefix = p
 	}
@@ -82,7 +81,7 @@ func WithPrefix(p string) Option {
 // lease.MaxHolderLen bytes.
 func WithHolder(id string) Option {
 	return func(o *options) {
-		o.fail(backend.CheckHolder(id))
+		o.fail(lease.CheckHolder(id))
 		o.holder = id
 	}
 }
@@ -93,7 +92,7 @@ func WithHolder(id string) Option {
 func WithDriftFactor(f float64) Option {
 	return func(o *options) {
 		if f < 0 || f >= 1 {
-			o.fail(backend.Invalid("semaphore: drift factor %v is not in [0, 1)", f))
+			o.fail(lease.Invalid("semaphore: drift factor %v is not in [0, 1)", f))
 		}
 		o.drift = f
 	}
@@ -109,7 +108,7 @@ func WithDriftFactor(f float64) Option {
 func WithQueueTTL(d time.Duration) Option {
 	return func(o *options) {
 		if d < 30*time.Millisecond {
-			o.fail(backend.Invalid("semaphore: queue TTL %v is below 30ms", d))
+			o.fail(lease.Invalid("semaphore: queue TTL %v is below 30ms", d))
 		}
 		o.queueTTL = d
 	}
@@ -121,7 +120,7 @@ func WithQueueTTL(d time.Duration) Option {
 func WithReleaseTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(backend.Invalid("semaphore: release timeout %v must be positive", d))
+			o.fail(lease.Invalid("semaphore: release timeout %v must be positive", d))
 		}
 		o.releaseTimeout = d
 	}

@@ -48,11 +48,11 @@ type Semaphore struct {
 func New(rdb redis.UniversalClient, name string, limit int, opts ...Option) (*Semaphore, error) {
 	switch {
 	case nodes.IsNil(rdb):
-		return nil, backend.Invalid("semaphore: nil Redis client")
+		return nil, lease.Invalid("semaphore: nil Redis client")
 	case name == "":
-		return nil, backend.Invalid("semaphore: empty name")
+		return nil, lease.Invalid("semaphore: empty name")
 	case limit < 1 || limit > MaxLimit:
-		return nil, backend.Invalid("semaphore: limit %d is not in [1, %d]", limit, MaxLimit)
+		return nil, lease.Invalid("semaphore: limit %d is not in [1, %d]", limit, MaxLimit)
 	}
 	o := defaults()
 	for _, opt := range opts {
@@ -134,7 +134,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (
 		switch {
 		case err != nil && sub != nil && ctx.Err() != nil:
 			s.withdraw(ctx, token)
-			return nil, backend.Join(lease.ErrNotObtained, ctx.Err()) // ended while waiting
+			return nil, lease.Join(lease.ErrNotObtained, ctx.Err()) // ended while waiting
 		case err != nil:
 			s.withdraw(ctx, token) // the outcome is unknown
 			return nil, err
@@ -159,7 +159,7 @@ func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration, wait bool) (
 			// the waiter is left to its timers.
 			if sub = s.waker.Add(s.wake, token, struct{}{}, false); sub == nil {
 				s.withdraw(ctx, token)
-				return nil, backend.Join(lease.ErrNotObtained, lease.ErrClosed)
+				return nil, lease.Join(lease.ErrNotObtained, lease.ErrClosed)
 			}
 			if ok, _ := sub.Confirmed(ctx, subscribeTimeout); ok {
 				continue
@@ -216,9 +216,9 @@ func (s *Semaphore) sleep(ctx context.Context, woken <-chan struct{}, r script.S
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return backend.Join(lease.ErrNotObtained, ctx.Err())
+		return lease.Join(lease.ErrNotObtained, ctx.Err())
 	case <-s.closed:
-		return backend.Join(lease.ErrNotObtained, lease.ErrClosed)
+		return lease.Join(lease.ErrNotObtained, lease.ErrClosed)
 	}
 }
 

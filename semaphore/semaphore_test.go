@@ -542,8 +542,12 @@ func TestRunLockReportsLoss(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newSem(t, srv.Client(nil), "lost", 2)
 	ctx := context.Background()
-	p := try(t, s, 300*time.Millisecond)
-	err := lease.RunLock(ctx, p, 300*time.Millisecond, func(ctx context.Context) error {
+	// The first renewal (a third of the TTL in) finds the permit gone; the
+	// TTL leaves it two thirds of a TTL before the validity's end would
+	// report an expiry instead, room for a machine under load.
+	const ttl = 3 * time.Second
+	p := try(t, s, ttl)
+	err := lease.RunLock(ctx, p, ttl, func(ctx context.Context) error {
 		if _, err := srv.Do("DEL", semaphore.Keys(s)[1]); err != nil { // the holders
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -150,7 +149,7 @@ func (g *Group) fillHeld(ctx context.Context, f *flight, l lease.Lock, seen *int
 		if fillErr == nil {
 			return nil, runErr, false
 		}
-		return nil, backend.Join(fillFailed(fillErr), lockLost(runErr)), false
+		return nil, lease.Join(fillFailed(fillErr), lockLost(runErr)), false
 	case runErr != nil:
 		// The value is stored; only the release failed.
 		g.o.onError(f.key, runErr)
@@ -184,7 +183,7 @@ func (g *Group) storeOutcome(ctx context.Context, l lease.Lock, key string, ttl 
 	case fillErr == nil:
 		err = g.store.Put(ctx, k, encode(kindValue, val), l.Fence(), ttl)
 		if err != nil {
-			err = backend.Wrap(err, "stampede: store %q", key)
+			err = lease.Wrap(err, "stampede: store %q", key)
 		} else {
 			g.hook(evStored, key)
 		}
@@ -253,6 +252,6 @@ func (g *Group) releaseAsync(l lease.Lock, key string) {
 // lease ends.
 func (g *Group) release(l lease.Lock, key string) {
 	if err := l.Release(g.ctx); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-		g.o.onError(key, backend.Wrap(err, "stampede: release %q", key))
+		g.o.onError(key, lease.Wrap(err, "stampede: release %q", key))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -63,7 +62,7 @@ type flight struct {
 // invalid option, is an error matching lease.ErrInvalidArgument.
 func New(locker lease.Locker, store lease.Store, opts ...Option) (*Group, error) {
 	if locker == nil || store == nil {
-		return nil, backend.Invalid("stampede: nil Locker or Store")
+		return nil, lease.Invalid("stampede: nil Locker or Store")
 	}
 	o := defaults()
 	for _, opt := range opts {
@@ -140,20 +139,20 @@ func (g *Group) do(ctx context.Context, key string, ttl time.Duration, fill Fill
 		return f, f.val, f.err
 	case <-ctx.Done():
 		g.leave(f)
-		return nil, nil, backend.Wrap(ctx.Err(), "stampede: %q", key)
+		return nil, nil, lease.Wrap(ctx.Err(), "stampede: %q", key)
 	}
 }
 
 func (g *Group) check(key string, ttl time.Duration, fill Fill) error {
 	switch {
 	case key == "":
-		return backend.Invalid("stampede: empty key")
+		return lease.Invalid("stampede: empty key")
 	case ttl < time.Millisecond:
-		return backend.Invalid("stampede: TTL %v is below 1ms", ttl)
+		return lease.Invalid("stampede: TTL %v is below 1ms", ttl)
 	case g.o.earlyRefresh > 0 && g.o.earlyRefresh >= ttl:
-		return backend.Invalid("stampede: early refresh %v is not shorter than the TTL %v", g.o.earlyRefresh, ttl)
+		return lease.Invalid("stampede: early refresh %v is not shorter than the TTL %v", g.o.earlyRefresh, ttl)
 	case fill == nil:
-		return backend.Invalid("stampede: nil fill")
+		return lease.Invalid("stampede: nil fill")
 	}
 	return nil
 }
@@ -258,9 +257,9 @@ func cached(key string, rec lease.Record) (val []byte, err error, ok bool) {
 // backendErr wraps an error of the Locker or Store; after Close it also
 // matches lease.ErrClosed.
 func (g *Group) backendErr(ctx context.Context, op, key string, err error) error {
-	err = backend.Wrap(err, "stampede: %s %q", op, key)
+	err = lease.Wrap(err, "stampede: %s %q", op, key)
 	if g.ctx.Err() != nil && ctx.Err() != nil {
-		return backend.Join(lease.ErrClosed, err)
+		return lease.Join(lease.ErrClosed, err)
 	}
 	return err
 }

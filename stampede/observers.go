@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
+
+	"github.com/redislock-go/redislock/lease"
 )
 
 // WithObserver adds o to the Group's observers: a value that implements
@@ -20,7 +21,7 @@ func WithObserver(o observe.Observer) Option {
 		c, isCache := o.(observe.CacheObserver)
 		f, isFill := o.(observe.FillObserver)
 		if !isCache && !isFill {
-			opts.fail(backend.Invalid("%T implements neither observe.CacheObserver nor observe.FillObserver", o))
+			opts.fail(lease.Invalid("%T implements neither observe.CacheObserver nor observe.FillObserver", o))
 			return
 		}
 		if isCache {

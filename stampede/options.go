@@ -91,7 +91,7 @@ func WithLease(d time.Duration) Option {
 func WithFillTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(backend.Invalid("fill timeout %v must be positive", d))
+			o.fail(lease.Invalid("fill timeout %v must be positive", d))
 		}
 		o.fillTimeout = d
 	}
@@ -114,7 +114,7 @@ func WithPrefix(ns string) Option {
 // last caller's ctx ends.
 func WithRetry(s lease.RetryStrategy) Option {
 	return func(o *options) {
-		o.fail(backend.CheckRetry(s))
+		o.fail(lease.CheckRetry(s))
 		o.wait = s
 	}
 }
@@ -123,7 +123,7 @@ func WithRetry(s lease.RetryStrategy) Option {
 // so that an operator inspecting a key sees who fills it. Default: none.
 func WithHolder(id string) Option {
 	return func(o *options) {
-		o.fail(backend.CheckHolder(id))
+		o.fail(lease.CheckHolder(id))
 		o.holder = id
 	}
 }
@@ -136,7 +136,7 @@ func WithHolder(id string) Option {
 func WithNegativeTTL(d time.Duration) Option {
 	return func(o *options) {
 		if d < time.Millisecond {
-			o.fail(backend.Invalid("negative TTL %v is below 1ms", d))
+			o.fail(lease.Invalid("negative TTL %v is below 1ms", d))
 		}
 		o.negativeTTL = d
 	}
@@ -153,7 +153,7 @@ func WithNegativeTTL(d time.Duration) Option {
 func WithEarlyRefresh(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
-			o.fail(backend.Invalid("early refresh %v must be positive", d))
+			o.fail(lease.Invalid("early refresh %v must be positive", d))
 		}
 		o.earlyRefresh = d
 	}
@@ -165,7 +165,7 @@ func WithEarlyRefresh(d time.Duration) Option {
 func WithMaxRefreshes(n int) Option {
 	return func(o *options) {
 		if n < 1 {
-			o.fail(backend.Invalid("max refreshes %d must be at least 1", n))
+			o.fail(lease.Invalid("max refreshes %d must be at least 1", n))
 		}
 		o.maxRefreshes = n
 	}
@@ -179,7 +179,7 @@ func WithMaxRefreshes(n int) Option {
 func WithFillRetries(n int) Option {
 	return func(o *options) {
 		if n < 0 {
-			o.fail(backend.Invalid("fill retries %d may not be negative", n))
+			o.fail(lease.Invalid("fill retries %d may not be negative", n))
 		}
 		o.fillRetries = n
 	}
@@ -192,7 +192,7 @@ func WithFillRetries(n int) Option {
 func WithErrorHandler(f func(key string, err error)) Option {
 	return func(o *options) {
 		if f == nil {
-			o.fail(backend.Invalid("nil error handler"))
+			o.fail(lease.Invalid("nil error handler"))
 		}
 		o.onError = f
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Early refresh (stale-while-revalidate).
@@ -41,7 +40,7 @@ func (g *Group) maybeRefresh(f *flight, rec lease.Record) {
 		ctx, cancel := g.child(f.vals)
 		defer cancel()
 		if err := g.refresh(ctx, f, rec.Fence); err != nil {
-			g.o.onError(f.key, backend.Wrap(err, "stampede: refresh %q", f.key))
+			g.o.onError(f.key, lease.Wrap(err, "stampede: refresh %q", f.key))
 		}
 	}()
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/redislock-go/redislock/internal/redisproc"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 	"github.com/redislock-go/redislock/observe"
 )
 
@@ -41,7 +40,7 @@ const (
 //	loss-max-ms    the longest time from a lock's deletion behind its
 //	               holder's back to the holder being told (target <= interval)
 //
-// /keep holds with the Lock's backend.Keeper (the renewer's cost alone), /hold with
+// /keep holds with the Lock's Keep (the renewer's cost alone), /hold with
 // lease.Hold (adds the Held and its context).
 func BenchmarkHeld100k(b *testing.B) {
 	n := 100_000
@@ -72,7 +71,7 @@ func benchHeld(b *testing.B, n int, hold bool) {
 	ctx := context.Background()
 
 	interval := heldTTL / 3
-	drift := backend.Drift(heldTTL, lease.DefaultDriftFactor)
+	drift := lease.Drift(heldTTL, lease.DefaultDriftFactor)
 	locks := obtainAll(b, c, n)
 	// The caller's own: the locks, the loss callbacks and their clocks.
 	lag.byKey = make(map[string]*redislock.Lock, n)
@@ -110,7 +109,7 @@ func benchHeld(b *testing.B, n int, hold bool) {
 			}
 			helds[i] = h
 		} else {
-			stops[i] = backend.KeeperOf(l).Keep(heldTTL, interval, losts[i])
+			stops[i] = l.Keep(heldTTL, interval, losts[i])
 		}
 	}
 	runtime.GC()

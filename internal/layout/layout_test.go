@@ -23,6 +23,7 @@ const mod = "github.com/redislock-go/redislock"
 type pkg struct {
 	ImportPath string
 	Name       string
+	Dir        string
 	GoFiles    []string // without tests
 	Imports    []string // direct, without tests
 	Deps       []string // transitive, without tests
@@ -32,7 +33,7 @@ type pkg struct {
 // the packages by path.
 func list(t *testing.T, patterns ...string) map[string]pkg {
 	t.Helper()
-	args := []string{"list", "-json=ImportPath,Name,GoFiles,Imports,Deps"}
+	args := []string{"list", "-json=ImportPath,Name,Dir,GoFiles,Imports,Deps"}
 	for _, p := range patterns {
 		args = append(args, mod+p)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/redislock-go/redislock/internal/redistest"
 	"github.com/redislock-go/redislock/internal/script"
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // The benchmarks hold 100,000 entries with a TTL of 10 s (renewed every
@@ -125,7 +124,7 @@ func benchRenew(b *testing.B, batch BatchFunc, rdb *redis.Client) {
 	require.NoError(b, err)
 	defer r.Close()
 	interval := benchTTL / 3
-	drift := backend.Drift(benchTTL, lease.DefaultDriftFactor)
+	drift := lease.Drift(benchTTL, lease.DefaultDriftFactor)
 	// The caller's own: keys, tokens, callbacks and handles, made before
 	// the heap is measured.
 	lostAt := make([]atomic.Int64, benchEntries) // unix ns of a reported loss

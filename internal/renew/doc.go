@@ -17,7 +17,7 @@
 // validity (Entry.Renewed); a renewal that finds the grant gone reports
 // the loss at once (Entry.Lost, a cause matching lease.ErrNotHeld); an
 // entry whose validity is about to end without a confirmed renewal is
-// reported lost backend.LossLead (1% of its TTL, at least 5 ms, at most a
+// reported lost lease.LossLead (1% of its TTL, at least 5 ms, at most a
 // quarter of its interval) before its ValidUntil (a cause matching
 // lease.ErrLeaseExpired, with the last renewal's error), by the timer,
 // whatever the calls in flight are doing. Failed renewals are retried,

@@ -4,7 +4,7 @@ import (
 	"container/heap"
 	"time"
 
-	"github.com/redislock-go/redislock/lease/backend"
+	"github.com/redislock-go/redislock/lease"
 )
 
 // Entry is a lease to renew.
@@ -16,11 +16,11 @@ type Entry struct {
 	// TTL is the lease each renewal asks for (whole milliseconds).
 	TTL time.Duration
 	// Interval is how often it is renewed: positive, and leaving time
-	// before the validity ends (Interval + backend.LossLead(TTL, Interval) <
+	// before the validity ends (Interval + lease.LossLead(TTL, Interval) <
 	// TTL - Drift).
 	Interval time.Duration
 	// Drift is the part of TTL a renewal's validity gives up: a renewal
-	// sent at t is valid until t + TTL - Drift (backend.Drift).
+	// sent at t is valid until t + TTL - Drift (lease.Drift).
 	Drift time.Duration
 	// ValidUntil is the validity confirmed so far.
 	ValidUntil time.Time
@@ -30,7 +30,7 @@ type Entry struct {
 	// Lost is called once when the grant is found gone (a cause matching
 	// lease.ErrNotHeld) or its validity is about to end without a
 	// confirmed renewal (lease.ErrLeaseExpired, with the last renewal's
-	// error), backend.LossLead(TTL, Interval) before ValidUntil. Required
+	// error), lease.LossLead(TTL, Interval) before ValidUntil. Required
 	// unless Owner is set.
 	Lost func(cause error)
 	// Owner, if set, is told instead of Renewed and Lost (which must then
@@ -89,22 +89,22 @@ type Handle struct {
 // entries are errors matching lease.ErrInvalidArgument; after Close, Add
 // fails with ErrClosed.
 func (r *Renewer) Add(e Entry) (*Handle, error) {
-	lead := backend.LossLead(e.TTL, e.Interval)
+	lead := lease.LossLead(e.TTL, e.Interval)
 	switch {
 	case e.Owner == nil && e.Lost == nil:
-		return nil, backend.Invalid("renew: nil Lost")
+		return nil, lease.Invalid("renew: nil Lost")
 	case e.Owner != nil && (e.Lost != nil || e.Renewed != nil):
-		return nil, backend.Invalid("renew: both an Owner and callbacks")
+		return nil, lease.Invalid("renew: both an Owner and callbacks")
 	case e.Key == "":
-		return nil, backend.Invalid("renew: empty key")
+		return nil, lease.Invalid("renew: empty key")
 	case e.TTL < time.Millisecond:
-		return nil, backend.Invalid("renew: TTL %v is below 1ms", e.TTL)
+		return nil, lease.Invalid("renew: TTL %v is below 1ms", e.TTL)
 	case e.Drift < 0:
-		return nil, backend.Invalid("renew: negative drift %v", e.Drift)
+		return nil, lease.Invalid("renew: negative drift %v", e.Drift)
 	case e.Interval <= 0 || e.Interval+lead >= e.TTL.Truncate(time.Millisecond)-e.Drift:
-		return nil, backend.Invalid("renew: interval %v leaves no time to renew a TTL of %v", e.Interval, e.TTL)
+		return nil, lease.Invalid("renew: interval %v leaves no time to renew a TTL of %v", e.Interval, e.TTL)
 	case e.ValidUntil.IsZero():
-		return nil, backend.Invalid("renew: zero ValidUntil")
+		return nil, lease.Invalid("renew: zero ValidUntil")
 	}
 	h := &Handle{r: r, key: e.Key, token: e.Token, ttl: e.TTL, interval: e.Interval, drift: e.Drift, lead: lead,
 		owner: e.Owner, idx: -1}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // Defaults, all in one place.
@@ -119,13 +118,13 @@ type Renewer struct {
 func New(cfg Config) (*Renewer, error) {
 	switch {
 	case cfg.Batch == nil:
-		return nil, backend.Invalid("renew: nil BatchFunc")
+		return nil, lease.Invalid("renew: nil BatchFunc")
 	case cfg.BatchSize < 0:
-		return nil, backend.Invalid("renew: batch size %d", cfg.BatchSize)
+		return nil, lease.Invalid("renew: batch size %d", cfg.BatchSize)
 	case cfg.PerNode < 0:
-		return nil, backend.Invalid("renew: %d calls per node", cfg.PerNode)
+		return nil, lease.Invalid("renew: %d calls per node", cfg.PerNode)
 	case cfg.Early >= 1:
-		return nil, backend.Invalid("renew: early share %v is not below 1", cfg.Early)
+		return nil, lease.Invalid("renew: early share %v is not below 1", cfg.Early)
 	}
 	r := &Renewer{batch: cfg.Batch, batchSize: cfg.BatchSize, perNode: cfg.PerNode, early: max(cfg.Early, 0), clock: cfg.Clock,
 		finished: cfg.finished, stopped: cfg.stopped, nodes: make(map[string]*nodeQueue), groups: make(map[Group]*Group)}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/redislock-go/redislock/internal/testkit"
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/backend"
 )
 
 // 1,200 entries of one group, due together, go out as calls of at most 512
@@ -172,7 +171,7 @@ func TestLostByExpiry(t *testing.T) {
 		select {
 		case e := <-h.events:
 			require.Error(t, e.cause, "renewed: %+v", e)
-			require.WithinDuration(t, validUntil.Add(-backend.LossLead(testTTL, testInterval)), e.at, 0,
+			require.WithinDuration(t, validUntil.Add(-lease.LossLead(testTTL, testInterval)), e.at, 0,
 				"lost LossLead before ValidUntil %v", validUntil)
 			require.ErrorIs(t, e.cause, lease.ErrLeaseExpired)
 			require.ErrorIs(t, e.cause, errDown, "want the last error")
@@ -415,7 +414,7 @@ func TestConfirmed(t *testing.T) {
 		select {
 		case ev := <-h.events:
 			require.Error(t, ev.cause, "want the loss")
-			require.WithinDuration(t, later.Add(-backend.LossLead(testTTL, testInterval)), ev.at, 0, "the loss's time")
+			require.WithinDuration(t, later.Add(-lease.LossLead(testTTL, testInterval)), ev.at, 0, "the loss's time")
 			return
 		case c := <-h.calls:
 			c.answer(nil, errDown)

@@ -4,11 +4,16 @@
 // implementer reads.
 //
 // It holds the rules every backend follows, so that they follow them
-// alike: reading the options of a call (Apply), checking input (CheckKey,
-// CheckTTL, CheckHolder, CheckRetry, Invalid), a grant's validity (Drift,
-// ValidUntil), how long Obtain waits for a held lock (WaitDeadline), how a
-// held lock is renewed (Keeper, Keeping, Refresher, RenewInterval,
-// LossLead), and one adapter from a backend's own client to a
-// lease.Locker (NewLocker). The Redis client (package redislock) and
-// pglock are built on it; lease/leasetest checks the result.
+// alike: checking input (CheckKey, CheckTTL), a grant's validity
+// (ValidUntil, Expired), how long Obtain waits for a held lock
+// (WaitDeadline), how a Release ends the renewals of Hold and Run at once
+// (ReleaseWatch), and one adapter from a backend's own client to a
+// lease.Locker (NewLocker). The rules that lease's own Hold and Run
+// follow too are in package lease, where they are written once: the
+// errors and how to build them (lease.Invalid, lease.Join, lease.Wrap),
+// the options of a call (lease.Apply, lease.CheckHolder,
+// lease.CheckRetry), and renewal (lease.Keeper, lease.Refresher,
+// lease.Drift, lease.RenewInterval, lease.LossLead); Keeper and Refresher
+// are named here too. The Redis client (package redislock) and pglock are
+// built on it; lease/leasetest checks the result.
 package backend

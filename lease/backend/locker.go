@@ -32,7 +32,7 @@ type locker[O any, L lease.Lock] struct {
 }
 
 func (a *locker[O, L]) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lease.Option) (lease.Lock, error) {
-	lo, err := Apply(opts)
+	lo, err := lease.Apply(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -5,28 +5,21 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/internal/errs"
-	"github.com/redislock-go/redislock/lease/internal/keep"
 )
-
-// Drift is the part of a lease of ttl that its validity gives up for clock
-// drift: ttl * factor + 2 ms (1 ms for the expiry precision of the backend
-// plus 1 ms of minimum clock drift, as the Redlock spec does).
-func Drift(ttl time.Duration, factor float64) time.Duration { return keep.Drift(ttl, factor) }
 
 // ValidUntil is the end of the validity of a lease of ttl (rounded down to
 // whole milliseconds, as backends store it) asked for at start: start +
-// ttl - Drift(ttl, factor). It carries start's monotonic clock reading for
-// every ttl CheckTTL accepts (at most lease.MaxTTL).
+// ttl - lease.Drift(ttl, factor). It carries start's monotonic clock
+// reading for every ttl CheckTTL accepts (at most lease.MaxTTL).
 func ValidUntil(start time.Time, ttl time.Duration, factor float64) time.Time {
-	return start.Add(ttl.Truncate(time.Millisecond) - Drift(ttl, factor))
+	return start.Add(ttl.Truncate(time.Millisecond) - lease.Drift(ttl, factor))
 }
 
 // CheckKey returns an error matching lease.ErrInvalidArgument for an empty
 // key.
 func CheckKey(key string) error {
 	if key == "" {
-		return errs.Invalid("empty key")
+		return lease.Invalid("empty key")
 	}
 	return nil
 }
@@ -39,18 +32,19 @@ const MinValidity = time.Millisecond
 
 // CheckTTL returns an error matching lease.ErrInvalidArgument for a TTL
 // below 1 ms, one too short to be useful (one that leaves less than
-// MinValidity after Drift(ttl, factor)), or one above lease.MaxTTL. Every
-// backend checks a TTL with it, so that all refuse the same ones.
+// MinValidity after lease.Drift(ttl, factor)), or one above
+// lease.MaxTTL. Every backend checks a TTL with it, so that all refuse the
+// same ones.
 func CheckTTL(ttl time.Duration, factor float64) error {
 	switch {
 	case ttl < time.Millisecond:
-		return errs.Invalid("TTL %v is below 1ms", ttl)
+		return lease.Invalid("TTL %v is below 1ms", ttl)
 	case ttl > lease.MaxTTL:
-		return errs.Invalid("TTL %v is above the longest a lease may be, %v (lease.MaxTTL)", ttl, lease.MaxTTL)
+		return lease.Invalid("TTL %v is above the longest a lease may be, %v (lease.MaxTTL)", ttl, lease.MaxTTL)
 	}
-	d := Drift(ttl, factor)
+	d := lease.Drift(ttl, factor)
 	if v := ttl.Truncate(time.Millisecond) - d; v < MinValidity {
-		return errs.Invalid("TTL %v is too short: it leaves %v of validity after drift %v, less than %v", ttl, max(v, 0), d, MinValidity)
+		return lease.Invalid("TTL %v is too short: it leaves %v of validity after drift %v, less than %v", ttl, max(v, 0), d, MinValidity)
 	}
 	return nil
 }
@@ -61,5 +55,5 @@ func CheckTTL(ttl time.Duration, factor float64) error {
 // short for the round trips it meets says so.
 func Expired(start, now time.Time, ttl time.Duration, factor float64) error {
 	return fmt.Errorf("%w: the call took %v, more than the %v of validity a TTL of %v leaves after drift (use a longer TTL)",
-		errs.ErrGrantExpired, now.Sub(start).Round(time.Microsecond), ttl.Truncate(time.Millisecond)-Drift(ttl, factor), ttl)
+		lease.ErrGrantExpired, now.Sub(start).Round(time.Microsecond), ttl.Truncate(time.Millisecond)-lease.Drift(ttl, factor), ttl)
 }

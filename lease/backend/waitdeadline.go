@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/redislock-go/redislock/lease"
-	"github.com/redislock-go/redislock/lease/internal/errs"
 )
 
 // WaitDeadline is when an Obtain call stops waiting for a held lock: the
@@ -48,7 +47,7 @@ func (d *WaitDeadline) Next(backoff time.Duration, ok bool, held error, seen tim
 	case left > 0:
 		return min(backoff, left), nil
 	case d.bounded:
-		return 0, errs.Join(held, context.DeadlineExceeded)
+		return 0, lease.Join(held, context.DeadlineExceeded)
 	}
 	return 0, d.limitError()
 }

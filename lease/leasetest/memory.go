@@ -72,9 +72,9 @@ func (realClock) Now() time.Time                                  { return time.
 func (realClock) AfterFunc(d time.Duration, f func()) lease.Timer { return time.AfterFunc(d, f) }
 
 var (
-	_ lease.Locker   = (*Memory)(nil)
-	_ lease.Store    = (*Memory)(nil)
-	_ backend.Keeper = memKeeper{}
+	_ lease.Locker = (*Memory)(nil)
+	_ lease.Store  = (*Memory)(nil)
+	_ lease.Keeper = (*memLock)(nil)
 )
 
 // held returns the live grant of key; an expired one is dropped. m.mu held.
@@ -97,7 +97,7 @@ func (m *Memory) wake() {
 // deadline is not bounded: waiting lasts as long as the retry strategy
 // allows.
 func (m *Memory) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...lease.Option) (lease.Lock, error) {
-	o, err := backend.Apply(opts)
+	o, err := lease.Apply(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (m *Memory) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return nil, backend.Join(lease.ErrNotObtained, err)
+			return nil, lease.Join(lease.ErrNotObtained, err)
 		}
 		l, left, changed := m.try(key, ttl, o.Holder)
 		if l != nil {
@@ -128,7 +128,7 @@ func (m *Memory) Obtain(ctx context.Context, key string, ttl time.Duration, opts
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, backend.Join(lease.ErrNotObtained, ctx.Err())
+			return nil, lease.Join(lease.ErrNotObtained, ctx.Err())
 		case <-changed:
 		case <-fire:
 		}
@@ -149,7 +149,6 @@ func (m *Memory) try(key string, ttl time.Duration, holder string) (l *memLock, 
 	g := &grant{token: rand.Text(), fence: m.fences[key], holder: holder, expires: now.Add(ttl.Truncate(time.Millisecond))}
 	m.locks[key] = g
 	l = &memLock{m: m, key: key, token: g.token, fence: g.fence, until: backend.ValidUntil(now, ttl, m.drift)}
-	l.Keeping = backend.KeepWith(memKeeper{l})
 	return l, 0, nil
 }
 
@@ -248,21 +247,20 @@ func checkRecord(key string, fence int64, ttl time.Duration) error {
 		return err
 	}
 	if fence <= 0 {
-		return backend.Invalid("fence %d must be positive", fence)
+		return lease.Invalid("fence %d must be positive", fence)
 	}
 	if ttl < 0 || ttl > 0 && ttl < time.Millisecond {
-		return backend.Invalid("record TTL %v must be 0 or at least 1ms", ttl)
+		return lease.Invalid("record TTL %v must be 0 or at least 1ms", ttl)
 	}
 	return nil
 }
 
 // memLock is a grant of a Memory.
 type memLock struct {
-	backend.Keeping // memKeeper: renewed on the Memory's clock
-	m               *Memory
-	key             string
-	token           string
-	fence           int64
+	m     *Memory
+	key   string
+	token string
+	fence int64
 
 	mu    sync.Mutex
 	until time.Time // guarded by mu
@@ -312,7 +310,7 @@ func (l *memLock) Refresh(_ context.Context, ttl time.Duration) error {
 }
 
 func (l *memLock) Release(context.Context) error {
-	l.watch.Released() // ends Hold and Run (see backend.Keeper)
+	l.watch.Released() // ends Hold and Run (see lease.Keeper)
 	m := l.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -325,14 +323,12 @@ func (l *memLock) Release(context.Context) error {
 	return nil
 }
 
-// memKeeper renews a memLock on the Memory's clock (see backend.Keeper).
-type memKeeper struct{ l *memLock }
-
-func (k memKeeper) Keep(ttl, interval time.Duration, lost func(error)) (stop func()) {
-	return k.l.watch.Keep(lost, func(lost func(error)) func() {
-		return backend.Refresher(k.l.m.clock, k.l, ttl, interval, lost)
+// Keep renews l on the Memory's clock, for Hold and Run (lease.Keeper).
+func (l *memLock) Keep(ttl, interval time.Duration, lost func(error)) (stop func()) {
+	return l.watch.Keep(lost, func(lost func(error)) func() {
+		return lease.Refresher{Clock: l.m.clock, Lock: l}.Keep(ttl, interval, lost)
 	})
 }
 
 // Now is the time on the Memory's clock, that of the Lock's ValidUntil.
-func (k memKeeper) Now() time.Time { return k.l.m.clock.Now() }
+func (l *memLock) Now() time.Time { return l.m.clock.Now() }
