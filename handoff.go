@@ -46,7 +46,9 @@ func (s *single) handOff(ctx context.Context, l *Lock) (handed bool, err error) 
 		r.released, r.fence, err = script.Handoff{Keys: l.keys.Boxed[:1], Token: l.arg, RecordTTL: recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg),
 			Publish: s.publish(&l.opts), To: next.arg, TTL: next.ttlArg, Holder: next.opts.holder}.Run(ctx, rdb)
 		return r, err
-	}, func(ctx context.Context, _ handoffReply, _ error) { c.releaseNow(ctx, next, s.n) })
+	}, func(ctx context.Context, _ handoffReply, _ error) {
+		c.cleanedUp(ctx, next.key, s.n.Index, c.releaseOn(ctx, next, s.n))
+	})
 	released, fence := rep.released, rep.fence
 	switch {
 	case err != nil:

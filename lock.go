@@ -288,15 +288,26 @@ func (l *Lock) beginRelease(ctx context.Context) (_ context.Context, done func(e
 // noObserver is beginRelease's done without observers.
 func noObserver(error) {}
 
-// releaseScript gives the grant back on one node (release.lua): the key
-// becomes a released record (see recordTTL).
-func releaseScript(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
+// releaseCall is one release of l on one node as a node call (nodes.Op),
+// with its outcome: release.lua, after which the key is a released record
+// (see recordTTL). A late one needs nothing more: a release that reached
+// Redis late has released.
+type releaseCall struct {
+	l        *Lock
+	released bool
+}
+
+func (r *releaseCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
+	l := r.l
 	ks := l.keys.Boxed[:1]
 	if l.opts.fair {
 		ks = script.Box(l.keys.FairRelease()...)
 	}
-	return script.Release(ctx, rdb, ks, l.arg, recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg), l.c.publish(&l.opts), l.opts.fair)
+	r.released, err = script.Release(ctx, rdb, ks, l.arg, recordTTL(l.currentTTL(), l.opts.releaseTimeout, l.ttlArg), l.c.publish(&l.opts), l.opts.fair)
+	return err
 }
+
+func (*releaseCall) OnLate(context.Context, error) {}
 
 // recordTTL is how long a released lock's key stays, as a released record
 // (scripts/release.lua) that keeps the lock's last fence and the names of

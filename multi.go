@@ -159,7 +159,7 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 		rep, err := onNode(ctx, m, m.s.nodeTimeout(&m.opts, ttl), "obtain", func(ctx context.Context, rdb redis.Scripter) (script.MultiObtainReply, error) {
 			return script.MultiObtain(ctx, rdb, ks, m.arg, ms, m.opts.holder)
 		}, func(ctx context.Context, _ script.MultiObtainReply, _ error) {
-			_, _ = m.releaseGroups(ctx, m.groups[gi:gi+1])
+			_, _ = m.release(ctx, m.groups[gi:gi+1])
 		})
 		switch {
 		case err != nil:
@@ -171,10 +171,10 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 			if nodes.NoOutcome(err) {
 				taken = gi
 			}
-			m.releaseInBackground(ctx, m.groups[:taken])
+			m.releaseLater(ctx, m.groups[:taken])
 			return err
 		case !rep.Granted:
-			m.releaseGroups(ctx, m.groups[:gi])
+			m.release(ctx, m.groups[:gi])
 			if rep.PTTL == script.NoExpiry {
 				return m.c.nodeErr(ctx, 0, "obtain", errNoExpiry)
 			}
@@ -189,27 +189,27 @@ func (m *MultiLock) obtainOnce(ctx context.Context, ttl time.Duration) error {
 		m.fences[k] = fences[keys.New(m.opts.prefix, k).Lock]
 	}
 	if err := m.confirmFrom(&m.opts, start, ttl); err != nil {
-		m.releaseGroups(ctx, m.groups)
+		m.release(ctx, m.groups)
 		return err
 	}
 	return nil
 }
 
-// releaseInBackground gives back the groups on the clean-up pool.
-func (m *MultiLock) releaseInBackground(ctx context.Context, groups [][]keys.Lock) {
+// releaseLater gives back the groups in the background, on the clean-up
+// pool (inBackground), on ctx without its cancellation.
+func (m *MultiLock) releaseLater(ctx context.Context, groups [][]keys.Lock) {
 	if len(groups) == 0 {
 		return
 	}
 	ctx = background(ctx)
-	if !m.s.n.Background(m.c.cleanup, func() { _, _ = m.releaseGroups(ctx, groups) }) {
-		m.c.cleanupFailed(ctx, &Lock{key: strings.Join(m.keys, ",")}, 0, m.c.nodeErr(ctx, 0, "release", nodes.ErrBusy))
-	}
+	_ = m.c.inBackground(ctx, m.key(), m.s.n, func() { _, _ = m.release(ctx, groups) })
 }
 
-// releaseGroups gives back the given groups, each bounded by the release
-// timeout on ctx without its cancellation; it returns how many keys were
-// deleted and the first error.
-func (m *MultiLock) releaseGroups(ctx context.Context, groups [][]keys.Lock) (released int, err error) {
+// release gives back the given groups now, one script call each
+// (multi_release.lua), each bounded by the release timeout on ctx without
+// its cancellation; it returns how many keys were deleted and the first
+// error.
+func (m *MultiLock) release(ctx context.Context, groups [][]keys.Lock) (released int, err error) {
 	ctx = detach(ctx)
 	for _, g := range groups {
 		ks := make([]string, 0, 3*len(g))
@@ -312,7 +312,7 @@ func (m *MultiLock) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		if !held {
 			m.lost()
-			_, _ = m.releaseGroups(ctx, m.groups)
+			_, _ = m.release(ctx, m.groups)
 			return ErrNotHeld
 		}
 	}
@@ -328,7 +328,7 @@ func (m *MultiLock) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	m.watch.Released() // RunMulti's fn: the set is given up
-	n, err := m.releaseGroups(ctx, m.groups)
+	n, err := m.release(ctx, m.groups)
 	if err == nil && n < len(m.keys) {
 		err = ErrNotHeld
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -183,11 +181,12 @@ func (o *observers) evicting(i int) func(nodes.Policy) {
 	}
 }
 
-// cleanupFailed tells the observers that the clean-up of l on node failed.
-func (c *Client) cleanupFailed(ctx context.Context, l *Lock, node int, err error) {
-	if c.obs != nil {
+// cleanedUp tells the observers of a clean-up of key on node that failed
+// with err; nil, one that did not fail, tells nothing.
+func (c *Client) cleanedUp(ctx context.Context, key string, node int, err error) {
+	if err != nil && c.obs != nil {
 		for _, x := range c.obs.cleanup {
-			x.CleanupFailed(ctx, observe.CleanupEvent{Key: l.key, Node: node, Err: err})
+			x.CleanupFailed(ctx, observe.CleanupEvent{Key: key, Node: node, Err: err})
 		}
 	}
 }
@@ -211,7 +210,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	}
 	k := keys.New(o.prefix, key)
 	type answer struct {
-		grant   grantValue
+		grant   script.Value
 		pttl    time.Duration
 		waiters int // the fair queue's size, at least 1 when the grant is marked
 	}
@@ -224,11 +223,14 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 		if pttl == script.NoExpiry {
 			return answer{}, errNoExpiry
 		}
-		g, err := parseGrant(v)
-		if g.marked {
+		g, ok := script.ParseValue(v)
+		if !ok {
+			return answer{}, fmt.Errorf("redislock: lock key holds %q, not written by redislock", v)
+		}
+		if g.Marked {
 			queued = max(queued, 1)
 		}
-		return answer{g, time.Duration(pttl) * time.Millisecond, int(queued)}, err
+		return answer{g, time.Duration(pttl) * time.Millisecond, int(queued)}, nil
 	})
 	type count struct {
 		answer
@@ -244,18 +246,18 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 		switch {
 		case r.Err != nil:
 			errs = append(errs, r.Err)
-		case r.Val.grant.token != "":
-			g := grants[r.Val.grant.token]
+		case r.Val.grant.Token != "":
+			g := grants[r.Val.grant.Token]
 			if g == nil {
 				g = &count{answer: r.Val}
-				grants[r.Val.grant.token] = g
+				grants[r.Val.grant.Token] = g
 			}
 			g.n++
 			g.pttl = min(g.pttl, r.Val.pttl)
 			// A node a refresh brought into the grant keeps its own last
 			// fence when that is higher (scripts/join.lua): the grant's
 			// fence is the least.
-			g.grant.fence = min(g.grant.fence, r.Val.grant.fence)
+			g.grant.Fence = min(g.grant.Fence, r.Val.grant.Fence)
 		}
 	}
 	if len(c.set.Nodes)-len(errs) < c.set.Majority() {
@@ -269,41 +271,8 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	}
 	for _, g := range grants {
 		if g.n >= c.set.Majority() {
-			info.Held, info.Holder, info.Fence, info.TTL = true, g.grant.holder, g.grant.fence, g.pttl
+			info.Held, info.Holder, info.Fence, info.TTL = true, g.grant.Holder, g.grant.Fence, g.pttl
 		}
 	}
 	return info, nil
 }
-
-// grantValue is a lock key's grant: "token:fence:rel:holder;", with "*"
-// appended when someone waits (see scripts/obtain.lua). A released record
-// "~:fence:rel" is no grant: the zero grantValue.
-type grantValue struct {
-	token  string
-	fence  int64
-	holder string
-	marked bool // an attempt found it held: someone waits
-}
-
-func parseGrant(v string) (grantValue, error) {
-	bad := fmt.Errorf("redislock: lock key holds %q, not written by redislock", v)
-	token, rest, ok := strings.Cut(v, ":")
-	fence, rest, ok2 := strings.Cut(rest, ":")
-	f, err := strconv.ParseInt(fence, 10, 64)
-	switch {
-	case !ok || err != nil || token == "":
-		return grantValue{}, bad
-	case token == releasedToken:
-		return grantValue{}, nil
-	}
-	_, holder, ok3 := strings.Cut(rest, ":")
-	holder, marked := strings.CutSuffix(holder, "*")
-	holder, ok4 := strings.CutSuffix(holder, ";")
-	if !ok2 || !ok3 || !ok4 {
-		return grantValue{}, bad
-	}
-	return grantValue{token: token, fence: f, holder: holder, marked: marked}, nil
-}
-
-// releasedToken stands in a released record for the token of a grant.
-const releasedToken = "~"

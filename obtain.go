@@ -292,7 +292,7 @@ func (c *Client) renewInterval(ttl time.Duration, opts []Option) (time.Duration,
 // background and the error is ended's.
 func (m *MultiLock) deliver(ctx context.Context, waited bool) (*MultiLock, error) {
 	if ctx.Err() != nil {
-		m.releaseInBackground(ctx, m.groups)
+		m.releaseLater(ctx, m.groups)
 		return nil, ended(ctx, m.key(), waited, nil)
 	}
 	return m, nil

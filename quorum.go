@@ -69,7 +69,11 @@ func ttlOn(ctx context.Context, rdb redis.Scripter, l *Lock) (pttl, error) {
 // (see onGrant and grantNodes); ctx must be detached from the caller's
 // cancellation.
 func (qm *quorumMode) release(ctx context.Context, l *Lock) (ok int, errs []error) {
-	return onGrant(qm, ctx, l.grant.releasing(qm.c), l.opts.releaseTimeout, l.opts.autoPipeline, "release", l, releaseScript, isTrue)
+	return onGrant(qm, ctx, l.grant.releasing(qm.c), l.opts.releaseTimeout, l.opts.autoPipeline, "release", l, func(ctx context.Context, rdb redis.Scripter, l *Lock) (bool, error) {
+		r := releaseCall{l: l}
+		err := r.Run(ctx, rdb)
+		return r.released, err
+	}, isTrue)
 }
 
 func isTrue(b bool) bool { return b }
@@ -78,9 +82,7 @@ func isTrue(b bool) bool { return b }
 // confirmed too late, in the background on every node that granted it, so
 // that a minority's extension does not outlive the loss; it does not wait.
 func (qm *quorumMode) lost(ctx context.Context, l *Lock, _ bool) {
-	for _, n := range l.grant.releasing(qm.c) {
-		qm.c.releaseOn(ctx, l, n)
-	}
+	qm.c.cleanUp(ctx, l, l.grant.releasing(qm.c))
 }
 
 // maxProposals bounds how often one attempt re-proposes a higher fence
@@ -111,7 +113,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 				Holder: l.opts.holder}.Run(ctx, rdb)
 		}, func(ctx context.Context, node int, rep script.ObtainReply, err error) { // a late call, once it returned
 			if g.late(node, obtained(rep, err, proposal)) {
-				c.releaseNow(ctx, l, c.set.Nodes[node])
+				c.cleanedUp(ctx, l.key, node, c.releaseOn(ctx, l, c.set.Nodes[node]))
 			}
 		})
 		v := votes{qm: qm, ctx: ctx, n: n, q: q, proposal: proposal, pttl: -1}
@@ -131,7 +133,7 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 				return // its onLate tells g
 			}
 			if g.late(rep.Node, obtained(rep.Val, rep.Err, proposal)) {
-				c.releaseOn(ctx, l, c.set.Nodes[rep.Node])
+				c.cleanUp(ctx, l, c.set.Nodes[rep.Node:rep.Node+1])
 			}
 		})
 		if keep {
@@ -141,10 +143,14 @@ func (qm *quorumMode) obtain(ctx context.Context, r request) (*Lock, error) {
 		// failing, and in the background those that may have. A node that
 		// answered "held" or "fence too low" wrote nothing: the script is
 		// atomic and replay-safe.
-		qm.releaseNodes(ctx, l, v.grants)
-		for _, i := range append(v.failed, early...) {
-			c.releaseOn(ctx, l, c.set.Nodes[i]) // a lost reply may hide a grant
+		if len(v.grants) > 0 {
+			round := nodes.Fanout(c.set.Live, nodeList(c, v.grants), func(n *nodes.Node) (struct{}, error) {
+				return struct{}{}, c.releaseOn(ctx, l, n)
+			})
+			round.Gather(l.opts.releaseTimeout, nil)
+			round.Stop(nil)
 		}
+		c.cleanUp(ctx, l, nodeList(c, append(v.failed, early...))) // a lost reply may hide a grant
 		switch {
 		case expired != nil:
 			return nil, expired
@@ -247,27 +253,6 @@ func (qm *quorumMode) noteSeen(f int64) {
 			return
 		}
 	}
-}
-
-// releaseNodes releases the grant on the given nodes in parallel and waits,
-// each bounded by the release timeout.
-func (qm *quorumMode) releaseNodes(ctx context.Context, l *Lock, which []int) {
-	c := qm.c
-	if len(which) == 0 {
-		return
-	}
-	ns := make([]*nodes.Node, len(which))
-	for i, j := range which {
-		ns[i] = c.set.Nodes[j]
-	}
-	ctx = background(ctx)
-	round := nodes.Fanout(c.set.Live, ns, func(n *nodes.Node) (bool, error) {
-		return nodes.ValueOf(ctx, &c.set, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) (bool, error) {
-			return releaseScript(ctx, rdb, l)
-		}, nil)
-	})
-	round.Gather(l.opts.releaseTimeout, nil)
-	round.Stop(nil)
 }
 
 // withWallClock sets the wall clock that quorum mode proposes fences from

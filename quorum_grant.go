@@ -279,7 +279,7 @@ func (qm *quorumMode) refresh(ctx context.Context, l *Lock, ttl time.Duration) (
 				return
 			}
 			if g.joined(node, joinedState(r, err), !nodes.NotSent(err)) {
-				c.releaseOn(ctx, l, c.set.Nodes[node]) // given up while the join was out
+				c.cleanUp(ctx, l, c.set.Nodes[node:node+1]) // given up while the join was out
 			}
 		})
 }

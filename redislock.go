@@ -247,26 +247,12 @@ func detach(ctx context.Context) context.Context {
 // whose calls are always bounded by their timeout (nodes.Bounded).
 func background(ctx context.Context) context.Context { return nodes.Bounded(detach(ctx)) }
 
-// releaseOn releases l on node n in the background, on the clean-up pool,
-// on ctx without its cancellation; a clean-up that cannot run or fails is
-// told to the observers.
-func (c *Client) releaseOn(ctx context.Context, l *Lock, n *nodes.Node) {
-	ctx = background(ctx)
-	if !n.Background(c.cleanup, func() { c.releaseNow(ctx, l, n) }) {
-		c.cleanupFailed(ctx, l, n.Index, c.nodeErr(ctx, n.Index, "release", nodes.ErrBusy))
-	}
-}
-
-// releaseNow is releaseOn's release, on the caller's goroutine (an onLate,
-// which runs on the goroutine of the late call).
-func (c *Client) releaseNow(ctx context.Context, l *Lock, n *nodes.Node) {
-	ctx = background(ctx)
-	if err := c.set.Call(ctx, n, l.opts.releaseTimeout, false, "release", func(ctx context.Context, rdb redis.Scripter) error {
-		_, err := releaseScript(ctx, rdb, l)
-		return err
-	}, nil); err != nil {
-		c.cleanupFailed(ctx, l, n.Index, err)
-	}
+// releaseOn gives l back on node n now, on the caller's goroutine (an
+// onLate's, a clean-up worker's, a fan-out's), on ctx without its
+// cancellation, bounded by the release timeout (releaseCall), and returns
+// the node's error: a clean-up tells it to the observers (cleanedUp).
+func (c *Client) releaseOn(ctx context.Context, l *Lock, n *nodes.Node) error {
+	return c.set.Do(background(ctx), n, l.opts.releaseTimeout, false, "release", &releaseCall{l: l})
 }
 
 // verdict turns per-node outcomes of an operation on a held grant into its
@@ -292,28 +278,50 @@ func (c *Client) failed(err error, errs []error) error {
 	return &QuorumError{Err: err, Nodes: errs}
 }
 
-// releaseLater releases l in the background, on the clean-up pool counted
-// on the first node: a grant that no caller will use (a handoff to a
-// waiter that left, or whose outcome is unknown), or one Run gives up
-// without waiting. It wakes the Client's next waiter for the key and then
-// calls done with the release's outcome (as
-// Release returns it); with ErrBusy wrapped when the clean-up pool refused
-// the call.
+// releaseLater gives l back in the background, on the clean-up pool
+// counted on the first node, on ctx without its cancellation, as Release
+// does (the mode's release; it wakes the Client's next waiter for the key),
+// and then tells done the outcome as Release returns it, with ErrBusy
+// wrapped when the pool refused the release. It is for a lock no caller
+// will use: a handoff nobody took, or one Run gives up without waiting.
 func (c *Client) releaseLater(ctx context.Context, l *Lock, done func(error)) {
-	n := c.set.Nodes[0]
 	ctx = background(ctx)
-	if !n.Background(c.cleanup, func() {
+	n := c.set.Nodes[0]
+	if err := c.inBackground(ctx, l.key, n, func() {
 		released, errs := c.m.release(ctx, l)
 		if released > 0 {
 			c.wakeLocal(l)
 		}
 		for _, err := range errs {
-			c.cleanupFailed(ctx, l, n.Index, err)
+			c.cleanedUp(ctx, l.key, n.Index, err)
 		}
 		done(c.verdict(released, errs))
-	}) {
-		err := c.nodeErr(ctx, n.Index, "release", nodes.ErrBusy)
-		c.cleanupFailed(ctx, l, n.Index, err)
+	}); err != nil {
 		done(err)
 	}
+}
+
+// cleanUp gives back what l's attempt may have left on each of the nodes
+// ns (releaseOn), in the background: one clean-up per node, counted on
+// it, on ctx without its cancellation. It is for a grant whose outcome is
+// unknown or that was given up: a late or partial quorum grant, an attempt
+// whose reply was lost. Failures are told to the observers (cleanedUp).
+func (c *Client) cleanUp(ctx context.Context, l *Lock, ns []*nodes.Node) {
+	ctx = background(ctx)
+	for _, n := range ns {
+		_ = c.inBackground(ctx, l.key, n, func() { c.cleanedUp(ctx, l.key, n.Index, c.releaseOn(ctx, l, n)) })
+	}
+}
+
+// inBackground runs f, a clean-up of key on node n, on the clean-up pool.
+// When the pool refuses it (the node has as many clean-ups in flight as
+// it may, or no worker is free), the clean-up failed: it tells the
+// observers and returns the error (ErrBusy wrapped).
+func (c *Client) inBackground(ctx context.Context, key string, n *nodes.Node, f func()) error {
+	if n.Background(c.cleanup, f) {
+		return nil
+	}
+	err := c.nodeErr(ctx, n.Index, "release", nodes.ErrBusy)
+	c.cleanedUp(ctx, key, n.Index, err)
+	return err
 }

@@ -54,7 +54,7 @@ func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop f
 		}
 		lost(cause)
 	}
-	return l.releaseWatch().Keep(report, func(lost func(cause error)) func() {
+	return l.watched().Keep(report, func(lost func(cause error)) func() {
 		if s := l.c.single; s != nil {
 			if k := s.keepBatched(l, ttl, interval, lost); k != nil {
 				return k.stop
@@ -64,9 +64,9 @@ func (l *Lock) Keep(ttl, interval time.Duration, lost func(cause error)) (stop f
 	})
 }
 
-// releaseWatch returns the Lock's ReleaseWatch, made by its first Keep: a
+// watched returns the Lock's ReleaseWatch, made by its first Keep: a
 // Release ends its renewal by Run and lease.Hold at once (lease.Keeper).
-func (l *Lock) releaseWatch() *backend.ReleaseWatch {
+func (l *Lock) watched() *backend.ReleaseWatch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.watch == nil {

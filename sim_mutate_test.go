@@ -35,25 +35,22 @@ var simMutations = map[string]simMutation{
 	// Obtain takes any proposed fence, also one below the key's last:
 	// a client whose clock is behind proposes a lower one.
 	"lowfence": {expect: sim.InvFenceOrder, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- obtain:", "if fence and not below(fence, p) then", "if false then", // the general code
-			"if n and n >= q then", "if false then") // the common cases
+		return replaceOnce(src, "-- propose:", "if fence and not below(fence, p) then", "if false then")
 	}},
 	// Obtain sets the key without PX: it never expires.
 	"nopx": {expect: sim.InvExpiry, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- obtain:", "';', 'PX', ARGV[2])", "';')", // the common case
-			"';', 'PX', ARGV[2])", "';')") // the general code
+		return replaceObtain(src, "';', 'PX', ARGV[2])", "';')")
 	}},
 	// Obtain sets half the TTL asked for: the key expires while its
 	// holder was told it is valid.
 	"halfpx": {expect: sim.InvLossReported, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- obtain:", "';', 'PX', ARGV[2])", "';', 'PX', math.floor(ARGV[2] / 2))", // the common case
-			"';', 'PX', ARGV[2])", "';', 'PX', math.floor(ARGV[2] / 2))") // the general code
+		return replaceObtain(src, "';', 'PX', ARGV[2])", "';', 'PX', math.floor(ARGV[2] / 2))")
 	}},
 	// A refresh's join takes the key whatever it holds: a slow holder's
 	// refresh takes a node of the newer holder's majority, which is left
 	// without one while its client believes it valid.
 	"jointake": {expect: sim.InvLossReported, script: func(src string) (string, bool) {
-		return replaceOnce(src, "-- join:", "local rel, reply = '', 2\nif v then", "local rel, reply = '', 2\nif false then")
+		return replaceOnce(src, "-- join:", "if v and tok ~= '~' then", "if false then")
 	}},
 	// The grant reaches its caller one TTL after Obtain returned it, as
 	// if Obtain returned grants after their validity (the library's own
@@ -82,6 +79,15 @@ func replaceOnce(src, head string, olds ...string) (string, bool) {
 		src = strings.Replace(src, olds[i], olds[i+1], 1)
 	}
 	return src, true
+}
+
+// replaceObtain is replaceOnce on both obtain scripts: obtain.lua, which
+// mints the fence (single mode), and propose.lua (quorum mode).
+func replaceObtain(src string, olds ...string) (string, bool) {
+	if out, ok := replaceOnce(src, "-- obtain:", olds...); ok {
+		return out, true
+	}
+	return replaceOnce(src, "-- propose:", olds...)
 }
 
 // TestSimMutations runs each mutation and asserts that its check fires

@@ -65,7 +65,7 @@ func (s *single) obtainOn(ctx context.Context, r *request, l *Lock) error {
 		// l.attempt is the call's until then.
 		r.markQueued()
 		if !nodes.NoOutcome(err) {
-			c.releaseOn(ctx, l, s.n)
+			c.cleanUp(ctx, l, []*nodes.Node{s.n})
 		}
 		return err
 	}
@@ -134,21 +134,6 @@ func (s *single) release(ctx context.Context, l *Lock) (ok int, errs []error) {
 	return one(r.released, nil)
 }
 
-// releaseCall is one release of a Lock as a node call (nodes.Op), with
-// its outcome: one allocation for both. A late one needs nothing more: a
-// release that reached Redis late has released.
-type releaseCall struct {
-	l        *Lock
-	released bool
-}
-
-func (r *releaseCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
-	r.released, err = releaseScript(ctx, rdb, r.l)
-	return err
-}
-
-func (*releaseCall) OnLate(context.Context, error) {}
-
 // obtainScript sends l's attempt: obtain.lua, or fair_obtain.lua in fair
 // mode (tk: the call's ticket).
 func obtainScript(ctx context.Context, rdb redis.Scripter, tk *ticket, l *Lock) (script.ObtainReply, error) {
@@ -200,7 +185,7 @@ func (a *obtainCall) Run(ctx context.Context, rdb redis.Scripter) (err error) {
 // the attempt may have queued the ticket after that.
 func (a *obtainCall) OnLate(ctx context.Context, _ error) {
 	l := (*Lock)(a)
-	l.c.releaseNow(ctx, l, l.c.set.Nodes[0])
+	l.c.cleanedUp(ctx, l.key, 0, l.c.releaseOn(ctx, l, l.c.set.Nodes[0]))
 	if t := l.attempt.ticket; t != nil {
 		leaveQueue(ctx, l.c, l.c.set.Nodes[0], l.keys, t.id, &l.opts)
 	}

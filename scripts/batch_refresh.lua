@@ -1,9 +1,9 @@
 -- batch_refresh: extend each lock of a batch, only while it holds its
 -- grant (refresh.lua for many keys, for the batched renewal of held locks).
 --
--- KEYS[i]     lock key i (a grant "token:fence:..." or a released record
---             "~:...": see obtain.lua); all KEYS in one
---             Redis Cluster slot
+-- KEYS[i]     lock key i (a grant or a released record: record.lua,
+--             whose grant test, the prefix token ":", this script
+--             makes); all KEYS in one Redis Cluster slot
 -- ARGV[1]     new TTL in milliseconds for every key (an integer > 0;
 --             PEXPIRE with 0 or less would delete)
 -- ARGV[i+1]   the token of the grant on KEYS[i]

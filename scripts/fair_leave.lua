@@ -2,8 +2,8 @@
 -- it was the head and the lock is free, wake the waiters so that the new
 -- head takes it.
 --
--- KEYS[1]  lock key (free when absent or a released record "~:...": see
---          obtain.lua)
+-- KEYS[1]  lock key (free when absent or a released record: see
+--          record.lua)
 -- KEYS[2]  wake channel (same hash slot)
 -- KEYS[3]  queue (sorted set of waiters' tickets)
 -- KEYS[4]  queue deadlines (sorted set of tickets, and fair_obtain.lua's
@@ -20,7 +20,12 @@ if newhead then
 else
   redis.call('DEL', KEYS[4])
 end
-if head == ARGV[1] and string.sub(redis.call('GET', KEYS[1]) or '~:', 1, 2) == '~:' then
+if head ~= ARGV[1] then
+  return n
+end
+local v = redis.call('GET', KEYS[1])
+-- record.lua
+if not v or tok == '~' then
   local msg = newhead or 'r'
   if ARGV[2] == 'p' then
     redis.pcall('PUBLISH', KEYS[2], msg)

@@ -14,7 +14,7 @@
 -- ARGV[4]  the waiter's ticket, the same for all attempts of one Obtain call
 -- ARGV[5]  holder identity to record, "" for none
 --
--- The lock key holds a grant or a released record (see obtain.lua); a
+-- The lock key holds a grant or a released record (see record.lua); a
 -- released record is free. When TIME reads earlier than "~" (the server's
 -- clock stepped back), every deadline moves back as far. The queue keys go
 -- with the last waiter granted (or leaving), else expire by the queue TTL.
@@ -24,21 +24,18 @@
 --   {0, wait}    free but the head of the queue is another waiter: the
 --                milliseconds until the head's entry expires
 --   {0, -1}      held by a value without expiry (not written by redislock)
--- A fence is an integer up to 2^53 and its decimal string above; an error
+-- A fence is an integer below 2^53 and its decimal string above; an error
 -- when the key's last fence is 2^63-1 (no fence is left). Fences are
--- decimal strings, never Lua numbers (doubles): see obtain.lua.
+-- decimal strings, never Lua numbers (doubles): see fence.lua.
 if tonumber(ARGV[2]) <= 0 or tonumber(ARGV[3]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
 local v = redis.call('GET', KEYS[1])
-local tok, last, rel = nil, nil, ''
-if v then
-  local f
-  tok, f, rel = string.match(v, '^([^:]*):(%d+):([^:]*)')
-  f = valid(f)
-  if f and tok == ARGV[1] then return {1, out(f)} end
-  if f and tok == '~' then v, last = nil, f end -- released: free
-end
+-- record.lua
+-- fence.lua
+if tok == ARGV[1] then return {1, out(fence)} end
+local last = tok == '~' and fence -- released: free, with its last fence
+if last then v = nil else rel = '' end
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowus / 1000)
@@ -68,11 +65,11 @@ local function enqueue() -- a ZADD refused (out of memory) leaves the caller out
     redis.call('PEXPIRE', KEYS[3], ttl)
   end
 end
-if v then
+if v then -- held: queue and mark it waited for
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl ~= -1 then
     enqueue()
-    if string.sub(v, -1) ~= '*' then redis.pcall('APPEND', KEYS[1], '*') end -- may be refused
+    if mark ~= '*' then redis.pcall('APPEND', KEYS[1], '*') end -- may be refused
   end
   return {0, pttl}
 end
@@ -87,13 +84,11 @@ if head and redis.call('ZRANGE', KEYS[2], 0, 0)[1] then
 else
   redis.call('DEL', KEYS[3]) -- no one waits: the deadlines and "~" go
 end
--- The last fence + 1, or the clock in µs if that is higher (obtain.lua).
+-- The last fence + 1, or the clock in µs if that is higher.
 local f = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 if last then
   last = inc(last)
-  if not valid(last) then
-    return redis.error_reply('ERR redislock: no fence is left on this key: its last fence is 9223372036854775807')
-  end
+  if not last then return spent() end
   if below(f, last) then f = last end
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. f .. ':' .. rel .. ':' .. ARGV[5] .. ';', 'PX', ARGV[2])

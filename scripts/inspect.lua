@@ -1,7 +1,7 @@
 -- inspect: read a lock for Inspect: its value, remaining TTL and how many
 -- callers wait in its fair queue.
 --
--- KEYS[1]  lock key (a grant or a released record: see obtain.lua)
+-- KEYS[1]  lock key (a grant or a released record: see record.lua)
 -- KEYS[2]  fair-mode queue (a sorted set of waiters' tickets; absent when
 --          no fair waiter queues)
 --

@@ -7,51 +7,45 @@
 -- ARGV[2]  lock TTL in milliseconds (> 0)
 -- ARGV[3]  holder identity to record, "" for none
 --
--- Each lock key holds a grant or a released record (see obtain.lua); a
+-- Each lock key holds a grant or a released record (see record.lua); a
 -- released record is free, and the next fence is its fence + 1; an absent
 -- key's is the server time in µs. Replies:
 --   {1, fence1, ..., fencen}  granted; a key that already holds ARGV[1] (a
 --                             replay of this request) keeps its fence
 --   {0, i, pttl}              lock key i is held by another grant; nothing
 --                             was written but its waiters' mark (if Redis
---                             accepts it: see obtain.lua)
--- A fence is an integer up to 2^53 and its decimal string above; an error
+--                             accepts it: see record.lua)
+-- A fence is an integer below 2^53 and its decimal string above; an error
 -- when a key's last fence is 2^63-1 (no fence is left). Fences are decimal
--- strings, never Lua numbers (doubles): see obtain.lua.
+-- strings, never Lua numbers (doubles): see fence.lua.
 if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
+-- fence.lua
 local mine, last, rels = {}, {}, {}
-local clock = false
+local fresh = false
 for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
+  -- record.lua
   rels[i] = ''
-  if v then
-    local tok, f, r = string.match(v, '^([^:]*):(%d+):([^:]*)')
-    f = valid(f)
-    if f and tok == ARGV[1] then
-      mine[i] = f
-    elseif f and tok == '~' then
-      last[i], rels[i] = inc(f), r
-      if not valid(last[i]) then
-        return redis.error_reply('ERR redislock: no fence is left on this key: its last fence is 9223372036854775807')
-      end
-    else
-      local pttl = redis.call('PTTL', KEYS[i])
-      if pttl >= 0 and string.sub(v, -1) ~= '*' then
-        redis.pcall('APPEND', KEYS[i], '*') -- refused when memory is full
-      end
-      return {0, i, pttl}
+  if tok == ARGV[1] then
+    mine[i] = fence
+  elseif tok == '~' then
+    last[i], rels[i] = inc(fence), rel
+    if not last[i] then
+      return spent()
     end
+  elseif v then -- held: mark it waited for
+    local pttl = redis.call('PTTL', KEYS[i])
+    if pttl >= 0 and mark ~= '*' then
+      redis.pcall('APPEND', KEYS[i], '*') -- refused when memory is full
+    end
+    return {0, i, pttl}
   else
-    clock = true
+    fresh = true
   end
 end
-local now
-if clock then
-  local t = redis.call('TIME')
-  now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-end
+local now = fresh and clock()
 local reply = {1}
 for i = 1, #KEYS do
   local fence = mine[i]

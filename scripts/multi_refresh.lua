@@ -1,7 +1,7 @@
 -- multi_refresh: extend several locks, only if all still hold this grant.
 --
--- KEYS[i]  lock key i (a grant "token:fence:..." or a released record
---          "~:...": see obtain.lua)
+-- KEYS[i]  lock key i (a grant or a released record: record.lua, whose
+--          grant test, the prefix token ":", this script makes)
 -- ARGV[1]  the grant's token
 -- ARGV[2]  new TTL in milliseconds (> 0)
 --

@@ -1,8 +1,8 @@
 -- multi_ttl: the least remaining time to live of several locks, only if all
 -- still hold this grant.
 --
--- KEYS[i]  lock key i (a grant "token:fence:..." or a released record
---          "~:...": see obtain.lua)
+-- KEYS[i]  lock key i (a grant or a released record: record.lua, whose
+--          grant test, the prefix token ":", this script makes)
 -- ARGV[1]  the grant's token
 --
 -- Replies the least PTTL in milliseconds, or -3 when any key holds no grant

@@ -1,7 +1,7 @@
 -- refresh: extend the lock only if it still holds this grant.
 --
--- KEYS[1]  lock key (a grant "token:fence:...", or a released record "~:...":
---          see obtain.lua; a released record never holds a grant)
+-- KEYS[1]  lock key (a grant or a released record: record.lua, whose grant
+--          test, the prefix token ":", this script makes)
 -- ARGV[1]  the grant's token
 -- ARGV[2]  new TTL in milliseconds (> 0; PEXPIRE with 0 or less would delete)
 --

@@ -46,11 +46,20 @@ const (
 	RecordDelete Script = "record_delete.lua"
 )
 
-// FencePrelude holds the fence functions (compare, check, reply,
-// increment as decimal strings) that Obtain, Join, FairObtain,
-// MultiObtain, FencedSet, RecordDelete and Release (its handoffs) share:
-// internal/script puts it in front of each, or on its line "-- fence.lua".
-const FencePrelude Script = "fence.lua"
+// Propose is quorum mode's Obtain: the fence is the client's proposal.
+const Propose Script = "propose.lua"
+
+// The preludes: functions that scripts share, not scripts of their own.
+// internal/script puts in front of each script (or on its line
+// "-- record.lua" or "-- fence.lua") the functions it names.
+const (
+	// FencePrelude holds the fence functions (compare, check, reply,
+	// increment as decimal strings; the clock's fence).
+	FencePrelude Script = "fence.lua"
+	// RecordPrelude holds the lock key's value format: a grant or a
+	// released record, decoded and written only here.
+	RecordPrelude Script = "record.lua"
+)
 
 // BatchRefresh is the script of batched renewal (internal/renew):
 // refresh.lua for the locks of one slot at once.

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-var all = []Script{Obtain, Refresh, Release, TTL, Inspect, Join, FairObtain, FairLeave,
+var all = []Script{Obtain, Propose, RecordPrelude, Refresh, Release, TTL, Inspect, Join, FairObtain, FairLeave,
 	MultiObtain, MultiRefresh, MultiRelease, MultiTTL, FencedSet, RecordGet, RecordDelete, BatchRefresh, FencePrelude,
 	SemaphorePrelude, SemaphoreAcquire, SemaphoreRefresh, SemaphoreRelease, SemaphoreTTL, SemaphoreInspect}
 

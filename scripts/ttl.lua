@@ -1,7 +1,7 @@
 -- ttl: the lock's remaining time to live, only if it still holds this grant.
 --
--- KEYS[1]  lock key (a grant "token:fence:...", or a released record "~:...":
---          see obtain.lua; a released record never holds a grant)
+-- KEYS[1]  lock key (a grant or a released record: record.lua, whose grant
+--          test, the prefix token ":", this script makes)
 -- ARGV[1]  the grant's token
 --
 -- Replies the PTTL in milliseconds, or -3 when the key holds no grant with

@@ -12,7 +12,7 @@ package keys
 import "strings"
 
 // Lock names one lock's Redis key and wake channel. A lock has one key of
-// its own (see scripts/obtain.lua); fair mode adds its queue's two sorted
+// its own (its value: scripts/record.lua); fair mode adds its queue's two sorted
 // sets, named on demand (Queue, QExp).
 type Lock struct {
 	Lock string // the lock key: a grant or a released record

@@ -14,7 +14,7 @@ import (
 	"github.com/redislock-go/redislock/internal/keys"
 )
 
-// obtain.lua reads fences below 2^53 as Lua numbers on its fast path and
+// obtain.lua and propose.lua read fences below 2^53 as Lua numbers (fence.lua) and
 // as decimal strings above: around the boundary, and on a carry through
 // every digit, each grant's fence is exactly the last + 1 (or the
 // proposal), in the reply and in the key, and a proposal not above the

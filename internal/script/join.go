@@ -8,7 +8,7 @@ import (
 	"github.com/redislock-go/redislock/scripts"
 )
 
-var joinFast = newFast(withFences(scripts.Join))
+var joinFast = newFast(withPrelude(scripts.Join))
 
 // JoinReply is join.lua's answer: what a node did with a grant it was
 // asked to join.

@@ -10,7 +10,7 @@ import (
 // Status is the outcome of an obtain script.
 type Status int8
 
-// The outcomes of obtain.lua and fair_obtain.lua.
+// The outcomes of obtain.lua, propose.lua and fair_obtain.lua.
 const (
 	Granted     Status = 1  // the grant is the caller's (also on a replay)
 	Held        Status = 0  // another grant holds the lock
@@ -21,7 +21,7 @@ const (
 // redislock: it would block the lock forever).
 const NoExpiry = -1
 
-// lowProposal is the first element of obtain.lua's reply to a proposal
+// lowProposal is the first element of propose.lua's reply to a proposal
 // that was not above the key's last fence: {lowProposal, last}.
 const lowProposal = -1
 
@@ -33,7 +33,7 @@ type ObtainReply struct {
 	Counter int64 // LowProposal: the key's last fence
 }
 
-// Obtain is the request of obtain.lua.
+// Obtain is the request of obtain.lua, or of propose.lua with a Proposal.
 type Obtain struct {
 	Keys     []any // {lock}, boxed
 	Token    any   // the new grant's token (a string, boxed once)
@@ -42,15 +42,15 @@ type Obtain struct {
 	Holder   any   // holder identity (a string, "" for none), boxed once; nil: none
 }
 
-// Run sends the request (obtain.lua): the token and TTL, and the proposal
-// and holder only when there is one (each argument costs the server and
-// the client).
+// Run sends the request: obtain.lua with the token and TTL, and the
+// holder only when there is one (each argument costs the server and the
+// client); propose.lua when there is a Proposal.
 func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error) {
 	if o.Proposal == 0 {
 		// The reply is one integer.
 		a := append(obtainFast.args(o.Keys, 3), o.Token, o.TTL)
 		if o.Holder != nil && o.Holder != "" {
-			a = append(a, 0, o.Holder)
+			a = append(a, o.Holder)
 		}
 		n, err := obtainFast.runInt(ctx, rdb, len(o.Keys), a)
 		if err != nil {
@@ -62,8 +62,8 @@ func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error
 	if holder == nil {
 		holder = ""
 	}
-	a := append(obtainFast.args(o.Keys, 4), o.Token, o.TTL, o.Proposal, holder)
-	res, err := obtainFast.run(ctx, rdb, len(o.Keys), a)
+	a := append(proposeFast.args(o.Keys, 4), o.Token, o.TTL, o.Proposal, holder)
+	res, err := proposeFast.run(ctx, rdb, len(o.Keys), a)
 	if err != nil {
 		return ObtainReply{}, err
 	}
@@ -72,8 +72,8 @@ func (o Obtain) Run(ctx context.Context, rdb redis.Scripter) (ObtainReply, error
 	}
 	var v [2]int64
 	arr, _ := res.([]any)
-	if n, err := ints(v[:], "obtain", arr, nil); err != nil || n != 2 || v[0] != lowProposal {
-		return ObtainReply{}, unexpected("obtain", res)
+	if n, err := ints(v[:], "propose", arr, nil); err != nil || n != 2 || v[0] != lowProposal {
+		return ObtainReply{}, unexpected("propose", res)
 	}
 	return ObtainReply{Status: LowProposal, Counter: v[1]}, nil
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,40 +17,25 @@ import (
 )
 
 var (
-	obtainFast   = newFast(withFences(scripts.Obtain))
+	obtainFast   = newFast(withPrelude(scripts.Obtain))
+	proposeFast  = newFast(withPrelude(scripts.Propose))
 	refreshFast  = newFast(scripts.Refresh.Source())
-	releaseFast  = newFast(withFences(scripts.Release))
+	releaseFast  = newFast(withPrelude(scripts.Release))
 	ttlFast      = newFast(scripts.TTL.Source())
 	obtain       = obtainFast.script
 	refresh      = refreshFast.script
 	release      = releaseFast.script
 	inspect      = newScript(scripts.Inspect.Source())
-	fairObtain   = newScript(withFences(scripts.FairObtain))
-	fairLeave    = newScript(scripts.FairLeave.Source())
-	multiObtain  = newScript(withFences(scripts.MultiObtain))
+	fairObtain   = newScript(withPrelude(scripts.FairObtain))
+	fairLeave    = newScript(withPrelude(scripts.FairLeave))
+	multiObtain  = newScript(withPrelude(scripts.MultiObtain))
 	multiRefresh = newScript(scripts.MultiRefresh.Source())
-	multiRelease = newScript(scripts.MultiRelease.Source())
+	multiRelease = newScript(withPrelude(scripts.MultiRelease))
 	multiTTL     = newScript(scripts.MultiTTL.Source())
-	fencedSet    = newScript(withFences(scripts.FencedSet))
+	fencedSet    = newScript(withPrelude(scripts.FencedSet))
 	recordGet    = newScript(scripts.RecordGet.Source())
-	recordDelete = newScript(withFences(scripts.RecordDelete))
+	recordDelete = newScript(withPrelude(scripts.RecordDelete))
 )
-
-// withFences is s with the fence functions it uses (scripts/fence.lua):
-// on its line fencesHere if it has one, else in front. A script runs its
-// whole chunk on every call, making each function anew: code before that
-// line does not pay for them.
-func withFences(s scripts.Script) string {
-	src := s.Source()
-	if i := strings.Index(src, fencesHere); i >= 0 {
-		return src[:i+1] + scripts.FencePrelude.Source() + "\n" + src[i+1:]
-	}
-	return scripts.FencePrelude.Source() + "\n" + src
-}
-
-// fencesHere is the line of a script where withFences puts the fence
-// functions.
-const fencesHere = "\n-- fence.lua\n"
 
 // Publish is how a release wakes waiters (release.lua's ARGV[3],
 // multi_release.lua's and fair_leave.lua's ARGV[2]), boxed once: it is an
