@@ -135,6 +135,15 @@ func Start(cfg Config) (*Server, error) {
 	return nil, err
 }
 
+// handedOut holds every port this process gave a server: a port is never
+// given twice, so that a server killed by one test cannot come back as
+// another test's server on the same port, answering the first test's
+// clients in its place.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 func (s *Server) freePorts() (port, bus int, err error) {
 	n := 1
 	if s.cfg.ClusterBus {
@@ -146,14 +155,22 @@ func (s *Server) freePorts() (port, bus int, err error) {
 			l.Close()
 		}
 	}()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = make(map[int]bool)
+	}
 	var ports []int
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return 0, 0, fmt.Errorf("redisproc: no free port: %w", err)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ls = append(ls, l) // held open until the end: never picked twice here
+		if p := l.Addr().(*net.TCPAddr).Port; !handedOut.ports[p] {
+			handedOut.ports[p] = true
+			ports = append(ports, p)
+		}
 	}
 	if n == 2 {
 		bus = ports[1]
