@@ -19,8 +19,9 @@
 --   {-1, last}         ARGV[3] was not above the key's last fence (equal
 --                      too: racing proposers can propose the same value,
 --                      and two grants must never share a fence)
--- Each fence (a reply's or in {-1, last}) as its decimal string, exact over
--- the whole int64 range. An error when ARGV[3] is no fence.
+-- Each fence (a reply's or in {-1, last}) an integer below 2^53 and its
+-- decimal string above: exact over the whole int64 range. An error when
+-- ARGV[3] is no fence.
 if tonumber(ARGV[2]) <= 0 then
   return redis.error_reply('ERR redislock: TTL must be positive')
 end
@@ -34,7 +35,7 @@ if v and tok ~= ARGV[1] and tok ~= '~' then -- held: mark it waited for
   return -(pttl + 1)
 end
 if tok == ARGV[1] then
-  return fence
+  return out(fence)
 end
 -- fence.lua
 local p = valid(ARGV[3])
@@ -42,7 +43,7 @@ if not p then
   return redis.error_reply('ERR redislock: the proposed fence is not a positive int64')
 end
 if fence and not below(fence, p) then
-  return {-1, fence}
+  return {-1, out(fence)}
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. p .. ':' .. (rel or '') .. ':' .. ARGV[4] .. ';', 'PX', ARGV[2])
-return p
+return out(p)
