@@ -8,7 +8,6 @@ import (
 	"go/token"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -39,9 +38,7 @@ func rootFiles(t *testing.T) map[string][]byte {
 	t.Helper()
 	p, ok := list(t, "")[mod]
 	require.True(t, ok, "go list did not list the root package")
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	dir := filepath.Dir(strings.TrimSpace(string(gomod)))
+	dir := repoRoot(t)
 	files := map[string][]byte{}
 	for _, name := range p.GoFiles {
 		b, err := os.ReadFile(filepath.Join(dir, name))

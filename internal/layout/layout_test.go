@@ -203,9 +203,7 @@ func TestRulesFail(t *testing.T) {
 // its directory, so that its zip carries it.
 func TestLicense(t *testing.T) {
 	t.Parallel()
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	root := repoRoot(t)
 	license, err := os.ReadFile(filepath.Join(root, "LICENSE"))
 	require.NoError(t, err, "the root has no LICENSE")
 	require.Contains(t, string(license), "Apache License\n                           Version 2.0, January 2004")
@@ -219,6 +217,14 @@ func TestLicense(t *testing.T) {
 			assert.True(t, bytes.Equal(got, license), "%s/LICENSE is not the root's", dir)
 		}
 	}
+}
+
+// repoRoot returns the repository's root: the root module's directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	require.NoError(t, err)
+	return filepath.Dir(strings.TrimSpace(string(gomod)))
 }
 
 // modules returns the directories under root (relative, "." for root)

@@ -3,9 +3,7 @@ package layout
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,9 +15,7 @@ import (
 const maxReadmeLines = 300
 
 func TestReadmeIsAGuide(t *testing.T) {
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "README.md"))
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
 	require.NoError(t, err)
 	assert.LessOrEqual(t, bytes.Count(readme, []byte("\n")), maxReadmeLines, "README.md lines")
 }
